@@ -1,0 +1,177 @@
+# rlock - hand-written Makefile in the style of hiredis/redis.
+#
+#   make                 librlock.a, librlock.so (soname from include/rlock.h), rlock.pc
+#   make test            install missing Debian packages, start a throwaway redis-server,
+#                        run the whole suite, stop the server
+#   make test SAN=address|thread   the same under ASan+UBSan or TSan (own build dir)
+#   make valgrind        the suite under valgrind memcheck
+#   make test-faults     the fault-injection suite (starts and kills its own servers)
+#   make demo            the "don't oversell" demo against a throwaway redis-server
+#   make bench           benchmarks against a raw-hiredis baseline
+#   make install PREFIX=/usr/local DESTDIR=
+#
+# The user's CC, CFLAGS, LDFLAGS, PREFIX and DESTDIR are honoured; our flags are added
+# next to them, never instead of them.
+
+VERSION_MAJOR := $(shell sed -n 's/^\#define RLOCK_VERSION_MAJOR \([0-9]*\).*/\1/p' include/rlock.h)
+VERSION_MINOR := $(shell sed -n 's/^\#define RLOCK_VERSION_MINOR \([0-9]*\).*/\1/p' include/rlock.h)
+VERSION_PATCH := $(shell sed -n 's/^\#define RLOCK_VERSION_PATCH \([0-9]*\).*/\1/p' include/rlock.h)
+VERSION := $(VERSION_MAJOR).$(VERSION_MINOR).$(VERSION_PATCH)
+
+CC ?= cc
+OPTIMIZATION ?= -O2
+USE_WERROR ?= 1
+PREFIX ?= /usr/local
+INCLUDE_PATH ?= include
+LIBRARY_PATH ?= lib
+PKGCONF_PATH ?= pkgconfig
+INSTALL ?= install
+
+WARNINGS := -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Wshadow -Wno-missing-field-initializers
+ifeq ($(USE_WERROR),1)
+WARNINGS += -Werror
+endif
+
+# SAN=address (ASan+UBSan) or SAN=thread (TSan); each gets its own build directory.
+SAN ?=
+ifeq ($(SAN),address)
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+else ifeq ($(SAN),thread)
+SAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
+else ifneq ($(SAN),)
+$(error SAN must be address or thread)
+endif
+
+BUILD ?= build$(if $(SAN),-$(SAN))
+REAL_CFLAGS := -std=c11 -D_GNU_SOURCE -pthread -g $(OPTIMIZATION) -fPIC $(WARNINGS) $(SAN_FLAGS) \
+               -Iinclude $(CFLAGS) $(RLOCK_CFLAGS)
+LIB_CFLAGS := $(REAL_CFLAGS) -fvisibility=hidden
+REAL_LDFLAGS := -pthread $(SAN_FLAGS) $(LDFLAGS)
+LIBS := -lhiredis -luuid
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+SRCS := $(wildcard src/*.c)
+OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRCS))
+STLIB := $(BUILD)/librlock.a
+SONAME := librlock.so.$(VERSION_MAJOR)
+DYLIB := $(BUILD)/librlock.so.$(VERSION)
+PCFILE := $(BUILD)/rlock.pc
+
+TEST_SRCS := $(wildcard test/test_*.c)
+TEST_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRCS))
+FAULT_SRCS := $(wildcard test/fault_*.c)
+FAULT_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(FAULT_SRCS))
+HARNESS_OBJ := $(BUILD)/test/harness.o
+BENCH_SRCS := $(wildcard test/bench/*.c)
+BENCH_BINS := $(patsubst test/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+DEMO := $(BUILD)/demo
+
+.PHONY: all deps test check test-faults valgrind demo bench soak install uninstall clean noopt cppcheck tools
+
+all: $(STLIB) $(DYLIB) $(PCFILE)
+
+$(BUILD)/obj/%.o: src/%.c src/internal.h include/rlock.h
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC      $<")
+	$(Q)$(CC) $(LIB_CFLAGS) -c $< -o $@
+
+$(STLIB): $(OBJS)
+	$(if $(Q),@echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+# Only rlock_* symbols are exported: -fvisibility=hidden plus RLOCK_EXTERN.
+$(DYLIB): $(OBJS)
+	$(if $(Q),@echo "  LD      $@")
+	$(Q)$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(REAL_LDFLAGS) $(LIBS)
+	$(Q)ln -sf librlock.so.$(VERSION) $(BUILD)/$(SONAME)
+	$(Q)ln -sf $(SONAME) $(BUILD)/librlock.so
+
+$(PCFILE): include/rlock.h
+	@mkdir -p $(dir $@)
+	$(Q)printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/$(LIBRARY_PATH)' \
+	  'includedir=$${prefix}/$(INCLUDE_PATH)' '' 'Name: rlock' \
+	  'Description: Redisson-compatible reentrant Redis locks for C' 'Version: $(VERSION)' \
+	  'Requires.private: hiredis' 'Libs: -L$${libdir} -lrlock' \
+	  'Libs.private: -lhiredis -luuid -pthread' 'Cflags: -I$${includedir}' > $@
+
+$(HARNESS_OBJ): test/harness.c test/harness.h include/rlock.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(REAL_CFLAGS) -Isrc -c $< -o $@
+
+$(BUILD)/test/%: test/%.c $(HARNESS_OBJ) $(STLIB) test/harness.h
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC      $<")
+	$(Q)$(CC) $(REAL_CFLAGS) -Isrc $< $(HARNESS_OBJ) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lcmocka
+
+$(BUILD)/bench/%: test/bench/%.c $(HARNESS_OBJ) $(STLIB)
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC      $<")
+	$(Q)$(CC) $(REAL_CFLAGS) -Isrc -Itest $< $(HARNESS_OBJ) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lm
+
+$(DEMO): test/demo.c $(HARNESS_OBJ) $(STLIB)
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC      $<")
+	$(Q)$(CC) $(REAL_CFLAGS) -Itest $< $(HARNESS_OBJ) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lm
+
+deps:
+	@scripts/deps.sh
+
+tools: deps all $(TEST_BINS) $(FAULT_BINS)
+
+# TEST_PREFIX wraps every test binary (valgrind uses it); TEST_TIMEOUT_SCALE stretches deadlines.
+test: deps
+	@$(MAKE) --no-print-directory all $(TEST_BINS)
+	@scripts/with-redis.sh scripts/run-tests.sh $(TEST_BINS)
+
+check: test
+
+test-faults: deps
+	@$(MAKE) --no-print-directory all $(FAULT_BINS)
+	@scripts/run-tests.sh $(FAULT_BINS)
+
+valgrind: deps
+	@$(MAKE) --no-print-directory all $(TEST_BINS)
+	@TEST_PREFIX="valgrind --quiet --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible --track-fds=no" \
+	  TEST_TIMEOUT_SCALE=10 scripts/with-redis.sh scripts/run-tests.sh $(TEST_BINS)
+
+demo: deps
+	@$(MAKE) --no-print-directory all $(DEMO)
+	@scripts/with-redis.sh sh -c '$(DEMO) --url "$$RLOCK_TEST_URL" $(DEMO_ARGS)'
+
+bench: deps
+	@$(MAKE) --no-print-directory all $(BENCH_BINS)
+	@scripts/with-redis.sh test/bench/run.sh $(BUILD)
+
+MINUTES ?= 5
+soak: deps
+	@$(MAKE) --no-print-directory all $(FAULT_BINS)
+	@SOAK_MINUTES=$(MINUTES) scripts/run-tests.sh $(BUILD)/test/fault_stress
+
+cppcheck:
+	cppcheck --quiet --error-exitcode=1 --enable=warning,portability,performance \
+	  --std=c11 --inline-suppr -Iinclude -Isrc -D__GNUC__=12 --suppress=missingIncludeSystem src
+
+noopt:
+	$(MAKE) OPTIMIZATION=-O0
+
+install: all
+	$(INSTALL) -d $(DESTDIR)$(PREFIX)/$(INCLUDE_PATH) $(DESTDIR)$(PREFIX)/$(LIBRARY_PATH)/$(PKGCONF_PATH)
+	$(INSTALL) -m 644 include/rlock.h $(DESTDIR)$(PREFIX)/$(INCLUDE_PATH)
+	$(INSTALL) -m 644 $(STLIB) $(DESTDIR)$(PREFIX)/$(LIBRARY_PATH)
+	$(INSTALL) -m 755 $(DYLIB) $(DESTDIR)$(PREFIX)/$(LIBRARY_PATH)
+	ln -sf librlock.so.$(VERSION) $(DESTDIR)$(PREFIX)/$(LIBRARY_PATH)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/$(LIBRARY_PATH)/librlock.so
+	$(INSTALL) -m 644 $(PCFILE) $(DESTDIR)$(PREFIX)/$(LIBRARY_PATH)/$(PKGCONF_PATH)
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/$(INCLUDE_PATH)/rlock.h \
+	  $(DESTDIR)$(PREFIX)/$(LIBRARY_PATH)/librlock.* \
+	  $(DESTDIR)$(PREFIX)/$(LIBRARY_PATH)/$(PKGCONF_PATH)/rlock.pc
+
+clean:
+	rm -rf build build-address build-thread

@@ -1,0 +1,283 @@
+/*
+ * rlock.h - Redisson-compatible reentrant, cross-process mutexes on Redis.
+ *
+ * This header is the whole public contract of librlock. Anything not declared
+ * here (everything under src/, every rlock__ name) is private and may change
+ * without notice.
+ *
+ * Model
+ *   rlock_client   one per process (or per Redis deployment): a connection pool,
+ *                  a watchdog thread that renews leases, and a subscriber thread
+ *                  that wakes waiters on unlock messages. Thread-safe.
+ *   rlock          a named lock handle obtained from a client (Redisson's
+ *                  getLock()). Thread-safe and shareable between threads; the
+ *                  owner of a lock is the *calling thread*, not the handle.
+ *
+ * Ownership is per thread: the lock is held by "<client uuid>:<thread id>",
+ * where the thread id is unique for the life of the process and never reused.
+ * A thread that locks twice must unlock twice (hold counts).
+ *
+ * Return codes: 0 is success, positive values are non-error outcomes
+ * (RLOCK_BUSY), negative values are errors. New codes may be added in later
+ * versions; rlock_strerror() and rlock_status_name() accept any int.
+ *
+ * Errors are returned, never stored on a shared handle. Nothing in this
+ * library aborts the process on caller input.
+ *
+ * Cancellation: every function disables thread cancellation while it runs,
+ * except while rlock_lock*() / rlock_try_lock() sleep waiting for the lock,
+ * which is a cancellation point (the C counterpart of Java's
+ * lockInterruptibly()). A cancelled waiter leaves no subscription, waiter
+ * entry, memory or lock behind.
+ *
+ * Fork: a forked child must not use a client it inherited. Every call on an
+ * inherited client or its handles returns RLOCK_ECLOSED without touching the
+ * parent's connections, threads or locks. rlock_client_close() and
+ * rlock_free() on inherited objects are safe and release nothing. The child
+ * may open a client of its own.
+ */
+#ifndef RLOCK_H
+#define RLOCK_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define RLOCK_EXTERN __attribute__((visibility("default")))
+#else
+#define RLOCK_EXTERN
+#endif
+
+/*
+ * Version. The shared library's soname is librlock.so.RLOCK_VERSION_MAJOR;
+ * the major number changes whenever a declaration in this header changes in
+ * a way that breaks existing binaries (a removed function, a changed
+ * signature, a reordered field of rlock_config).
+ */
+#define RLOCK_VERSION_MAJOR 0
+#define RLOCK_VERSION_MINOR 1
+#define RLOCK_VERSION_PATCH 0
+#define RLOCK_VERSION_NUM                                                     \
+    ((RLOCK_VERSION_MAJOR << 16) | (RLOCK_VERSION_MINOR << 8) |               \
+     RLOCK_VERSION_PATCH)
+#define RLOCK_VERSION_STRING "0.1.0"
+
+/* The library's version string ("0.1.0"); static, never NULL. */
+RLOCK_EXTERN const char *rlock_version(void);
+/* The library's RLOCK_VERSION_NUM, to compare with the header's. */
+RLOCK_EXTERN unsigned rlock_version_num(void);
+
+/*
+ * Status codes: XX(name, value, message). One table; the #defines,
+ * rlock_strerror() and rlock_status_name() are all generated from it.
+ */
+#define RLOCK_STATUS_MAP(XX)                                                  \
+    XX(OK, 0, "success")                                                      \
+    XX(BUSY, 1, "lock held by another owner for the whole wait")             \
+    XX(EINVAL, -1, "invalid argument")                                        \
+    XX(ENOTOWNER, -2, "lock not held by the calling thread")                 \
+    XX(EIO, -3, "Redis unreachable, connection lost or command timed out")   \
+    XX(EREDIS, -4, "Redis answered with an error")                           \
+    XX(ENOMEM, -5, "out of memory")                                           \
+    XX(ECLOSED, -6, "client closed, or used in a forked child")
+
+#define RLOCK_OK 0
+#define RLOCK_BUSY 1          /* try_lock: another owner held it for the whole wait */
+#define RLOCK_EINVAL -1       /* bad argument */
+#define RLOCK_ENOTOWNER -2    /* the calling thread does not hold the lock */
+#define RLOCK_EIO -3          /* Redis unreachable, connection lost, command timed out */
+#define RLOCK_EREDIS -4       /* Redis answered with an error (e.g. WRONGTYPE) */
+#define RLOCK_ENOMEM -5       /* an allocation of rlock's own failed */
+#define RLOCK_ECLOSED -6      /* client closed, or used in a forked child */
+
+/*
+ * Static English text for any status: never NULL, never allocates. Unknown
+ * values give "unknown rlock status".
+ */
+RLOCK_EXTERN const char *rlock_strerror(int status);
+/* "RLOCK_OK", "RLOCK_EIO", ...; "RLOCK_UNKNOWN" for unknown values. Static. */
+RLOCK_EXTERN const char *rlock_status_name(int status);
+
+/* Names are any bytes but NUL, 1 byte to RLOCK_MAX_NAME_LEN bytes. */
+#define RLOCK_MAX_NAME_LEN 65536
+/* Largest lease accepted, in ms (about 34 years). */
+#define RLOCK_MAX_LEASE_MS (1LL << 40)
+/* lease_ms value meaning "no fixed lease: the watchdog renews it". */
+#define RLOCK_LEASE_WATCHDOG -1LL
+
+typedef struct rlock_client rlock_client; /* thread-safe */
+typedef struct rlock rlock;               /* named lock handle; thread-safe, shareable */
+
+/*
+ * Client configuration. Always fill it with rlock_config_init() first, then
+ * change the fields you need: the init call records the struct's size, which
+ * lets later versions append fields without breaking binaries built against
+ * this header. The client copies everything it needs (including the url
+ * string) during rlock_client_open(); the struct may be freed afterwards.
+ */
+typedef struct rlock_config {
+    size_t struct_size; /* set by rlock_config_init(); do not change */
+    /*
+     * redis://[[user]:password@]host[:port][/db]  (user and password may be
+     * %-encoded; host may be [ipv6]) or unix:///path/to/socket[?db=N].
+     * Default "redis://127.0.0.1:6379".
+     */
+    const char *url;
+    long long watchdog_timeout_ms; /* lease of watchdog locks; default 30000, renewed every third; >= 30 */
+    int connect_timeout_ms;        /* default 5000; > 0 */
+    int command_timeout_ms;        /* one round trip; default 3000; > 0 */
+    int pool_size;                 /* command connections; default 8; 1..1024 */
+    int retry_attempts;            /* re-sends of a failed command; default 3; 0..100 */
+    int retry_interval_ms;         /* pause between re-sends; default 1000; >= 0 */
+    /*
+     * Called once on the watchdog thread when a watchdog-renewed lock is found
+     * gone from Redis (lease expired during a pause, key deleted, forced
+     * unlock, Redis restarted without persistence). name is valid only during
+     * the call. The callback must not call rlock_client_close() on this
+     * client; other rlock calls are allowed. NULL = no callback.
+     */
+    void (*on_lock_lost)(const char *name, void *arg);
+    void *callback_arg;
+} rlock_config;
+
+/* Fills cfg with the defaults above. cfg must not be NULL. */
+RLOCK_EXTERN void rlock_config_init(rlock_config *cfg);
+
+/*
+ * Opens a client: parses the url, connects one pool connection (AUTH, SELECT),
+ * loads the Lua scripts, and starts the watchdog and subscriber threads.
+ * cfg NULL means all defaults. On success *out is the new client.
+ *
+ * Returns RLOCK_OK; RLOCK_EINVAL (NULL out, a field out of range, a malformed
+ * url, cfg not initialised by rlock_config_init); RLOCK_EIO (cannot connect
+ * within connect_timeout_ms); RLOCK_EREDIS (AUTH or SELECT refused);
+ * RLOCK_ENOMEM. Blocks for at most connect_timeout_ms + command_timeout_ms.
+ * Thread-safe.
+ */
+RLOCK_EXTERN int rlock_client_open(const rlock_config *cfg, rlock_client **out);
+
+/*
+ * Closes a client. NULL is a no-op. Threads blocked in rlock_lock*() or
+ * rlock_try_lock() on its handles return RLOCK_ECLOSED; commands in flight are
+ * aborted (RLOCK_ECLOSED); later calls on its handles return RLOCK_ECLOSED.
+ * Locks still held are NOT released: renewal stops and they expire after
+ * their lease (watchdog_timeout_ms for watchdog locks). Lock handles stay
+ * valid until rlock_free(). Blocks until its threads have stopped and every
+ * call in flight has returned (normally well under a second). Must be called
+ * once, and not from the on_lock_lost callback. In a forked child it only
+ * marks the inherited client; it releases nothing of the parent's.
+ */
+RLOCK_EXTERN void rlock_client_close(rlock_client *client);
+
+/*
+ * The client's UUID (lower-case, 36 characters), the first half of every
+ * owner field it writes. Owned by the client; valid until the client's last
+ * handle is freed and the client closed. NULL if client is NULL.
+ */
+RLOCK_EXTERN const char *rlock_client_id(const rlock_client *client);
+
+/*
+ * Makes a handle for the lock called name (Redisson's getLock()). No Redis
+ * traffic. The name is copied. Many handles may name the same lock; they are
+ * the same lock.
+ *
+ * Returns RLOCK_OK; RLOCK_EINVAL (NULL argument, empty name, name longer than
+ * RLOCK_MAX_NAME_LEN); RLOCK_ECLOSED; RLOCK_ENOMEM. Thread-safe.
+ */
+RLOCK_EXTERN int rlock_get(rlock_client *client, const char *name, rlock **out);
+
+/*
+ * Frees a handle. NULL is a no-op. Valid before or after the client is
+ * closed. Does not unlock anything. The caller must ensure no other thread is
+ * still using the handle.
+ */
+RLOCK_EXTERN void rlock_free(rlock *lock);
+
+/* The lock's name (NUL-terminated copy owned by the handle), or NULL. */
+RLOCK_EXTERN const char *rlock_name(const rlock *lock);
+
+/*
+ * Acquires the lock for the calling thread, waiting without limit. Reentrant:
+ * a thread that holds it increments its hold count. Without a lease, the
+ * watchdog renews the lock every watchdog_timeout_ms/3 until it is fully
+ * released, lost, the client closes, or the owning thread exits (then the
+ * lock expires within watchdog_timeout_ms).
+ *
+ * Returns RLOCK_OK; RLOCK_EINVAL; RLOCK_EIO (Redis unreachable after the
+ * retries); RLOCK_EREDIS (e.g. the key holds another type of value; it is left
+ * untouched); RLOCK_ECLOSED; RLOCK_ENOMEM. Blocks until acquired or failed;
+ * the wait is a cancellation point.
+ */
+RLOCK_EXTERN int rlock_lock(rlock *lock);
+
+/*
+ * As rlock_lock(), but the lock expires lease_ms after this acquisition and is
+ * not renewed. lease_ms in 1..RLOCK_MAX_LEASE_MS, or RLOCK_LEASE_WATCHDOG.
+ * A reentrant acquisition resets the key's TTL to its own lease.
+ */
+RLOCK_EXTERN int rlock_lock_lease(rlock *lock, long long lease_ms);
+
+/*
+ * Tries to acquire the lock, waiting at most wait_ms in all (subscribing and
+ * retrying included). wait_ms 0: one attempt; wait_ms < 0: no limit.
+ * lease_ms as for rlock_lock_lease(), RLOCK_LEASE_WATCHDOG (-1) for watchdog
+ * renewal.
+ *
+ * Returns RLOCK_OK (acquired); RLOCK_BUSY (another owner held it for the whole
+ * wait); RLOCK_EINVAL; RLOCK_EIO (Redis unreachable: returned within
+ * wait_ms + command_timeout_ms plus scheduling slack); RLOCK_EREDIS;
+ * RLOCK_ECLOSED; RLOCK_ENOMEM. An error return never leaves a renewed hold
+ * behind. If the reply to an acquisition was lost, the acquisition may
+ * still have happened in Redis: calling rlock_try_lock()/rlock_lock() again
+ * from the same thread then adopts it exactly once (the scripts are
+ * idempotent per hold count); otherwise it expires after its lease.
+ */
+RLOCK_EXTERN int rlock_try_lock(rlock *lock, long long wait_ms, long long lease_ms);
+
+/*
+ * Releases one hold of the calling thread. At hold count zero the key is
+ * deleted, renewal stops and one waiter per process is woken (PUBLISH "0" on
+ * the lock's channel).
+ *
+ * Returns RLOCK_OK; RLOCK_ENOTOWNER (the calling thread does not hold it:
+ * never held, already released, or lost; nothing in Redis is changed and
+ * nothing is published); RLOCK_EIO (the outcome is unknown: calling
+ * rlock_unlock() again from the same thread completes it exactly once);
+ * RLOCK_EREDIS; RLOCK_ECLOSED; RLOCK_EINVAL. Blocks for one round trip (more
+ * on retries). Thread-safe.
+ */
+RLOCK_EXTERN int rlock_unlock(rlock *lock);
+
+/*
+ * Deletes the lock whoever holds it, and wakes waiters. Returns 1 (it was
+ * locked and is now deleted), 0 (it was not locked) or a negative error. The
+ * previous holder learns of the loss at its next renewal or unlock.
+ */
+RLOCK_EXTERN int rlock_force_unlock(rlock *lock);
+
+/* 1 if anyone holds the lock, 0 if not, or a negative error. Asks Redis. */
+RLOCK_EXTERN int rlock_is_locked(rlock *lock);
+
+/*
+ * 1 if the calling thread holds the lock, 0 if not, or a negative error.
+ * Asks Redis (HEXISTS), so a lost lease shows as 0.
+ */
+RLOCK_EXTERN int rlock_is_held_by_current_thread(rlock *lock);
+
+/* The calling thread's hold count (0 if it does not hold it), or < 0. Asks Redis. */
+RLOCK_EXTERN int rlock_hold_count(rlock *lock);
+
+/*
+ * Stores in *ttl_ms the lock's remaining time to live in ms, -1 if it has no
+ * expiry, -2 if it is not locked. Returns RLOCK_OK or a negative error.
+ */
+RLOCK_EXTERN int rlock_remain_ttl(rlock *lock, long long *ttl_ms);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RLOCK_H */

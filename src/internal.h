@@ -1,0 +1,336 @@
+/*
+ * internal.h - what the files of librlock share. PRIVATE: not installed, not
+ * API, may change at any time. Public names live in include/rlock.h.
+ *
+ * Map of the sources (each file's opening comment says which threads enter
+ * it and which mutex guards what):
+ *   status.c     status table, version, config defaults
+ *   util.c       monotonic time, condition variables, number formatting
+ *   alloc.c      allocation wrappers with a failure hook for tests
+ *   thread_id.c  per-thread owner ids, thread-exit notification, fork generation
+ *   conn.c       url parsing, connecting, the connection pool, running commands
+ *   scripts.c    the Lua scripts and EVALSHA/NOSCRIPT handling
+ *   holds.c      the client's table of locks it holds (hold counts, renewal set)
+ *   watchdog.c   the renewal thread
+ *   pubsub.c     the subscriber thread and waiters' channels
+ *   lock.c       the lock operations (public rlock_* lock functions)
+ *   client.c     client open/close, handles, the call guard, the client registry
+ *
+ * Naming: non-static internal functions are rlock__name; static helpers need
+ * no prefix.
+ */
+#ifndef RLOCK_INTERNAL_H
+#define RLOCK_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "rlock.h"
+
+/* ---- alloc.c ------------------------------------------------------------- */
+
+/*
+ * Every allocation of rlock's own goes through these, so that tests can make
+ * them fail (hiredis 0.14 aborts on OOM by itself; that we cannot change).
+ */
+void *rlock__malloc(size_t size);
+void *rlock__calloc(size_t count, size_t size);
+void rlock__free(void *ptr);
+char *rlock__memdup0(const void *src, size_t len); /* copy + NUL terminator */
+/* Test hook: the n-th allocation from now fails (n >= 1); 0 disables. */
+void rlock__alloc_fail_after(long n);
+
+/* ---- time (CLOCK_MONOTONIC everywhere) ----------------------------------- */
+
+#define RLOCK__NO_DEADLINE INT64_MAX
+
+int64_t rlock__now_ms(void);
+/* now + ms, saturating at RLOCK__NO_DEADLINE; ms < 0 means no deadline. */
+int64_t rlock__deadline_after(long long ms);
+/* Initialises a condition variable that waits on CLOCK_MONOTONIC. */
+int rlock__cond_init(pthread_cond_t *cond);
+/*
+ * Waits on cond until signalled or the monotonic deadline (ms) passes.
+ * Returns 0 or ETIMEDOUT. RLOCK__NO_DEADLINE waits without limit.
+ */
+int rlock__cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mutex, int64_t deadline_ms);
+
+/* ---- thread_id.c ---------------------------------------------------------- */
+
+/* The calling thread's owner id: unique for the life of the process, never 0. */
+uint64_t rlock__thread_id(void);
+/*
+ * Arranges for rlock__registry_thread_exited(tid) to run when the calling
+ * thread exits. Idempotent and cheap after the first call on a thread.
+ */
+int rlock__thread_watch_exit(void);
+/* Bumped in a forked child; a client opened under another value is inherited. */
+unsigned rlock__fork_generation(void);
+/* Registers the fork handlers once. */
+void rlock__fork_init(void);
+/* Starts a library thread with every signal blocked. */
+int rlock__start_thread(pthread_t *thread, void *(*main_fn)(void *), void *arg);
+
+/* ---- settings (client.c parses, conn.c uses) ------------------------------ */
+
+typedef struct rlock__endpoint {
+    char *host;        /* TCP host, or NULL for a unix socket; owned */
+    int port;
+    char *unix_path;   /* owned, or NULL */
+    char *user;        /* ACL user, or NULL; owned */
+    char *password;    /* NULL = no AUTH; owned */
+    int db;
+} rlock__endpoint;
+
+int rlock__parse_url(const char *url, rlock__endpoint *ep);
+void rlock__endpoint_clear(rlock__endpoint *ep);
+
+typedef struct rlock__settings {
+    rlock__endpoint endpoint;
+    long long watchdog_timeout_ms;
+    int connect_timeout_ms;
+    int command_timeout_ms;
+    int pool_size;
+    int retry_attempts;
+    int retry_interval_ms;
+    void (*on_lock_lost)(const char *name, void *arg);
+    void *callback_arg;
+} rlock__settings;
+
+/* ---- conn.c: connections and the pool ------------------------------------ */
+
+/*
+ * The one interface the lock code uses to reach Redis: "run this command (or
+ * script) for this key". Routing (a single server today; Sentinel discovery
+ * and Cluster slots later) hides behind it.
+ */
+typedef struct rlock__conn {
+    redisContext *ctx; /* NULL = not connected; written by the thread holding the slot */
+    int busy;          /* guarded by pool.mutex */
+} rlock__conn;
+
+typedef struct rlock__pool {
+    pthread_mutex_t mutex;     /* guards busy flags, closing, waiters */
+    pthread_cond_t available;  /* signalled when a slot is returned or on close */
+    rlock__conn *slots;        /* pool_size entries; owned */
+    int size;
+    int closing;               /* set once by rlock_client_close */
+} rlock__pool;
+
+/* Opens a connection: connect, timeouts, AUTH, SELECT. RLOCK_EIO/EREDIS. */
+int rlock__connect(const rlock__settings *s, int timeout_ms, redisContext **out);
+int rlock__pool_init(rlock__pool *pool, int size);
+/* Aborts commands in flight (shutdown of busy sockets) and wakes pool waiters. */
+void rlock__pool_abort(rlock__pool *pool);
+void rlock__pool_destroy(rlock__pool *pool);
+
+/* A command: argv with lengths, optionally a script (see scripts.c). */
+typedef struct rlock__cmd {
+    int script;            /* RLOCK__SCRIPT_* or -1 for a plain command */
+    int argc;              /* for a script: keys + args, after "EVALSHA sha numkeys" */
+    int nkeys;             /* for a script */
+    const char **argv;
+    const size_t *argvlen;
+} rlock__cmd;
+
+/*
+ * Runs one command on a pooled connection and stores the reply (caller frees
+ * with freeReplyObject). Connection failures and "try again" errors (LOADING,
+ * BUSY, TRYAGAIN, MASTERDOWN) are retried up to retry_attempts times with a
+ * capped, jittered exponential pause, never past deadline_ms. All rlock
+ * commands are safe to re-send (the scripts are idempotent per hold count).
+ * *resent, if not NULL, is set when an attempt that may have reached Redis was
+ * followed by another. A reply of type error is returned as RLOCK_EREDIS with
+ * the reply. Returns RLOCK_OK, RLOCK_EIO, RLOCK_EREDIS, RLOCK_ECLOSED,
+ * RLOCK_ENOMEM.
+ */
+int rlock__exec(rlock_client *c, const rlock__cmd *cmd, int64_t deadline_ms, redisReply **reply,
+                int *resent);
+
+/*
+ * Runs n script calls in one pipeline (one round trip) on one connection, no
+ * retries (the watchdog retries next round). replies[i] set on success.
+ */
+int rlock__exec_pipeline(rlock_client *c, const rlock__cmd *cmds, int n, redisReply **replies);
+
+/* ---- scripts.c ------------------------------------------------------------ */
+
+enum {
+    RLOCK__SCRIPT_ACQUIRE,
+    RLOCK__SCRIPT_RELEASE,
+    RLOCK__SCRIPT_RENEW,
+    RLOCK__SCRIPT_FORCE_UNLOCK,
+    RLOCK__SCRIPT_COUNT
+};
+
+typedef struct rlock__scripts {
+    char sha[RLOCK__SCRIPT_COUNT][41]; /* written once at open, read-only after */
+} rlock__scripts;
+
+/* SCRIPT LOAD of every script on ctx; fills the SHA1s. */
+int rlock__scripts_load(redisContext *ctx, rlock__scripts *scripts);
+/* Appends cmd to ctx as EVALSHA (use_body 0) or EVAL (use_body 1). */
+int rlock__append_cmd(redisContext *ctx, const rlock__scripts *scripts, const rlock__cmd *cmd,
+                      int use_body);
+int rlock__is_noscript(const redisReply *reply);
+
+/* ---- holds.c: the locks this client holds --------------------------------- */
+
+typedef struct rlock__hold rlock__hold;
+
+typedef struct rlock__holds {
+    pthread_mutex_t mutex;      /* guards everything below and every rlock__hold */
+    rlock__hold **buckets;      /* owned; chained hash table by name */
+    size_t nbuckets;
+    size_t count;               /* entries */
+    size_t renewed;             /* entries with renew set */
+    uint64_t next_serial;
+} rlock__holds;
+
+/* A snapshot of one renewed lock for a watchdog round. */
+typedef struct rlock__renewal {
+    const char *name;           /* points into the snapshot's arena */
+    size_t name_len;
+    uint64_t owner_tid;
+    uint64_t serial;
+} rlock__renewal;
+
+int rlock__holds_init(rlock__holds *h);
+void rlock__holds_destroy(rlock__holds *h);
+/* The calling thread's last known hold count of name (0 = none known). */
+long long rlock__holds_expected(rlock__holds *h, const char *name, size_t len, uint64_t tid);
+/*
+ * An unlinked entry allocated before the round trip, so that recording the
+ * acquisition afterwards cannot fail. Free a leftover one with rlock__free.
+ */
+rlock__hold *rlock__holds_spare(const char *name, size_t len);
+/* Records a successful acquisition that left the hold count at count; may
+ * consume *spare (then sets it to NULL). */
+void rlock__holds_acquired(rlock__holds *h, const char *name, size_t len, uint64_t tid,
+                           long long count, int renew, rlock__hold **spare);
+/* Records a release that left count (0 = fully released, entry dropped). */
+void rlock__holds_released(rlock__holds *h, const char *name, size_t len, uint64_t tid,
+                           long long count);
+/* Drops every entry of a thread that exited. */
+void rlock__holds_thread_exited(rlock__holds *h, uint64_t tid);
+/* Copies the renewed entries; *arena and *out are owned by the caller. */
+int rlock__holds_snapshot(rlock__holds *h, rlock__renewal **out, size_t *n, char **arena);
+/* Drops the entry if it is still the one snapshotted; returns 1 if dropped. */
+int rlock__holds_drop_lost(rlock__holds *h, const rlock__renewal *r);
+size_t rlock__holds_renewed(rlock__holds *h);
+
+/* ---- watchdog.c ----------------------------------------------------------- */
+
+typedef struct rlock__watchdog {
+    pthread_mutex_t mutex;      /* guards stop */
+    pthread_cond_t wake;        /* signalled on stop */
+    pthread_t thread;           /* joined by rlock_client_close */
+    int started;
+    int stop;
+    atomic_ullong rounds;       /* completed renewal rounds (for tests and bench) */
+} rlock__watchdog;
+
+int rlock__watchdog_start(rlock_client *c);
+void rlock__watchdog_stop(rlock_client *c);
+
+/* ---- pubsub.c ------------------------------------------------------------- */
+
+typedef struct rlock__channel rlock__channel;
+
+typedef struct rlock__pubsub {
+    pthread_mutex_t mutex;      /* guards every field below and every channel */
+    rlock__channel *channels;   /* owned list: channels with waiters or unsubscribing */
+    int wake_pipe[2];           /* waiters -> subscriber thread; O_NONBLOCK|O_CLOEXEC */
+    pthread_t thread;           /* joined by rlock_client_close */
+    int started;
+    int stop;                   /* set by close: subscriber exits, waiters return ECLOSED */
+    int dirty;                  /* the subscription set changed since last sent */
+    int connected;              /* the subscriber has a live connection */
+} rlock__pubsub;
+
+int rlock__pubsub_start(rlock_client *c);
+void rlock__pubsub_stop(rlock_client *c);
+/*
+ * Registers the calling thread as a waiter on channel and waits (until
+ * deadline_ms, and at most about a command timeout) for the subscription to
+ * be confirmed, so that no unlock message published after this call returns
+ * can be missed. On RLOCK_OK *out must later go to rlock__pubsub_leave().
+ */
+int rlock__pubsub_join(rlock_client *c, const char *channel, size_t len, int64_t deadline_ms,
+                       rlock__channel **out);
+/*
+ * Sleeps until an unlock message for the channel (one per waiter), a
+ * resubscription, deadline_ms, or close. A cancellation point when
+ * cancel_state is PTHREAD_CANCEL_ENABLE. Returns RLOCK_OK or RLOCK_ECLOSED.
+ */
+int rlock__pubsub_wait(rlock_client *c, rlock__channel *ch, int64_t deadline_ms, int cancel_state);
+void rlock__pubsub_leave(rlock_client *c, rlock__channel *ch);
+/* Frees the channels and the pipe once the thread is stopped and no call is left. */
+void rlock__pubsub_destroy(rlock_client *c);
+
+/* ---- client.c ------------------------------------------------------------- */
+
+#define RLOCK__CLIENT_MAGIC 0x726c636bu /* "rlck" */
+#define RLOCK__LOCK_MAGIC 0x726c6b68u   /* "rlkh" */
+
+enum { RLOCK__OPEN, RLOCK__CLOSING, RLOCK__CLOSED };
+
+struct rlock_client {
+    uint32_t magic;
+    unsigned fork_generation;   /* rlock__fork_generation() at open; read-only */
+    char id[37];                /* UUID; read-only after open */
+    rlock__settings settings;   /* read-only after open */
+    rlock__scripts scripts;     /* read-only after open */
+    rlock__pool pool;
+    rlock__holds holds;
+    rlock__watchdog watchdog;
+    rlock__pubsub pubsub;
+
+    pthread_mutex_t mutex;      /* guards state, calls, handles */
+    pthread_cond_t idle;        /* signalled when calls drops to 0 while closing */
+    _Atomic int state;          /* RLOCK__OPEN/CLOSING/CLOSED; written under mutex */
+    atomic_int calls;           /* public calls in progress (atomic, no mutex) */
+    int handles;                /* live rlock handles */
+
+    rlock_client *registry_next; /* guarded by the registry mutex in client.c */
+};
+
+struct rlock {
+    uint32_t magic;
+    rlock_client *client;       /* kept alive by client->handles */
+    char *name;                 /* owned, NUL-terminated copy */
+    size_t name_len;
+    char *channel;              /* owned: redisson_lock__channel:{name} */
+    size_t channel_len;
+};
+
+/* Per-call guard: validates the client and counts the call in flight. */
+typedef struct rlock__guard {
+    rlock_client *client;
+    int cancel_state;           /* the caller's cancel state, restored on leave */
+} rlock__guard;
+
+int rlock__enter(rlock__guard *g, rlock_client *c);
+void rlock__leave(rlock__guard *g);
+/* Validates a handle and enters its client. */
+int rlock__enter_lock(rlock__guard *g, rlock *lock);
+int rlock__closing(rlock_client *c);
+/* Runs rlock__holds_thread_exited on every open client. */
+void rlock__registry_thread_exited(uint64_t tid);
+/* pthread_atfork handlers for the registry. */
+void rlock__registry_fork_prepare(void);
+void rlock__registry_fork_parent(void);
+void rlock__registry_fork_child(void);
+
+/* "<client id>:<tid>" into buf (at least RLOCK__OWNER_MAX bytes); returns length. */
+#define RLOCK__OWNER_MAX 64
+size_t rlock__owner(const rlock_client *c, uint64_t tid, char *buf);
+/* Decimal of v into buf (at least 21 bytes); returns length. */
+size_t rlock__fmt_u64(char *buf, uint64_t v);
+size_t rlock__fmt_i64(char *buf, int64_t v);
+
+#endif /* RLOCK_INTERNAL_H */

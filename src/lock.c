@@ -1,0 +1,271 @@
+/*
+ * lock.c - the lock operations: acquire (with waiting), release, and the
+ * read-only queries.
+ *
+ * An uncontended lock + unlock is two round trips (ACQUIRE, RELEASE scripts)
+ * and nothing else. A contended acquire subscribes to the lock's channel,
+ * then alternates "try once" with a sleep bounded by min(lock TTL, time left)
+ * that an unlock message cuts short (pubsub.c).
+ *
+ * Threads: application threads only. Every function enters through the call
+ * guard (client.c), which validates the handle and disables cancellation
+ * except during the sleep. State shared with other threads lives in the
+ * client's holds table and pub/sub channels, each with its own mutex.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static int valid_lease(long long lease_ms) {
+    return lease_ms == RLOCK_LEASE_WATCHDOG || (lease_ms > 0 && lease_ms <= RLOCK_MAX_LEASE_MS);
+}
+
+/* Reads the reply of ACQUIRE: {1, count} held by us, {0, pttl} held by another. */
+static int parse_acquire(const redisReply *reply, int *held, long long *value) {
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+        reply->element[0]->type != REDIS_REPLY_INTEGER ||
+        reply->element[1]->type != REDIS_REPLY_INTEGER)
+        return RLOCK_EREDIS;
+    *held = reply->element[0]->integer == 1;
+    *value = reply->element[1]->integer;
+    return RLOCK_OK;
+}
+
+/*
+ * One acquisition attempt for the calling thread. RLOCK_OK when it holds the
+ * lock (the holds table updated, renewal registered for watchdog locks),
+ * RLOCK_BUSY with *ttl_ms (the holder's PTTL) when another owner holds it, or
+ * an error.
+ */
+static int acquire_once(rlock *lock, long long lease_ms, uint64_t tid, int64_t deadline_ms,
+                        long long *ttl_ms) {
+    rlock_client *c = lock->client;
+    int renew = lease_ms == RLOCK_LEASE_WATCHDOG, held = 0;
+    char owner[RLOCK__OWNER_MAX], lease[24], expected[24];
+    redisReply *reply = NULL;
+    long long value = 0;
+
+    rlock__hold *spare = rlock__holds_spare(lock->name, lock->name_len);
+    if (spare == NULL || rlock__thread_watch_exit() != RLOCK_OK) {
+        rlock__free(spare);
+        return RLOCK_ENOMEM;
+    }
+    const char *argv[] = {lock->name, lease, owner, expected};
+    size_t argvlen[] = {
+        lock->name_len,
+        rlock__fmt_i64(lease, renew ? c->settings.watchdog_timeout_ms : lease_ms),
+        rlock__owner(c, tid, owner),
+        rlock__fmt_i64(expected, rlock__holds_expected(&c->holds, lock->name, lock->name_len, tid)),
+    };
+    rlock__cmd cmd = {.script = RLOCK__SCRIPT_ACQUIRE, .argc = 4, .nkeys = 1,
+                      .argv = argv, .argvlen = argvlen};
+    int status = rlock__exec(c, &cmd, deadline_ms, &reply, NULL);
+    if (status == RLOCK_OK)
+        status = parse_acquire(reply, &held, &value);
+    if (status == RLOCK_OK && held)
+        rlock__holds_acquired(&c->holds, lock->name, lock->name_len, tid, value, renew, &spare);
+    else if (status == RLOCK_OK)
+        status = RLOCK_BUSY;
+    *ttl_ms = value;
+    if (reply != NULL)
+        freeReplyObject(reply);
+    rlock__free(spare);
+    return status;
+}
+
+/* The waiter's cleanup, also run if the thread is cancelled while it sleeps. */
+typedef struct waiting {
+    rlock_client *client;
+    rlock__channel *channel;
+} waiting;
+
+static void stop_waiting(void *arg) {
+    waiting *w = arg;
+    rlock__pubsub_leave(w->client, w->channel);
+}
+
+static void leave_on_cancel(void *guard) {
+    rlock__leave(guard);
+}
+
+/* How long to sleep before the next attempt: the holder's TTL, within the deadline. */
+static int64_t sleep_until(long long ttl_ms, int64_t deadline_ms) {
+    if (ttl_ms < 0)
+        return deadline_ms; /* no TTL: only a message (or the deadline) helps */
+    int64_t wake = rlock__deadline_after(ttl_ms);
+    return wake < deadline_ms ? wake : deadline_ms;
+}
+
+/* Subscribes, then alternates attempts with sleeps until acquired or deadline. */
+static int wait_and_acquire(rlock__guard *g, rlock *lock, long long lease_ms, uint64_t tid,
+                            int64_t deadline_ms) {
+    waiting w = {.client = lock->client};
+    long long ttl_ms = 0;
+    int status = rlock__pubsub_join(w.client, lock->channel, lock->channel_len, deadline_ms,
+                                    &w.channel);
+    if (status != RLOCK_OK)
+        return status;
+    pthread_cleanup_push(stop_waiting, &w);
+    for (;;) {
+        status = acquire_once(lock, lease_ms, tid, deadline_ms, &ttl_ms);
+        if (status != RLOCK_BUSY || rlock__now_ms() >= deadline_ms)
+            break;
+        status = rlock__pubsub_wait(w.client, w.channel, sleep_until(ttl_ms, deadline_ms),
+                                    g->cancel_state);
+        if (status != RLOCK_OK)
+            break;
+    }
+    pthread_cleanup_pop(1);
+    return status;
+}
+
+static int acquire(rlock *lock, long long wait_ms, long long lease_ms) {
+    rlock__guard g;
+    long long ttl_ms;
+    if (!valid_lease(lease_ms))
+        return RLOCK_EINVAL;
+    int status = rlock__enter_lock(&g, lock);
+    if (status != RLOCK_OK)
+        return status;
+    pthread_cleanup_push(leave_on_cancel, &g);
+    int64_t deadline_ms = rlock__deadline_after(wait_ms);
+    uint64_t tid = rlock__thread_id();
+    status = acquire_once(lock, lease_ms, tid, deadline_ms, &ttl_ms);
+    if (status == RLOCK_BUSY && wait_ms != 0)
+        status = wait_and_acquire(&g, lock, lease_ms, tid, deadline_ms);
+    pthread_cleanup_pop(1);
+    return status;
+}
+
+int rlock_lock(rlock *lock) {
+    return acquire(lock, -1, RLOCK_LEASE_WATCHDOG);
+}
+
+int rlock_lock_lease(rlock *lock, long long lease_ms) {
+    return acquire(lock, -1, lease_ms);
+}
+
+int rlock_try_lock(rlock *lock, long long wait_ms, long long lease_ms) {
+    return acquire(lock, wait_ms, lease_ms);
+}
+
+int rlock_unlock(rlock *lock) {
+    rlock__guard g;
+    char owner[RLOCK__OWNER_MAX], expected_str[24];
+    redisReply *reply = NULL;
+    int resent = 0;
+    int status = rlock__enter_lock(&g, lock);
+    if (status != RLOCK_OK)
+        return status;
+    rlock_client *c = lock->client;
+    uint64_t tid = rlock__thread_id();
+    long long expected = rlock__holds_expected(&c->holds, lock->name, lock->name_len, tid);
+    const char *argv[] = {lock->name, lock->channel, owner, expected_str};
+    size_t argvlen[] = {lock->name_len, lock->channel_len, rlock__owner(c, tid, owner),
+                        rlock__fmt_i64(expected_str, expected)};
+    rlock__cmd cmd = {.script = RLOCK__SCRIPT_RELEASE, .argc = 4, .nkeys = 2,
+                      .argv = argv, .argvlen = argvlen};
+    status = rlock__exec(c, &cmd, RLOCK__NO_DEADLINE, &reply, &resent);
+    if (status != RLOCK_OK)
+        goto out;
+    if (reply->type == REDIS_REPLY_INTEGER) {
+        rlock__holds_released(&c->holds, lock->name, lock->name_len, tid, reply->integer);
+    } else if (reply->type == REDIS_REPLY_NIL) {
+        /* Gone: lost, or (on a re-send of our last hold) released by the first send. */
+        rlock__holds_released(&c->holds, lock->name, lock->name_len, tid, 0);
+        if (!(resent && expected == 1))
+            status = RLOCK_ENOTOWNER;
+    } else {
+        status = RLOCK_EREDIS;
+    }
+out:
+    if (reply != NULL)
+        freeReplyObject(reply);
+    rlock__leave(&g);
+    return status;
+}
+
+int rlock_force_unlock(rlock *lock) {
+    rlock__guard g;
+    redisReply *reply = NULL;
+    int status = rlock__enter_lock(&g, lock);
+    if (status != RLOCK_OK)
+        return status;
+    const char *argv[] = {lock->name, lock->channel};
+    size_t argvlen[] = {lock->name_len, lock->channel_len};
+    rlock__cmd cmd = {.script = RLOCK__SCRIPT_FORCE_UNLOCK, .argc = 2, .nkeys = 2,
+                      .argv = argv, .argvlen = argvlen};
+    status = rlock__exec(lock->client, &cmd, RLOCK__NO_DEADLINE, &reply, NULL);
+    if (status == RLOCK_OK)
+        status = reply->type == REDIS_REPLY_INTEGER ? (int)(reply->integer != 0) : RLOCK_EREDIS;
+    if (reply != NULL)
+        freeReplyObject(reply);
+    rlock__leave(&g);
+    return status;
+}
+
+/*
+ * Runs a read-only command about the lock: verb name [owner of the calling
+ * thread]. Stores an integer reply in *value (a bulk reply is parsed as a
+ * decimal, nil as 0).
+ */
+static int query(rlock *lock, const char *verb, int with_owner, long long *value) {
+    rlock__guard g;
+    char owner[RLOCK__OWNER_MAX];
+    redisReply *reply = NULL;
+    int status = rlock__enter_lock(&g, lock);
+    if (status != RLOCK_OK)
+        return status;
+    const char *argv[] = {verb, lock->name, owner};
+    size_t argvlen[] = {strlen(verb), lock->name_len, 0};
+    if (with_owner)
+        argvlen[2] = rlock__owner(lock->client, rlock__thread_id(), owner);
+    rlock__cmd cmd = {.script = -1, .argc = with_owner ? 3 : 2, .argv = argv, .argvlen = argvlen};
+    status = rlock__exec(lock->client, &cmd, RLOCK__NO_DEADLINE, &reply, NULL);
+    if (status == RLOCK_OK) {
+        if (reply->type == REDIS_REPLY_INTEGER)
+            *value = reply->integer;
+        else if (reply->type == REDIS_REPLY_NIL)
+            *value = 0;
+        else if (reply->type == REDIS_REPLY_STRING)
+            *value = strtoll(reply->str, NULL, 10);
+        else
+            status = RLOCK_EREDIS;
+    }
+    if (reply != NULL)
+        freeReplyObject(reply);
+    rlock__leave(&g);
+    return status;
+}
+
+int rlock_is_locked(rlock *lock) {
+    long long fields = 0;
+    int status = query(lock, "HLEN", 0, &fields); /* HLEN: WRONGTYPE for a non-lock key */
+    return status != RLOCK_OK ? status : fields > 0;
+}
+
+int rlock_is_held_by_current_thread(rlock *lock) {
+    long long held = 0;
+    int status = query(lock, "HEXISTS", 1, &held);
+    return status != RLOCK_OK ? status : held != 0;
+}
+
+int rlock_hold_count(rlock *lock) {
+    long long count = 0;
+    int status = query(lock, "HGET", 1, &count);
+    if (status != RLOCK_OK)
+        return status;
+    return count > INT_MAX ? INT_MAX : (int)count;
+}
+
+int rlock_remain_ttl(rlock *lock, long long *ttl_ms) {
+    long long ttl = 0;
+    if (ttl_ms == NULL)
+        return RLOCK_EINVAL;
+    int status = query(lock, "PTTL", 0, &ttl);
+    if (status == RLOCK_OK)
+        *ttl_ms = ttl;
+    return status;
+}

@@ -1,0 +1,428 @@
+/*
+ * pubsub.c - the subscriber thread and the channels waiters sleep on.
+ *
+ * One subscriber thread per client owns one Redis connection (connected
+ * lazily, when the first thread has to wait) and every subscription. All
+ * waiting threads of the client share one channel object per lock channel;
+ * the channel is subscribed while it has waiters and unsubscribed when the
+ * last one leaves.
+ *
+ * Wake-ups: each unlock message ("0") gives one permit to the channel and
+ * wakes one waiter of this process (no thundering herd); "1" (Redisson's
+ * read-unlock) wakes all. A permit given while nobody sleeps stays until a
+ * waiter comes back, so a message that arrives between a waiter's failed
+ * attempt and its sleep is not lost. A waiter does not retry until its
+ * subscription is confirmed (or a short bound passes), so an unlock published
+ * after that cannot be missed.
+ *
+ * Trouble: when the connection drops, every channel is marked unsubscribed and
+ * its waiters retry at once; the thread reconnects with capped, jittered
+ * exponential backoff, subscribes again every channel that still has waiters,
+ * and wakes them once more when confirmed. Meanwhile waiters still progress:
+ * each sleep is bounded by the lock's TTL.
+ *
+ * The thread sleeps in poll() on the socket and a wake-up pipe, never in a
+ * socket timeout (a timed-out hiredis 0.14 context is broken for good).
+ *
+ * Threads: the subscriber thread; application threads in join/wait/leave;
+ * close (stop). Locking: pubsub.mutex guards the channel list, every
+ * channel's fields, stop, dirty and connected. The subscriber's redisContext
+ * is touched only by the subscriber thread; it never holds the mutex during
+ * connect or read.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct rlock__channel {
+    rlock__channel *next;
+    int waiters;            /* threads between join and leave */
+    int permits;            /* unlock messages not yet taken; <= waiters */
+    int subscribe_sent;     /* SUBSCRIBE sent on this connection, no UNSUBSCRIBE since */
+    int pending;            /* SUBSCRIBE/UNSUBSCRIBE sent, reply not yet read */
+    int confirmed;          /* subscribed, nothing pending */
+    unsigned epoch;         /* bumped to make sleeping waiters retry at once */
+    pthread_cond_t wakeup;  /* waiters sleep here (rlock__pubsub_wait) */
+    pthread_cond_t ready;   /* joiners wait here for confirmation */
+    size_t len;
+    char name[];
+};
+
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 2000
+
+/* The subscriber thread's own state; only it touches this. */
+typedef struct subscriber {
+    rlock_client *client;
+    redisContext *ctx;
+    int backoff_ms;
+    int64_t next_connect_ms;
+} subscriber;
+
+static void wake_subscriber(rlock__pubsub *ps) {
+    ssize_t rc = write(ps->wake_pipe[1], "x", 1);
+    (void)rc; /* a full pipe already means "wake up" */
+}
+
+static rlock__channel *find_channel(rlock__pubsub *ps, const char *name, size_t len) {
+    for (rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next)
+        if (ch->len == len && memcmp(ch->name, name, len) == 0)
+            return ch;
+    return NULL;
+}
+
+static rlock__channel *new_channel(const char *name, size_t len) {
+    rlock__channel *ch = rlock__malloc(sizeof(*ch) + len);
+    if (ch == NULL)
+        return NULL;
+    memset(ch, 0, sizeof(*ch));
+    if (rlock__cond_init(&ch->wakeup) != 0)
+        goto fail_wakeup;
+    if (rlock__cond_init(&ch->ready) != 0)
+        goto fail_ready;
+    ch->len = len;
+    memcpy(ch->name, name, len);
+    return ch;
+fail_ready:
+    pthread_cond_destroy(&ch->wakeup);
+fail_wakeup:
+    rlock__free(ch);
+    return NULL;
+}
+
+static void free_channel(rlock__channel *ch) {
+    pthread_cond_destroy(&ch->wakeup);
+    pthread_cond_destroy(&ch->ready);
+    rlock__free(ch);
+}
+
+/* Frees channels nobody waits on and Redis no longer knows about. */
+static void reap_channels(rlock__pubsub *ps) {
+    rlock__channel **link = &ps->channels;
+    while (*link != NULL) {
+        rlock__channel *ch = *link;
+        if (ch->waiters == 0 && !ch->subscribe_sent && ch->pending == 0) {
+            *link = ch->next;
+            free_channel(ch);
+        } else {
+            link = &ch->next;
+        }
+    }
+}
+
+static int has_waiters(const rlock__pubsub *ps) {
+    for (const rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next)
+        if (ch->waiters > 0)
+            return 1;
+    return 0;
+}
+
+/* Makes every waiter retry now (after a reconnect or a resubscription). */
+static void nudge(rlock__channel *ch) {
+    ch->epoch++;
+    pthread_cond_broadcast(&ch->wakeup);
+    pthread_cond_broadcast(&ch->ready);
+}
+
+/* ---- the subscriber thread (pubsub.mutex held unless said otherwise) ---- */
+
+static void drop_connection(rlock__pubsub *ps, subscriber *s) {
+    if (s->ctx != NULL)
+        redisFree(s->ctx);
+    s->ctx = NULL;
+    ps->connected = 0;
+    for (rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next) {
+        ch->subscribe_sent = 0;
+        ch->pending = 0;
+        ch->confirmed = 0;
+        nudge(ch);
+    }
+    reap_channels(ps);
+    s->next_connect_ms = rlock__now_ms();
+}
+
+static int send_command(redisContext *ctx, const char *verb, const rlock__channel *ch) {
+    const char *argv[] = {verb, ch->name};
+    size_t argvlen[] = {strlen(verb), ch->len};
+    return redisAppendCommandArgv(ctx, 2, argv, argvlen) == REDIS_OK ? RLOCK_OK : RLOCK_EIO;
+}
+
+/* Sends SUBSCRIBE/UNSUBSCRIBE for every channel whose wish changed. */
+static int send_changes(rlock__pubsub *ps, subscriber *s) {
+    int done = 0;
+    for (rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next) {
+        int want = ch->waiters > 0;
+        if (want == ch->subscribe_sent)
+            continue;
+        if (send_command(s->ctx, want ? "SUBSCRIBE" : "UNSUBSCRIBE", ch) != RLOCK_OK)
+            return RLOCK_EIO;
+        ch->subscribe_sent = want;
+        ch->pending++;
+        ch->confirmed = 0;
+    }
+    ps->dirty = 0;
+    reap_channels(ps);
+    while (!done)
+        if (redisBufferWrite(s->ctx, &done) != REDIS_OK)
+            return RLOCK_EIO;
+    return RLOCK_OK;
+}
+
+static void on_message(rlock__channel *ch, const redisReply *payload) {
+    if (ch->waiters == 0)
+        return;
+    if (payload->type == REDIS_REPLY_STRING && payload->len == 1 && payload->str[0] == '1') {
+        ch->permits = ch->waiters; /* read unlock: everybody may try */
+        pthread_cond_broadcast(&ch->wakeup);
+    } else if (ch->permits < ch->waiters) {
+        ch->permits++;
+        pthread_cond_signal(&ch->wakeup);
+    }
+}
+
+static void on_reply(rlock__pubsub *ps, const redisReply *r) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING)
+        return;
+    const char *kind = r->element[0]->str;
+    rlock__channel *ch = find_channel(ps, r->element[1]->str, r->element[1]->len);
+    if (ch == NULL)
+        return;
+    if (strcmp(kind, "message") == 0) {
+        on_message(ch, r->element[2]);
+        return;
+    }
+    if (strcmp(kind, "subscribe") != 0 && strcmp(kind, "unsubscribe") != 0)
+        return;
+    if (ch->pending > 0)
+        ch->pending--;
+    ch->confirmed = ch->pending == 0 && ch->subscribe_sent;
+    if (ch->confirmed)
+        nudge(ch); /* joiners go on; sleepers retry in case we missed a message */
+    reap_channels(ps);
+}
+
+static int read_replies(rlock__pubsub *ps, subscriber *s) {
+    for (;;) {
+        void *raw = NULL;
+        if (redisGetReplyFromReader(s->ctx, &raw) != REDIS_OK)
+            return RLOCK_EIO;
+        if (raw == NULL)
+            return RLOCK_OK;
+        on_reply(ps, raw);
+        freeReplyObject(raw);
+    }
+}
+
+static void try_connect(rlock__pubsub *ps, subscriber *s) {
+    rlock_client *c = s->client;
+    redisContext *ctx = NULL;
+    pthread_mutex_unlock(&ps->mutex);
+    int status = rlock__connect(&c->settings, c->settings.connect_timeout_ms, &ctx);
+    pthread_mutex_lock(&ps->mutex);
+    if (status == RLOCK_OK) {
+        s->ctx = ctx;
+        s->backoff_ms = BACKOFF_MIN_MS;
+        ps->connected = 1;
+        ps->dirty = 1;
+        return;
+    }
+    unsigned seed = (unsigned)rlock__now_ms();
+    s->next_connect_ms = rlock__now_ms() + s->backoff_ms / 2 + rand_r(&seed) % (s->backoff_ms / 2 + 1);
+    s->backoff_ms = s->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : s->backoff_ms * 2;
+}
+
+static int poll_timeout(const rlock__pubsub *ps, const subscriber *s) {
+    if (s->ctx != NULL || !has_waiters(ps))
+        return -1;
+    int64_t left = s->next_connect_ms - rlock__now_ms();
+    return left < 0 ? 0 : (int)left;
+}
+
+/* Sleeps in poll() without the mutex; returns 1 if the socket is readable. */
+static int wait_for_events(rlock__pubsub *ps, subscriber *s, int timeout_ms) {
+    struct pollfd fds[2] = {{.fd = ps->wake_pipe[0], .events = POLLIN}};
+    nfds_t nfds = 1;
+    char drain[64];
+    if (s->ctx != NULL) {
+        fds[1].fd = s->ctx->fd;
+        fds[1].events = POLLIN;
+        nfds = 2;
+    }
+    pthread_mutex_unlock(&ps->mutex);
+    int n = poll(fds, nfds, timeout_ms);
+    if (n > 0 && (fds[0].revents & POLLIN))
+        while (read(ps->wake_pipe[0], drain, sizeof(drain)) > 0)
+            ;
+    int readable = n > 0 && nfds == 2 && fds[1].revents != 0;
+    if (readable && redisBufferRead(s->ctx) != REDIS_OK)
+        readable = -1;
+    pthread_mutex_lock(&ps->mutex);
+    return readable;
+}
+
+static void *subscriber_main(void *arg) {
+    rlock_client *c = arg;
+    rlock__pubsub *ps = &c->pubsub;
+    subscriber s = {.client = c, .backoff_ms = BACKOFF_MIN_MS};
+
+    pthread_setname_np(pthread_self(), "rlock-pubsub");
+    pthread_mutex_lock(&ps->mutex);
+    while (!ps->stop) {
+        if (s.ctx == NULL && has_waiters(ps) && rlock__now_ms() >= s.next_connect_ms)
+            try_connect(ps, &s);
+        if (ps->stop)
+            break;
+        if (s.ctx != NULL && ps->dirty && send_changes(ps, &s) != RLOCK_OK)
+            drop_connection(ps, &s);
+        int readable = wait_for_events(ps, &s, poll_timeout(ps, &s));
+        if (readable < 0 || (readable > 0 && read_replies(ps, &s) != RLOCK_OK))
+            drop_connection(ps, &s);
+    }
+    if (s.ctx != NULL)
+        redisFree(s.ctx);
+    ps->connected = 0;
+    pthread_mutex_unlock(&ps->mutex);
+    return NULL;
+}
+
+/* ---- waiters (application threads) -------------------------------------- */
+
+int rlock__pubsub_join(rlock_client *c, const char *channel, size_t len, int64_t deadline_ms,
+                       rlock__channel **out) {
+    rlock__pubsub *ps = &c->pubsub;
+    int64_t confirm_by = rlock__deadline_after(c->settings.command_timeout_ms);
+    int status = RLOCK_OK;
+
+    if (confirm_by > deadline_ms)
+        confirm_by = deadline_ms;
+    *out = NULL;
+    pthread_mutex_lock(&ps->mutex);
+    rlock__channel *ch = find_channel(ps, channel, len);
+    if (ps->stop) {
+        status = RLOCK_ECLOSED;
+        goto out;
+    }
+    if (ch == NULL) {
+        if ((ch = new_channel(channel, len)) == NULL) {
+            status = RLOCK_ENOMEM;
+            goto out;
+        }
+        ch->next = ps->channels;
+        ps->channels = ch;
+    }
+    ch->waiters++;
+    if (!ch->subscribe_sent) {
+        ps->dirty = 1;
+        wake_subscriber(ps);
+    }
+    /* Without a confirmed subscription we still go on: TTL-bounded sleeps. */
+    while (!ch->confirmed && !ps->stop)
+        if (rlock__cond_wait_until(&ch->ready, &ps->mutex, confirm_by) == ETIMEDOUT)
+            break;
+    if (ps->stop) {
+        ch->waiters--;
+        status = RLOCK_ECLOSED;
+        goto out;
+    }
+    *out = ch;
+out:
+    pthread_mutex_unlock(&ps->mutex);
+    return status;
+}
+
+static void unlock_on_cancel(void *mutex) {
+    pthread_mutex_unlock(mutex);
+}
+
+int rlock__pubsub_wait(rlock_client *c, rlock__channel *ch, int64_t deadline_ms, int cancel_state) {
+    rlock__pubsub *ps = &c->pubsub;
+    int status = RLOCK_OK, ignored;
+
+    pthread_mutex_lock(&ps->mutex);
+    unsigned epoch = ch->epoch;
+    while (ch->permits == 0 && ch->epoch == epoch && !ps->stop) {
+        int rc;
+        pthread_cleanup_push(unlock_on_cancel, &ps->mutex);
+        pthread_setcancelstate(cancel_state, &ignored);
+        rc = rlock__cond_wait_until(&ch->wakeup, &ps->mutex, deadline_ms);
+        pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &ignored);
+        pthread_cleanup_pop(0);
+        if (rc == ETIMEDOUT)
+            break;
+    }
+    if (ch->permits > 0)
+        ch->permits--;
+    if (ps->stop)
+        status = RLOCK_ECLOSED;
+    pthread_mutex_unlock(&ps->mutex);
+    return status;
+}
+
+void rlock__pubsub_leave(rlock_client *c, rlock__channel *ch) {
+    rlock__pubsub *ps = &c->pubsub;
+    pthread_mutex_lock(&ps->mutex);
+    ch->waiters--;
+    if (ch->permits > ch->waiters)
+        ch->permits = ch->waiters;
+    if (ch->waiters == 0 && !ps->stop) {
+        ps->dirty = 1;
+        wake_subscriber(ps);
+    }
+    pthread_mutex_unlock(&ps->mutex);
+}
+
+/* ---- lifetime (client open/close) --------------------------------------- */
+
+int rlock__pubsub_start(rlock_client *c) {
+    rlock__pubsub *ps = &c->pubsub;
+    if (pipe2(ps->wake_pipe, O_NONBLOCK | O_CLOEXEC) != 0)
+        return RLOCK_ENOMEM;
+    if (pthread_mutex_init(&ps->mutex, NULL) != 0)
+        goto fail_mutex;
+    if (rlock__start_thread(&ps->thread, subscriber_main, c) != RLOCK_OK)
+        goto fail_thread;
+    ps->started = 1;
+    return RLOCK_OK;
+fail_thread:
+    pthread_mutex_destroy(&ps->mutex);
+fail_mutex:
+    close(ps->wake_pipe[0]);
+    close(ps->wake_pipe[1]);
+    return RLOCK_ENOMEM;
+}
+
+void rlock__pubsub_stop(rlock_client *c) {
+    rlock__pubsub *ps = &c->pubsub;
+    if (!ps->started)
+        return;
+    pthread_mutex_lock(&ps->mutex);
+    ps->stop = 1;
+    for (rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next) {
+        pthread_cond_broadcast(&ch->wakeup);
+        pthread_cond_broadcast(&ch->ready);
+    }
+    wake_subscriber(ps);
+    pthread_mutex_unlock(&ps->mutex);
+    pthread_join(ps->thread, NULL);
+}
+
+void rlock__pubsub_destroy(rlock_client *c) {
+    rlock__pubsub *ps = &c->pubsub;
+    if (!ps->started)
+        return;
+    while (ps->channels != NULL) {
+        rlock__channel *ch = ps->channels;
+        ps->channels = ch->next;
+        free_channel(ch);
+    }
+    pthread_mutex_destroy(&ps->mutex);
+    close(ps->wake_pipe[0]);
+    close(ps->wake_pipe[1]);
+    ps->started = 0;
+}

@@ -1,0 +1,178 @@
+/*
+ * scripts.c - the Lua scripts that are the only writers of a lock's hash, and
+ * how they are sent (EVALSHA, falling back to EVAL on NOSCRIPT).
+ *
+ * Data layout (Redisson's, so Java Redisson clients can share our locks):
+ *   key   <name>            HASH  "<client uuid>:<thread id>" -> hold count; PEXPIRE = lease
+ *   chan  redisson_lock__channel:{<name>}   "0" published when a lock is freed
+ *
+ * Idempotence: a reply can be lost after the script ran (timeout, dropped
+ * connection). rlock then re-sends it, so each mutating script carries the
+ * hold count the caller believed it had before the call ("expected") and
+ * applies only if Redis still shows that count; a second execution of the
+ * same call becomes a no-op that reports the current count. The hold count
+ * is never inflated nor decremented twice by a re-send.
+ *
+ * Threads: any; the SHA1s are written once at client open and read-only after.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+/*
+ * ACQUIRE  KEYS[1] = name
+ *          ARGV[1] = lease ms, ARGV[2] = owner field, ARGV[3] = expected count
+ * -> {1, hold count} when the caller holds it (acquired, re-entered, or an
+ *    earlier send of this same call already applied), {0, pttl} when another
+ *    owner holds it. The TTL is (re)set to the lease whenever we hold it.
+ */
+static const char acquire_lua[] =
+    "local count = redis.call('hget', KEYS[1], ARGV[2])\n"
+    "if count == false then\n"
+    "  if redis.call('exists', KEYS[1]) == 1 then\n"
+    "    return {0, redis.call('pttl', KEYS[1])}\n"
+    "  end\n"
+    "  count = 0\n"
+    "else\n"
+    "  count = tonumber(count)\n"
+    "end\n"
+    "if count <= tonumber(ARGV[3]) then\n"
+    "  count = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
+    "end\n"
+    "redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "return {1, count}\n";
+
+/*
+ * RELEASE  KEYS[1] = name, KEYS[2] = channel
+ *          ARGV[1] = owner field, ARGV[2] = expected count (0 = unknown)
+ * -> nil when the caller holds nothing (nothing changed, nothing published);
+ *    the remaining hold count otherwise (0 = deleted and "0" published).
+ *    A count below the expected one means an earlier send of this same call
+ *    already applied: report it, change nothing. The TTL is left alone on a
+ *    partial release (the lease runs from the last acquisition).
+ */
+static const char release_lua[] =
+    "local count = redis.call('hget', KEYS[1], ARGV[1])\n"
+    "if count == false then\n"
+    "  return nil\n"
+    "end\n"
+    "count = tonumber(count)\n"
+    "if count < tonumber(ARGV[2]) then\n"
+    "  return count\n"
+    "end\n"
+    "if count > 1 then\n"
+    "  return redis.call('hincrby', KEYS[1], ARGV[1], -1)\n"
+    "end\n"
+    "redis.call('del', KEYS[1])\n"
+    "redis.call('publish', KEYS[2], '0')\n"
+    "return 0\n";
+
+/*
+ * RENEW    KEYS = names, ARGV[1] = lease ms, ARGV[1 + i] = owner field of KEYS[i]
+ * -> one 1/0 per key: 1 = our field is there and the TTL was reset; 0 = gone
+ *    (never re-created). A key of another type counts as gone without failing
+ *    the whole batch.
+ */
+static const char renew_lua[] =
+    "local result = {}\n"
+    "for i = 1, #KEYS do\n"
+    "  local held = redis.pcall('hexists', KEYS[i], ARGV[i + 1])\n"
+    "  if held == 1 then\n"
+    "    redis.call('pexpire', KEYS[i], ARGV[1])\n"
+    "    result[i] = 1\n"
+    "  else\n"
+    "    result[i] = 0\n"
+    "  end\n"
+    "end\n"
+    "return result\n";
+
+/*
+ * FORCE_UNLOCK  KEYS[1] = name, KEYS[2] = channel
+ * -> 1 deleted (and "0" published), 0 not locked; WRONGTYPE for a key that is
+ *    not a lock, which is left untouched.
+ */
+static const char force_unlock_lua[] =
+    "local kind = redis.call('type', KEYS[1])['ok']\n"
+    "if kind == 'none' then\n"
+    "  return 0\n"
+    "end\n"
+    "if kind ~= 'hash' then\n"
+    "  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')\n"
+    "end\n"
+    "redis.call('del', KEYS[1])\n"
+    "redis.call('publish', KEYS[2], '0')\n"
+    "return 1\n";
+
+static const char *const script_body[RLOCK__SCRIPT_COUNT] = {
+    [RLOCK__SCRIPT_ACQUIRE] = acquire_lua,
+    [RLOCK__SCRIPT_RELEASE] = release_lua,
+    [RLOCK__SCRIPT_RENEW] = renew_lua,
+    [RLOCK__SCRIPT_FORCE_UNLOCK] = force_unlock_lua,
+};
+
+int rlock__scripts_load(redisContext *ctx, rlock__scripts *scripts) {
+    int status = RLOCK_OK;
+    for (int i = 0; i < RLOCK__SCRIPT_COUNT; i++) {
+        const char *argv[] = {"SCRIPT", "LOAD", script_body[i]};
+        if (redisAppendCommandArgv(ctx, 3, argv, NULL) != REDIS_OK)
+            return RLOCK_EIO;
+    }
+    for (int i = 0; i < RLOCK__SCRIPT_COUNT; i++) {
+        void *raw = NULL;
+        if (redisGetReply(ctx, &raw) != REDIS_OK)
+            return RLOCK_EIO;
+        redisReply *reply = raw;
+        if (reply->type == REDIS_REPLY_STRING && reply->len == 40)
+            memcpy(scripts->sha[i], reply->str, 41);
+        else if (status == RLOCK_OK)
+            status = RLOCK_EREDIS;
+        freeReplyObject(reply);
+    }
+    return status;
+}
+
+int rlock__is_noscript(const redisReply *reply) {
+    return reply != NULL && reply->type == REDIS_REPLY_ERROR &&
+           strncmp(reply->str, "NOSCRIPT", 8) == 0;
+}
+
+#define STACK_ARGS 16
+
+int rlock__append_cmd(redisContext *ctx, const rlock__scripts *scripts, const rlock__cmd *cmd,
+                      int use_body) {
+    const char *stack_argv[STACK_ARGS];
+    size_t stack_len[STACK_ARGS];
+    const char **argv = stack_argv;
+    size_t *argvlen = stack_len;
+    char numkeys[24];
+    int argc = cmd->argc + 3, status = RLOCK_OK;
+
+    if (cmd->script < 0)
+        return redisAppendCommandArgv(ctx, cmd->argc, cmd->argv, cmd->argvlen) == REDIS_OK
+                   ? RLOCK_OK
+                   : RLOCK_ENOMEM;
+    if (argc > STACK_ARGS) {
+        argv = rlock__malloc(sizeof(*argv) * (size_t)argc);
+        argvlen = rlock__malloc(sizeof(*argvlen) * (size_t)argc);
+        if (argv == NULL || argvlen == NULL) {
+            status = RLOCK_ENOMEM;
+            goto out;
+        }
+    }
+    argv[0] = use_body ? "EVAL" : "EVALSHA";
+    argv[1] = use_body ? script_body[cmd->script] : scripts->sha[cmd->script];
+    argv[2] = numkeys;
+    argvlen[0] = strlen(argv[0]);
+    argvlen[1] = strlen(argv[1]);
+    argvlen[2] = rlock__fmt_u64(numkeys, (uint64_t)cmd->nkeys);
+    memcpy(argv + 3, cmd->argv, sizeof(*argv) * (size_t)cmd->argc);
+    memcpy(argvlen + 3, cmd->argvlen, sizeof(*argvlen) * (size_t)cmd->argc);
+    if (redisAppendCommandArgv(ctx, argc, argv, argvlen) != REDIS_OK)
+        status = RLOCK_EIO;
+out:
+    if (argv != stack_argv)
+        rlock__free(argv);
+    if (argvlen != stack_len)
+        rlock__free(argvlen);
+    return status;
+}
