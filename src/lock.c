@@ -98,26 +98,38 @@ static int64_t sleep_until(long long ttl_ms, int64_t deadline_ms) {
     return wake < deadline_ms ? wake : deadline_ms;
 }
 
-/* Subscribes, then alternates attempts with sleeps until acquired or deadline. */
+/* Alternates attempts with sleeps until acquired, an error, or the deadline. */
+static int retry_until_acquired(rlock__guard *g, rlock *lock, rlock__channel *ch, long long lease_ms,
+                                uint64_t tid, int64_t deadline_ms) {
+    long long ttl_ms = 0;
+    for (;;) {
+        int status = acquire_once(lock, lease_ms, tid, deadline_ms, &ttl_ms);
+        if (status != RLOCK_BUSY || rlock__now_ms() >= deadline_ms)
+            return status;
+        status = rlock__pubsub_wait(lock->client, ch, sleep_until(ttl_ms, deadline_ms),
+                                    g->cancel_state);
+        if (status != RLOCK_OK)
+            return status;
+    }
+}
+
+/*
+ * Subscribes first (so no unlock can slip between an attempt and the sleep),
+ * then retries. The cleanup handlers also run if the thread is cancelled
+ * while it sleeps: it leaves the channel and the call.
+ */
 static int wait_and_acquire(rlock__guard *g, rlock *lock, long long lease_ms, uint64_t tid,
                             int64_t deadline_ms) {
     waiting w = {.client = lock->client};
-    long long ttl_ms = 0;
     int status = rlock__pubsub_join(w.client, lock->channel, lock->channel_len, deadline_ms,
                                     &w.channel);
     if (status != RLOCK_OK)
         return status;
+    pthread_cleanup_push(leave_on_cancel, g);
     pthread_cleanup_push(stop_waiting, &w);
-    for (;;) {
-        status = acquire_once(lock, lease_ms, tid, deadline_ms, &ttl_ms);
-        if (status != RLOCK_BUSY || rlock__now_ms() >= deadline_ms)
-            break;
-        status = rlock__pubsub_wait(w.client, w.channel, sleep_until(ttl_ms, deadline_ms),
-                                    g->cancel_state);
-        if (status != RLOCK_OK)
-            break;
-    }
+    status = retry_until_acquired(g, lock, w.channel, lease_ms, tid, deadline_ms);
     pthread_cleanup_pop(1);
+    pthread_cleanup_pop(0); /* the guard is left by our caller on the normal path */
     return status;
 }
 
@@ -129,13 +141,12 @@ static int acquire(rlock *lock, long long wait_ms, long long lease_ms) {
     int status = rlock__enter_lock(&g, lock);
     if (status != RLOCK_OK)
         return status;
-    pthread_cleanup_push(leave_on_cancel, &g);
     int64_t deadline_ms = rlock__deadline_after(wait_ms);
     uint64_t tid = rlock__thread_id();
     status = acquire_once(lock, lease_ms, tid, deadline_ms, &ttl_ms);
     if (status == RLOCK_BUSY && wait_ms != 0)
         status = wait_and_acquire(&g, lock, lease_ms, tid, deadline_ms);
-    pthread_cleanup_pop(1);
+    rlock__leave(&g);
     return status;
 }
 

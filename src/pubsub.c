@@ -340,22 +340,30 @@ static void unlock_on_cancel(void *mutex) {
     pthread_mutex_unlock(mutex);
 }
 
+/*
+ * pthread_cond_timedwait as a cancellation point (when the caller's state
+ * allows it): a cancelled thread unwinds with the mutex released.
+ */
+static int cancellable_wait(pthread_cond_t *cond, pthread_mutex_t *mutex, int64_t deadline_ms,
+                            int cancel_state) {
+    int rc, ignored;
+    pthread_cleanup_push(unlock_on_cancel, mutex);
+    pthread_setcancelstate(cancel_state, &ignored);
+    rc = rlock__cond_wait_until(cond, mutex, deadline_ms);
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &ignored);
+    pthread_cleanup_pop(0);
+    return rc;
+}
+
 int rlock__pubsub_wait(rlock_client *c, rlock__channel *ch, int64_t deadline_ms, int cancel_state) {
     rlock__pubsub *ps = &c->pubsub;
-    int status = RLOCK_OK, ignored;
+    int status = RLOCK_OK;
 
     pthread_mutex_lock(&ps->mutex);
     unsigned epoch = ch->epoch;
-    while (ch->permits == 0 && ch->epoch == epoch && !ps->stop) {
-        int rc;
-        pthread_cleanup_push(unlock_on_cancel, &ps->mutex);
-        pthread_setcancelstate(cancel_state, &ignored);
-        rc = rlock__cond_wait_until(&ch->wakeup, &ps->mutex, deadline_ms);
-        pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &ignored);
-        pthread_cleanup_pop(0);
-        if (rc == ETIMEDOUT)
+    while (ch->permits == 0 && ch->epoch == epoch && !ps->stop)
+        if (cancellable_wait(&ch->wakeup, &ps->mutex, deadline_ms, cancel_state) == ETIMEDOUT)
             break;
-    }
     if (ch->permits > 0)
         ch->permits--;
     if (ps->stop)
