@@ -22,15 +22,42 @@ static int valid_lease(long long lease_ms) {
     return lease_ms == RLOCK_LEASE_WATCHDOG || (lease_ms > 0 && lease_ms <= RLOCK_MAX_LEASE_MS);
 }
 
-/* Reads the reply of ACQUIRE: {1, count} held by us, {0, pttl} held by another. */
-static int parse_acquire(const redisReply *reply, int *held, long long *value) {
+/* ACQUIRE's answers (scripts.c): {1, count}, {0, pttl} or {2, true count}. */
+enum { ACQUIRE_BUSY = 0, ACQUIRE_HELD = 1, ACQUIRE_STALE = 2 };
+
+/* A stale expected count is re-based at most this often in one attempt. */
+#define MAX_REBASES 3
+
+static int parse_acquire(const redisReply *reply, long long *kind, long long *value) {
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
         reply->element[0]->type != REDIS_REPLY_INTEGER ||
         reply->element[1]->type != REDIS_REPLY_INTEGER)
         return RLOCK_EREDIS;
-    *held = reply->element[0]->integer == 1;
+    *kind = reply->element[0]->integer;
     *value = reply->element[1]->integer;
     return RLOCK_OK;
+}
+
+/*
+ * Sends ACQUIRE with the given expected count. On RLOCK_OK, *kind and *value
+ * hold the script's answer.
+ */
+static int send_acquire(rlock *lock, const char *lease, size_t lease_len, const char *owner,
+                        size_t owner_len, long long expected, int64_t deadline_ms,
+                        long long *kind, long long *value) {
+    char expected_str[24];
+    redisReply *reply = NULL;
+    const char *argv[] = {lock->name, lease, owner, expected_str};
+    size_t argvlen[] = {lock->name_len, lease_len, owner_len,
+                        rlock__fmt_i64(expected_str, expected)};
+    rlock__cmd cmd = {.script = RLOCK__SCRIPT_ACQUIRE, .argc = 4, .nkeys = 1,
+                      .argv = argv, .argvlen = argvlen};
+    int status = rlock__exec(lock->client, &cmd, deadline_ms, &reply, NULL);
+    if (status == RLOCK_OK)
+        status = parse_acquire(reply, kind, value);
+    if (reply != NULL)
+        freeReplyObject(reply);
+    return status;
 }
 
 /*
@@ -42,35 +69,30 @@ static int parse_acquire(const redisReply *reply, int *held, long long *value) {
 static int acquire_once(rlock *lock, long long lease_ms, uint64_t tid, int64_t deadline_ms,
                         long long *ttl_ms) {
     rlock_client *c = lock->client;
-    int renew = lease_ms == RLOCK_LEASE_WATCHDOG, held = 0;
-    char owner[RLOCK__OWNER_MAX], lease[24], expected[24];
-    redisReply *reply = NULL;
-    long long value = 0;
+    int renew = lease_ms == RLOCK_LEASE_WATCHDOG, status = RLOCK_EREDIS;
+    char owner[RLOCK__OWNER_MAX], lease[24];
+    long long kind = ACQUIRE_STALE, value = 0;
 
     rlock__hold *spare = rlock__holds_spare(lock->name, lock->name_len);
     if (spare == NULL || rlock__thread_watch_exit() != RLOCK_OK) {
         rlock__free(spare);
         return RLOCK_ENOMEM;
     }
-    const char *argv[] = {lock->name, lease, owner, expected};
-    size_t argvlen[] = {
-        lock->name_len,
-        rlock__fmt_i64(lease, renew ? c->settings.watchdog_timeout_ms : lease_ms),
-        rlock__owner(c, tid, owner),
-        rlock__fmt_i64(expected, rlock__holds_expected(&c->holds, lock->name, lock->name_len, tid)),
-    };
-    rlock__cmd cmd = {.script = RLOCK__SCRIPT_ACQUIRE, .argc = 4, .nkeys = 1,
-                      .argv = argv, .argvlen = argvlen};
-    int status = rlock__exec(c, &cmd, deadline_ms, &reply, NULL);
-    if (status == RLOCK_OK)
-        status = parse_acquire(reply, &held, &value);
-    if (status == RLOCK_OK && held)
+    size_t lease_len = rlock__fmt_i64(lease, renew ? c->settings.watchdog_timeout_ms : lease_ms);
+    size_t owner_len = rlock__owner(c, tid, owner);
+    long long expected = rlock__holds_expected(&c->holds, lock->name, lock->name_len, tid);
+    for (int i = 0; i < MAX_REBASES && kind == ACQUIRE_STALE; i++) {
+        status = send_acquire(lock, lease, lease_len, owner, owner_len, expected, deadline_ms,
+                              &kind, &value);
+        if (status != RLOCK_OK)
+            break;
+        expected = value; /* used only if stale */
+    }
+    if (status == RLOCK_OK && kind == ACQUIRE_HELD)
         rlock__holds_acquired(&c->holds, lock->name, lock->name_len, tid, value, renew, &spare);
     else if (status == RLOCK_OK)
-        status = RLOCK_BUSY;
+        status = kind == ACQUIRE_BUSY ? RLOCK_BUSY : RLOCK_EREDIS;
     *ttl_ms = value;
-    if (reply != NULL)
-        freeReplyObject(reply);
     rlock__free(spare);
     return status;
 }
@@ -162,9 +184,33 @@ int rlock_try_lock(rlock *lock, long long wait_ms, long long lease_ms) {
     return acquire(lock, wait_ms, lease_ms);
 }
 
+/*
+ * Sends RELEASE with the given expected count. Returns RLOCK_OK with the
+ * reply, which the caller frees.
+ */
+static int send_release(rlock *lock, const char *owner, size_t owner_len, long long expected,
+                        redisReply **reply, int *resent) {
+    char expected_str[24];
+    const char *argv[] = {lock->name, lock->channel, owner, expected_str};
+    size_t argvlen[] = {lock->name_len, lock->channel_len, owner_len,
+                        rlock__fmt_i64(expected_str, expected)};
+    rlock__cmd cmd = {.script = RLOCK__SCRIPT_RELEASE, .argc = 4, .nkeys = 2,
+                      .argv = argv, .argvlen = argvlen};
+    return rlock__exec(lock->client, &cmd, RLOCK__NO_DEADLINE, reply, resent);
+}
+
+/* RELEASE's answer for a stale expected count: {true count}. */
+static int is_stale_release(const redisReply *reply, long long *count) {
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 1 ||
+        reply->element[0]->type != REDIS_REPLY_INTEGER)
+        return 0;
+    *count = reply->element[0]->integer;
+    return 1;
+}
+
 int rlock_unlock(rlock *lock) {
     rlock__guard g;
-    char owner[RLOCK__OWNER_MAX], expected_str[24];
+    char owner[RLOCK__OWNER_MAX];
     redisReply *reply = NULL;
     int resent = 0;
     int status = rlock__enter_lock(&g, lock);
@@ -172,13 +218,16 @@ int rlock_unlock(rlock *lock) {
         return status;
     rlock_client *c = lock->client;
     uint64_t tid = rlock__thread_id();
+    size_t owner_len = rlock__owner(c, tid, owner);
     long long expected = rlock__holds_expected(&c->holds, lock->name, lock->name_len, tid);
-    const char *argv[] = {lock->name, lock->channel, owner, expected_str};
-    size_t argvlen[] = {lock->name_len, lock->channel_len, rlock__owner(c, tid, owner),
-                        rlock__fmt_i64(expected_str, expected)};
-    rlock__cmd cmd = {.script = RLOCK__SCRIPT_RELEASE, .argc = 4, .nkeys = 2,
-                      .argv = argv, .argvlen = argvlen};
-    status = rlock__exec(c, &cmd, RLOCK__NO_DEADLINE, &reply, &resent);
+    for (int i = 0; i < MAX_REBASES; i++) {
+        status = send_release(lock, owner, owner_len, expected, &reply, &resent);
+        if (status != RLOCK_OK || !is_stale_release(reply, &expected))
+            break;
+        freeReplyObject(reply);
+        reply = NULL;
+        status = RLOCK_EREDIS;
+    }
     if (status != RLOCK_OK)
         goto out;
     if (reply->type == REDIS_REPLY_INTEGER) {

@@ -7,11 +7,14 @@
  *   chan  redisson_lock__channel:{<name>}   "0" published when a lock is freed
  *
  * Idempotence: a reply can be lost after the script ran (timeout, dropped
- * connection). rlock then re-sends it, so each mutating script carries the
- * hold count the caller believed it had before the call ("expected") and
- * applies only if Redis still shows that count; a second execution of the
- * same call becomes a no-op that reports the current count. The hold count
- * is never inflated nor decremented twice by a re-send.
+ * connection), and rlock then re-sends it. So each mutating script carries
+ * the hold count the caller believes it has ("expected") and applies only if
+ * Redis shows exactly that count. Redis showing the count one step further
+ * means an earlier send of the same call already applied: report, change
+ * nothing. Any other count means the caller's belief is stale: report the
+ * truth, change nothing, and the caller re-bases and sends again. Since only
+ * the owning thread writes its field, the hold count is never inflated nor
+ * decremented twice by a re-send.
  *
  * Threads: any; the SHA1s are written once at client open and read-only after.
  */
@@ -22,9 +25,13 @@
 /*
  * ACQUIRE  KEYS[1] = name
  *          ARGV[1] = lease ms, ARGV[2] = owner field, ARGV[3] = expected count
- * -> {1, hold count} when the caller holds it (acquired, re-entered, or an
- *    earlier send of this same call already applied), {0, pttl} when another
- *    owner holds it. The TTL is (re)set to the lease whenever we hold it.
+ * -> {1, count}  the caller holds it: acquired or re-entered (Redis had the
+ *                expected count), or an earlier send of this same call already
+ *                applied (Redis has expected + 1); the TTL is set to the lease.
+ *    {0, pttl}   another owner holds it.
+ *    {2, count}  the caller's expected count is stale (its hold was lost, or
+ *                an earlier call's outcome is unknown): nothing changed; the
+ *                caller re-bases on count and sends again.
  */
 static const char acquire_lua[] =
     "local count = redis.call('hget', KEYS[1], ARGV[2])\n"
@@ -36,20 +43,26 @@ static const char acquire_lua[] =
     "else\n"
     "  count = tonumber(count)\n"
     "end\n"
-    "if count <= tonumber(ARGV[3]) then\n"
+    "local expected = tonumber(ARGV[3])\n"
+    "if count == expected then\n"
     "  count = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
+    "elseif count ~= expected + 1 then\n"
+    "  return {2, count}\n"
     "end\n"
     "redis.call('pexpire', KEYS[1], ARGV[1])\n"
     "return {1, count}\n";
 
 /*
  * RELEASE  KEYS[1] = name, KEYS[2] = channel
- *          ARGV[1] = owner field, ARGV[2] = expected count (0 = unknown)
- * -> nil when the caller holds nothing (nothing changed, nothing published);
- *    the remaining hold count otherwise (0 = deleted and "0" published).
- *    A count below the expected one means an earlier send of this same call
- *    already applied: report it, change nothing. The TTL is left alone on a
- *    partial release (the lease runs from the last acquisition).
+ *          ARGV[1] = owner field, ARGV[2] = expected count
+ * -> nil      the caller holds nothing: nothing changed, nothing published.
+ *    n >= 0   the remaining count (0 = deleted and "0" published), or, when
+ *             Redis has expected - 1, an earlier send of this same call
+ *             already applied and n is reported unchanged.
+ *    {count}  the caller's expected count is stale: nothing changed; the
+ *             caller re-bases on count and sends again.
+ *    The TTL is left alone on a partial release (the lease runs from the
+ *    last acquisition).
  */
 static const char release_lua[] =
     "local count = redis.call('hget', KEYS[1], ARGV[1])\n"
@@ -57,8 +70,12 @@ static const char release_lua[] =
     "  return nil\n"
     "end\n"
     "count = tonumber(count)\n"
-    "if count < tonumber(ARGV[2]) then\n"
+    "local expected = tonumber(ARGV[2])\n"
+    "if count == expected - 1 then\n"
     "  return count\n"
+    "end\n"
+    "if count ~= expected then\n"
+    "  return {count}\n"
     "end\n"
     "if count > 1 then\n"
     "  return redis.call('hincrby', KEYS[1], ARGV[1], -1)\n"
