@@ -22,9 +22,11 @@ CC ?= cc
 OPTIMIZATION ?= -O2
 USE_WERROR ?= 1
 PREFIX ?= /usr/local
-INCLUDE_PATH ?= include
-LIBRARY_PATH ?= lib
-PKGCONF_PATH ?= pkgconfig
+# Plain '=' so that compiler variables in the environment (gcc reads LIBRARY_PATH)
+# never redirect an install; override them on the command line.
+INCLUDEDIR = include
+LIBDIR = lib
+PKGCONFDIR = pkgconfig
 INSTALL ?= install
 
 WARNINGS := -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Wshadow -Wno-missing-field-initializers
@@ -93,8 +95,8 @@ $(DYLIB): $(OBJS)
 
 $(PCFILE): include/rlock.h
 	@mkdir -p $(dir $@)
-	$(Q)printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/$(LIBRARY_PATH)' \
-	  'includedir=$${prefix}/$(INCLUDE_PATH)' '' 'Name: rlock' \
+	$(Q)printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/$(LIBDIR)' \
+	  'includedir=$${prefix}/$(INCLUDEDIR)' '' 'Name: rlock' \
 	  'Description: Redisson-compatible reentrant Redis locks for C' 'Version: $(VERSION)' \
 	  'Requires.private: hiredis' 'Libs: -L$${libdir} -lrlock' \
 	  'Libs.private: -lhiredis -luuid -pthread' 'Cflags: -I$${includedir}' > $@
@@ -160,18 +162,18 @@ noopt:
 	$(MAKE) OPTIMIZATION=-O0
 
 install: all
-	$(INSTALL) -d $(DESTDIR)$(PREFIX)/$(INCLUDE_PATH) $(DESTDIR)$(PREFIX)/$(LIBRARY_PATH)/$(PKGCONF_PATH)
-	$(INSTALL) -m 644 include/rlock.h $(DESTDIR)$(PREFIX)/$(INCLUDE_PATH)
-	$(INSTALL) -m 644 $(STLIB) $(DESTDIR)$(PREFIX)/$(LIBRARY_PATH)
-	$(INSTALL) -m 755 $(DYLIB) $(DESTDIR)$(PREFIX)/$(LIBRARY_PATH)
-	ln -sf librlock.so.$(VERSION) $(DESTDIR)$(PREFIX)/$(LIBRARY_PATH)/$(SONAME)
-	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/$(LIBRARY_PATH)/librlock.so
-	$(INSTALL) -m 644 $(PCFILE) $(DESTDIR)$(PREFIX)/$(LIBRARY_PATH)/$(PKGCONF_PATH)
+	$(INSTALL) -d $(DESTDIR)$(PREFIX)/$(INCLUDEDIR) $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(PKGCONFDIR)
+	$(INSTALL) -m 644 include/rlock.h $(DESTDIR)$(PREFIX)/$(INCLUDEDIR)
+	$(INSTALL) -m 644 $(STLIB) $(DESTDIR)$(PREFIX)/$(LIBDIR)
+	$(INSTALL) -m 755 $(DYLIB) $(DESTDIR)$(PREFIX)/$(LIBDIR)
+	ln -sf librlock.so.$(VERSION) $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/$(LIBDIR)/librlock.so
+	$(INSTALL) -m 644 $(PCFILE) $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(PKGCONFDIR)
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/$(INCLUDE_PATH)/rlock.h \
-	  $(DESTDIR)$(PREFIX)/$(LIBRARY_PATH)/librlock.* \
-	  $(DESTDIR)$(PREFIX)/$(LIBRARY_PATH)/$(PKGCONF_PATH)/rlock.pc
+	rm -f $(DESTDIR)$(PREFIX)/$(INCLUDEDIR)/rlock.h \
+	  $(DESTDIR)$(PREFIX)/$(LIBDIR)/librlock.* \
+	  $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(PKGCONFDIR)/rlock.pc
 
 clean:
 	rm -rf build build-address build-thread
