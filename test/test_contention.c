@@ -1,0 +1,474 @@
+/*
+ * test_contention.c - mutual exclusion under contention (threads, clients,
+ * processes) checked with a non-atomic counter kept in Redis, and fork
+ * safety.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* ---- the locked, non-atomic increment --------------------------------- */
+
+struct worker {
+    rlock *lock;
+    const char *counter; /* key of the counter */
+    int iterations;
+    int use_try;         /* try_lock with a wait and a lease instead of lock() */
+    int id;
+    /* results */
+    int errors;
+    char what[200];
+    long long max_wait_ms;
+};
+
+static void worker_error(struct worker *w, const char *what, int rc)
+{
+    if (w->errors++ == 0)
+        snprintf(w->what, sizeof w->what, "%s: %s", what, rlock_status_name(rc));
+}
+
+static void *worker_main(void *p)
+{
+    struct worker *w = p;
+    redisContext *r = h_redis();
+    const char *name = rlock_name(w->lock);
+    int i;
+
+    for (i = 0; i < w->iterations; i++) {
+        long long t0 = h_now_ms(), waited;
+        int rc = w->use_try ? rlock_try_lock(w->lock, H_MS(120000), 60000) : rlock_lock(w->lock);
+        redisReply *rep;
+        long long v = 0;
+        if (rc != RLOCK_OK) {
+            worker_error(w, "outer lock", rc);
+            continue;
+        }
+        waited = h_now_ms() - t0;
+        if (waited > w->max_wait_ms)
+            w->max_wait_ms = waited;
+        /* Nested, reentrant. */
+        rc = rlock_lock(w->lock);
+        if (rc != RLOCK_OK)
+            worker_error(w, "inner lock", rc);
+        if (rlock_hold_count(w->lock) != 2)
+            worker_error(w, "hold count is not 2", 0);
+        /* Exactly one owner in Redis. */
+        rep = redisCommand(r, "HLEN %s", name);
+        if (!rep || rep->type != REDIS_REPLY_INTEGER || rep->integer != 1)
+            worker_error(w, "HLEN is not 1", 0);
+        if (rep)
+            freeReplyObject(rep);
+        /* The non-atomic increment: GET, then SET. */
+        rep = redisCommand(r, "GET %s", w->counter);
+        if (rep && rep->type == REDIS_REPLY_STRING)
+            v = strtoll(rep->str, NULL, 10);
+        else if (!rep || rep->type != REDIS_REPLY_NIL)
+            worker_error(w, "GET counter", 0);
+        if (rep)
+            freeReplyObject(rep);
+        rep = redisCommand(r, "SET %s %lld", w->counter, v + 1);
+        if (!rep || rep->type == REDIS_REPLY_ERROR)
+            worker_error(w, "SET counter", 0);
+        if (rep)
+            freeReplyObject(rep);
+        if (rc == RLOCK_OK) {
+            rc = rlock_unlock(w->lock);
+            if (rc != RLOCK_OK)
+                worker_error(w, "inner unlock", rc);
+        }
+        rc = rlock_unlock(w->lock);
+        if (rc != RLOCK_OK)
+            worker_error(w, "outer unlock", rc);
+    }
+    redisFree(r);
+    return NULL;
+}
+
+/*
+ * Runs nthreads workers on the given clients (round robin), each doing
+ * iterations increments of counter under the lock called name. Returns the
+ * number of errors (details on stderr).
+ */
+static int run_workers(rlock_client **clients, int nclients, const char *name,
+                       const char *counter, int nthreads, int iterations, long long *max_wait)
+{
+    struct worker *w = calloc((size_t)nthreads, sizeof *w);
+    pthread_t *th = calloc((size_t)nthreads, sizeof *th);
+    rlock **locks = calloc((size_t)nclients, sizeof *locks);
+    int i, errors = 0;
+
+    if (!w || !th || !locks)
+        abort();
+    for (i = 0; i < nclients; i++)
+        if (rlock_get(clients[i], name, &locks[i]) != RLOCK_OK)
+            abort();
+    for (i = 0; i < nthreads; i++) {
+        w[i].lock = locks[i % nclients];
+        w[i].counter = counter;
+        w[i].iterations = iterations;
+        w[i].use_try = i % 2;
+        w[i].id = i;
+        if (pthread_create(&th[i], NULL, worker_main, &w[i]) != 0)
+            abort();
+    }
+    *max_wait = 0;
+    for (i = 0; i < nthreads; i++) {
+        pthread_join(th[i], NULL);
+        if (w[i].errors) {
+            fprintf(stderr, "pid %d worker %d: %d errors, first: %s\n", (int)getpid(), i,
+                    w[i].errors, w[i].what);
+            errors += w[i].errors;
+        }
+        if (w[i].max_wait_ms > *max_wait)
+            *max_wait = w[i].max_wait_ms;
+    }
+    for (i = 0; i < nclients; i++)
+        rlock_free(locks[i]);
+    free(locks);
+    free(th);
+    free(w);
+    return errors;
+}
+
+static long long counter_value(redisContext *r, const char *counter)
+{
+    char *s = h_cmd_str(r, "GET %s", counter);
+    long long v = s ? strtoll(s, NULL, 10) : 0;
+    free(s);
+    return v;
+}
+
+static void check_done(redisContext *r, const char *name, const char *counter, long long expect)
+{
+    long long v = counter_value(r, counter);
+    if (v != expect)
+        fail_msg("counter is %lld, expected %lld: mutual exclusion broken", v, expect);
+    assert_int_equal(h_exists(r, name, strlen(name)), 0);
+    H_WAIT_FOR(h_numsub(r, name, strlen(name)) == 0, 2000);
+    h_cmd_ok(r, "DEL %s", counter);
+}
+
+static void test_threads_one_client(void **state)
+{
+    enum { THREADS = 8, ITER = 250 };
+    rlock_client *c = h_open(30000, 0);
+    const char *name = h_unique_name("cont1"), *counter = h_unique_name("counter1");
+    redisContext *r = h_redis();
+    long long t0 = h_now_ms(), max_wait;
+    int errors;
+    (void)state;
+
+    errors = run_workers(&c, 1, name, counter, THREADS, ITER, &max_wait);
+    print_message("      %d threads x %d increments: %lld ms, longest wait %lld ms\n", THREADS,
+                  ITER, h_now_ms() - t0, max_wait);
+    assert_int_equal(errors, 0);
+    check_done(r, name, counter, THREADS * ITER);
+    redisFree(r);
+    rlock_client_close(c);
+}
+
+static void test_threads_two_clients(void **state)
+{
+    enum { THREADS = 8, ITER = 250 };
+    rlock_client *c[2];
+    const char *name = h_unique_name("cont2"), *counter = h_unique_name("counter2");
+    redisContext *r = h_redis();
+    long long t0 = h_now_ms(), max_wait;
+    int errors;
+    (void)state;
+
+    c[0] = h_open(30000, 0);
+    c[1] = h_open(30000, 0);
+    errors = run_workers(c, 2, name, counter, THREADS, ITER, &max_wait);
+    print_message("      2 clients, %d threads x %d increments: %lld ms, longest wait %lld ms\n",
+                  THREADS, ITER, h_now_ms() - t0, max_wait);
+    assert_int_equal(errors, 0);
+    check_done(r, name, counter, THREADS * ITER);
+    redisFree(r);
+    rlock_client_close(c[0]);
+    rlock_client_close(c[1]);
+}
+
+static void test_processes(void **state)
+{
+    enum { PROCS = 4, THREADS = 4, ITER = 150 };
+    const char *name = h_unique_name("contp"), *counter = h_unique_name("counterp");
+    redisContext *r = h_redis();
+    pid_t pids[PROCS];
+    long long t0 = h_now_ms();
+    int i, failed = 0;
+    (void)state;
+
+    for (i = 0; i < PROCS; i++) {
+        pids[i] = fork();
+        assert_true(pids[i] >= 0);
+        if (pids[i] == 0) {
+            rlock_client *c = h_open(30000, 0);
+            long long max_wait;
+            int errors = run_workers(&c, 1, name, counter, THREADS, ITER, &max_wait);
+            rlock_client_close(c);
+            h_child_exit(errors ? 1 : 0);
+        }
+    }
+    for (i = 0; i < PROCS; i++) {
+        int code = h_child_code(h_wait_child(pids[i], 240000));
+        if (code != 0) {
+            fprintf(stderr, "child %d: code %d\n", i, code);
+            failed++;
+        }
+    }
+    print_message("      %d processes x %d threads x %d increments: %lld ms\n", PROCS, THREADS,
+                  ITER, h_now_ms() - t0);
+    assert_int_equal(failed, 0);
+    check_done(r, name, counter, PROCS * THREADS * ITER);
+    redisFree(r);
+}
+
+/* ---- fork safety ------------------------------------------------------ */
+
+#define CHILD_CHECK(cond, code)                                                \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "child %d: check failed: %s\n", (int)getpid(),     \
+                    #cond);                                                    \
+            h_child_exit(code);                                                \
+        }                                                                      \
+    } while (0)
+
+static const char foreign_owner[] = "1f2e3d4c-5b6a-4789-8abc-def012345678:3";
+
+static void test_fork_while_holding_and_waiting(void **state)
+{
+    long long wd = H_MS(900);
+    rlock_client *c = h_open(wd, 0);
+    const char *held = h_unique_name("forkheld"), *waited = h_unique_name("forkwait");
+    rlock *lh = h_get(c, held), *lw = h_get(c, waited);
+    redisContext *r = h_redis();
+    h_actor *waiter = h_actor_start();
+    static struct h_try t; /* may outlive a failed test */
+    char parent_id[64];
+    pid_t pid;
+    int code;
+    long long t_end, t0;
+    (void)state;
+
+    t.lock = lw;
+    t.wait_ms = H_MS(60000);
+    t.lease_ms = -1;
+    snprintf(parent_id, sizeof parent_id, "%s", rlock_client_id(c));
+    H_ASSERT_RC(rlock_lock(lh), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock(lh), RLOCK_OK);
+    h_cmd_ok(r, "HSET %s %s 1", waited, foreign_owner);
+    h_cmd_ok(r, "PEXPIRE %s 60000", waited);
+    h_actor_post(waiter, h_op_try_lock, &t);
+    H_WAIT_FOR(h_numsub(r, waited, strlen(waited)) >= 1, 2000);
+    h_sleep_ms(50);
+
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        rlock *x = NULL;
+        long long ttl = 0;
+        redisContext *cr;
+        CHILD_CHECK(rlock_get(c, held, &x) == RLOCK_ECLOSED, 10);
+        CHILD_CHECK(rlock_lock(lh) == RLOCK_ECLOSED, 11);
+        CHILD_CHECK(rlock_lock_lease(lh, 1000) == RLOCK_ECLOSED, 12);
+        CHILD_CHECK(rlock_try_lock(lh, 0, -1) == RLOCK_ECLOSED, 13);
+        CHILD_CHECK(rlock_try_lock(lw, 100, -1) == RLOCK_ECLOSED, 14);
+        CHILD_CHECK(rlock_unlock(lh) == RLOCK_ECLOSED, 15);
+        CHILD_CHECK(rlock_force_unlock(lh) == RLOCK_ECLOSED, 16);
+        CHILD_CHECK(rlock_force_unlock(lw) == RLOCK_ECLOSED, 17);
+        CHILD_CHECK(rlock_is_locked(lh) == RLOCK_ECLOSED, 18);
+        CHILD_CHECK(rlock_is_held_by_current_thread(lh) == RLOCK_ECLOSED, 19);
+        CHILD_CHECK(rlock_hold_count(lh) == RLOCK_ECLOSED, 20);
+        CHILD_CHECK(rlock_remain_ttl(lh, &ttl) == RLOCK_ECLOSED, 21);
+        rlock_free(lh);
+        rlock_free(lw);
+        rlock_client_close(c);
+
+#if !defined(__SANITIZE_THREAD__) /* TSan cannot start threads after such a fork */
+        /* A client of its own works. */
+        rlock_client *cc = h_open(30000, 0);
+        rlock *ch, *cw, *cn;
+        CHILD_CHECK(strcmp(rlock_client_id(cc), parent_id) != 0, 30);
+        ch = h_get(cc, held);
+        cw = h_get(cc, waited);
+        cn = h_get(cc, h_unique_name("forkchild"));
+        CHILD_CHECK(rlock_try_lock(ch, 0, -1) == RLOCK_BUSY, 31);
+        CHILD_CHECK(rlock_is_locked(ch) == 1, 32);
+        CHILD_CHECK(rlock_try_lock(cw, 0, -1) == RLOCK_BUSY, 33);
+        CHILD_CHECK(rlock_lock(cn) == RLOCK_OK, 34);
+        CHILD_CHECK(rlock_unlock(cn) == RLOCK_OK, 35);
+        rlock_free(ch);
+        rlock_free(cw);
+        rlock_free(cn);
+        rlock_client_close(cc);
+#endif
+        /* Nothing of the parent's was touched. */
+        cr = h_redis();
+        CHILD_CHECK(h_lock_is(cr, held, strlen(held), parent_id, 2), 40);
+        redisFree(cr);
+        h_child_exit(0);
+    }
+    code = h_child_code(h_wait_child(pid, 20000));
+    if (code != 0)
+        fail_msg("child failed with code %d (see its message above; 2000 = hung)", code);
+
+    /* The parent's lock, replies and renewal are unaffected. */
+    H_ASSERT_RC(rlock_hold_count(lh), 2);
+    H_ASSERT_RC(rlock_is_held_by_current_thread(lh), 1);
+    H_ASSERT_LOCK_IS(r, held, parent_id, 2);
+    t_end = h_now_ms() + 2 * wd;
+    while (h_now_ms() < t_end) {
+        if (h_pttl(r, held, strlen(held)) <= 0)
+            fail_msg("the parent's lock was not renewed after the fork");
+        h_sleep_ms(20);
+    }
+    H_ASSERT_LOCK_IS(r, held, parent_id, 2);
+
+    /* The parent's waiter is still waiting, and is woken by the release. */
+    assert_false(h_actor_done(waiter));
+    t0 = h_now_ms();
+    {
+        size_t clen;
+        char *chn = h_channel(waited, strlen(waited), &clen);
+        h_cmd_ok(r, "DEL %s", waited);
+        h_cmd_ok(r, "PUBLISH %b 0", chn, clen);
+        free(chn);
+    }
+    H_ASSERT_RC((int)h_actor_wait(waiter, 5000), RLOCK_OK);
+    H_ASSERT_BETWEEN(h_actor_finished_ms(waiter) - t0, 0, H_MS(500));
+    H_ASSERT_LOCK_IS(r, waited, parent_id, 1);
+    H_ASSERT_RC((int)h_actor_call(waiter, h_op_unlock, lw), RLOCK_OK);
+
+    H_ASSERT_RC(rlock_unlock(lh), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(lh), RLOCK_OK);
+    assert_int_equal(h_exists(r, held, strlen(held)), 0);
+
+    h_actor_stop(waiter);
+    rlock_free(lh);
+    rlock_free(lw);
+    redisFree(r);
+    rlock_client_close(c);
+}
+
+/* Forks repeatedly while other threads are busy locking and unlocking. */
+struct churn {
+    rlock *lock;
+    atomic_int stop;
+    int errors;
+    long long rounds;
+};
+
+static void *churn_main(void *p)
+{
+    struct churn *ch = p;
+    while (!atomic_load(&ch->stop)) {
+        int rc = rlock_lock(ch->lock);
+        if (rc != RLOCK_OK) {
+            ch->errors++;
+            continue;
+        }
+        if (rlock_unlock(ch->lock) != RLOCK_OK)
+            ch->errors++;
+        ch->rounds++;
+    }
+    return NULL;
+}
+
+static void test_fork_under_load(void **state)
+{
+    enum { THREADS = 4, FORKS = 15 };
+    rlock_client *c = h_open(H_MS(900), 0);
+    const char *name = h_unique_name("forkload");
+    struct churn ch[THREADS];
+    pthread_t th[THREADS];
+    rlock *l = h_get(c, name);
+    int i;
+    (void)state;
+
+    for (i = 0; i < THREADS; i++) {
+        memset(&ch[i], 0, sizeof ch[i]);
+        ch[i].lock = l;
+        assert_int_equal(pthread_create(&th[i], NULL, churn_main, &ch[i]), 0);
+    }
+    for (i = 0; i < FORKS; i++) {
+        pid_t pid;
+        int code;
+        h_sleep_ms(20);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            CHILD_CHECK(rlock_is_locked(l) == RLOCK_ECLOSED, 10);
+            CHILD_CHECK(rlock_try_lock(l, 0, -1) == RLOCK_ECLOSED, 11);
+            CHILD_CHECK(rlock_unlock(l) == RLOCK_ECLOSED, 12);
+            rlock_free(l);
+            rlock_client_close(c);
+#if !defined(__SANITIZE_THREAD__) /* TSan cannot start threads after such a fork */
+            {
+                rlock_client *cc = h_open(30000, 0);
+                rlock *cl = h_get(cc, h_unique_name("forkloadchild"));
+                CHILD_CHECK(rlock_try_lock(cl, 0, 5000) == RLOCK_OK, 13);
+                CHILD_CHECK(rlock_unlock(cl) == RLOCK_OK, 14);
+                rlock_free(cl);
+                rlock_client_close(cc);
+            }
+#endif
+            h_child_exit(0);
+        }
+        code = h_child_code(h_wait_child(pid, 20000));
+        if (code != 0) {
+            int j;
+            for (j = 0; j < THREADS; j++)
+                atomic_store(&ch[j].stop, 1);
+            for (j = 0; j < THREADS; j++)
+                pthread_join(th[j], NULL);
+            fail_msg("fork %d: child failed with code %d (2000 = hung)", i, code);
+        }
+    }
+    for (i = 0; i < THREADS; i++)
+        atomic_store(&ch[i].stop, 1);
+    {
+        long long rounds = 0;
+        for (i = 0; i < THREADS; i++) {
+            pthread_join(th[i], NULL);
+            assert_int_equal(ch[i].errors, 0);
+            rounds += ch[i].rounds;
+        }
+        print_message("      %d forks while %d threads did %lld lock/unlock rounds\n", FORKS,
+                      THREADS, rounds);
+        assert_true(rounds > 0);
+    }
+    {
+        redisContext *r = h_redis();
+        assert_int_equal(h_exists(r, name, strlen(name)), 0);
+        redisFree(r);
+    }
+    rlock_free(l);
+    rlock_client_close(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_threads_one_client),
+        cmocka_unit_test(test_threads_two_clients),
+        cmocka_unit_test(test_processes),
+        cmocka_unit_test(test_fork_while_holding_and_waiting),
+        cmocka_unit_test(test_fork_under_load),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
