@@ -1,0 +1,358 @@
+/*
+ * bench_baseline.c - the floor rlock is measured against: a raw hiredis
+ * client doing exactly what an ideal lock client must do for one
+ * uncontended lock + unlock, and nothing else.
+ *
+ * One cycle = EVALSHA acquire + EVALSHA release on the thread's own
+ * connection, with the very Lua text of src/scripts.c (copied below; keep it
+ * in sync), the same key layout (hash <name>, field "<uuid>:<thread>",
+ * channel redisson_lock__channel:{<name>}) and the same arguments rlock sends
+ * for a watchdog lock (lease 30000 ms, expected hold counts 0 and 1). Each
+ * thread has its own connection and its own key, so the threads never
+ * contend; the only shared resources are the CPU and the server.
+ *
+ *   bench_baseline [--url URL] [-t THREADS] [-d SECONDS] [-r ROUNDS]
+ *   bench_baseline [--url URL] --handoff N [--samples FILE]
+ *
+ * The second form measures the floor of a hand-off between two processes:
+ * the waiter blocks reading its own SUBSCRIBE connection, the holder's
+ * release script publishes to it, the waiter runs the acquire script again.
+ * Two round trips and one message, no threads in between: what no library
+ * can beat on this machine.
+ *
+ * Prints progress on stderr and one JSON line on stdout.
+ */
+#include <getopt.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <uuid/uuid.h>
+
+#include "bench/bench.h"
+
+/* From src/scripts.c: ACQUIRE KEYS[1]=name ARGV = lease, owner, expected count. */
+static const char acquire_lua[] =
+    "local count = redis.call('hget', KEYS[1], ARGV[2])\n"
+    "if count == false then\n"
+    "  if redis.call('exists', KEYS[1]) == 1 then\n"
+    "    return {0, redis.call('pttl', KEYS[1])}\n"
+    "  end\n"
+    "  count = 0\n"
+    "else\n"
+    "  count = tonumber(count)\n"
+    "end\n"
+    "local expected = tonumber(ARGV[3])\n"
+    "if count == expected then\n"
+    "  count = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
+    "elseif count ~= expected + 1 then\n"
+    "  return {2, count}\n"
+    "end\n"
+    "redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "return {1, count}\n";
+
+/* From src/scripts.c: RELEASE KEYS = name, channel; ARGV = owner, expected count. */
+static const char release_lua[] =
+    "local count = redis.call('hget', KEYS[1], ARGV[1])\n"
+    "if count == false then\n"
+    "  return nil\n"
+    "end\n"
+    "count = tonumber(count)\n"
+    "local expected = tonumber(ARGV[2])\n"
+    "if count == expected - 1 then\n"
+    "  return count\n"
+    "end\n"
+    "if count ~= expected then\n"
+    "  return {count}\n"
+    "end\n"
+    "if count > 1 then\n"
+    "  return redis.call('hincrby', KEYS[1], ARGV[1], -1)\n"
+    "end\n"
+    "redis.call('del', KEYS[1])\n"
+    "redis.call('publish', KEYS[2], '0')\n"
+    "return 0\n";
+
+typedef struct config {
+    const char *url;
+    char uuid[37];
+    char acquire_sha[41], release_sha[41];
+} config;
+
+/* One thread's connection and the argv of its two commands, built once. */
+typedef struct base_thread {
+    redisContext *c;
+    char key[64], channel[96], owner[64];
+    const char *acq_argv[7], *rel_argv[7];
+    size_t acq_len[7], rel_len[7];
+} base_thread;
+
+static int load_script(redisContext *c, const char *body, char *sha) {
+    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", body);
+    int ok = r && r->type == REDIS_REPLY_STRING && r->len == 40;
+    if (ok)
+        memcpy(sha, r->str, 41);
+    if (r)
+        freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+static void set_args(const char **argv, size_t *len, int n, const char *const *src) {
+    for (int i = 0; i < n; i++) {
+        argv[i] = src[i];
+        len[i] = strlen(src[i]);
+    }
+}
+
+static void *base_init(void *arg, int index) {
+    const config *cfg = arg;
+    base_thread *t = calloc(1, sizeof *t);
+    if (t == NULL || (t->c = raw_connect(cfg->url)) == NULL) {
+        free(t);
+        return NULL;
+    }
+    snprintf(t->key, sizeof t->key, "bench:base:%d:%d", (int)getpid(), index);
+    snprintf(t->channel, sizeof t->channel, "redisson_lock__channel:{%s}", t->key);
+    snprintf(t->owner, sizeof t->owner, "%s:%d", cfg->uuid, index + 1);
+    const char *acq[] = {"EVALSHA", cfg->acquire_sha, "1", t->key, "30000", t->owner, "0"};
+    const char *rel[] = {"EVALSHA", cfg->release_sha, "2", t->key, t->channel, t->owner, "1"};
+    set_args(t->acq_argv, t->acq_len, 7, acq);
+    set_args(t->rel_argv, t->rel_len, 7, rel);
+    return t;
+}
+
+/* One lock + unlock; checks the replies mean "acquired 1" and "released". */
+static int base_cycle(void *state) {
+    base_thread *t = state;
+    redisReply *r = redisCommandArgv(t->c, 7, t->acq_argv, t->acq_len);
+    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+             r->element[0]->integer == 1 && r->element[1]->integer == 1;
+    if (r)
+        freeReplyObject(r);
+    if (!ok)
+        return -1;
+    r = redisCommandArgv(t->c, 7, t->rel_argv, t->rel_len);
+    ok = r && r->type == REDIS_REPLY_INTEGER && r->integer == 0;
+    if (r)
+        freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+static void base_fini(void *state) {
+    base_thread *t = state;
+    redisFree(t->c);
+    free(t);
+}
+
+/* ---- hand-off floor ----------------------------------------------------- */
+
+/* Shared by the two processes; as in bench_rlock's handoff (see there). */
+typedef struct floor_shm {
+    atomic_long ready, go, waiting, got, errors;
+    _Atomic uint64_t released_ns;
+    long n;
+    uint64_t lat[];
+} floor_shm;
+
+/* One party: a command connection and a connection subscribed to its own channel. */
+typedef struct floor_party {
+    floor_shm *sh;
+    redisContext *cmd, *sub;
+    int me;
+    const char *acq_argv[7], *rel_argv[7];
+    size_t acq_len[7], rel_len[7];
+    char key[64], owner[64], mine[128], peers[128];
+} floor_party;
+
+/* Runs the acquire script; returns 1 acquired, 0 held by the other, -1 error. */
+static int floor_acquire(floor_party *p) {
+    redisReply *r = redisCommandArgv(p->cmd, 7, p->acq_argv, p->acq_len);
+    int got = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? (int)r->element[0]->integer : -1;
+    if (r)
+        freeReplyObject(r);
+    return got == 1 ? 1 : got == 0 ? 0 : -1;
+}
+
+static int floor_release(floor_party *p) {
+    redisReply *r = redisCommandArgv(p->cmd, 7, p->rel_argv, p->rel_len);
+    int ok = r && r->type == REDIS_REPLY_INTEGER && r->integer == 0;
+    if (r)
+        freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+static int floor_open(floor_party *p, const config *cfg, const char *key) {
+    snprintf(p->key, sizeof p->key, "%s", key);
+    snprintf(p->owner, sizeof p->owner, "%s:%d", cfg->uuid, p->me + 1);
+    snprintf(p->mine, sizeof p->mine, "redisson_lock__channel:{%s}:%d", key, p->me);
+    snprintf(p->peers, sizeof p->peers, "redisson_lock__channel:{%s}:%d", key, 1 - p->me);
+    const char *acq[] = {"EVALSHA", cfg->acquire_sha, "1", p->key, "30000", p->owner, "0"};
+    const char *rel[] = {"EVALSHA", cfg->release_sha, "2", p->key, p->peers, p->owner, "1"};
+    set_args(p->acq_argv, p->acq_len, 7, acq);
+    set_args(p->rel_argv, p->rel_len, 7, rel);
+    p->cmd = raw_connect(cfg->url);
+    p->sub = raw_connect(cfg->url);
+    if (p->cmd == NULL || p->sub == NULL)
+        return -1;
+    redisReply *r = redisCommand(p->sub, "SUBSCRIBE %s", p->mine);
+    if (r)
+        freeReplyObject(r);
+    return r ? 0 : -1;
+}
+
+static void floor_wait(floor_party *p, long i) {
+    floor_shm *sh = p->sh;
+    atomic_store(&sh->waiting, i + 1);
+    int got = floor_acquire(p);
+    while (got == 0) { /* held: sleep on the channel until the release message */
+        void *msg;
+        if (redisGetReply(p->sub, &msg) != REDIS_OK)
+            break;
+        freeReplyObject(msg);
+        got = floor_acquire(p);
+    }
+    if (got != 1) {
+        atomic_fetch_add(&sh->errors, 1);
+        return;
+    }
+    sh->lat[i] = raw_now_ns() - atomic_load(&sh->released_ns);
+    atomic_store(&sh->got, i + 1);
+}
+
+static void floor_hand_over(floor_party *p, long i) {
+    floor_shm *sh = p->sh;
+    while (atomic_load(&sh->waiting) != i + 1 && atomic_load(&sh->errors) == 0)
+        raw_sleep_ms(0.02);
+    raw_sleep_ms(1); /* the waiter is asleep on its channel by now */
+    atomic_store(&sh->released_ns, raw_now_ns());
+    if (floor_release(p) < 0)
+        atomic_fetch_add(&sh->errors, 1);
+    while (atomic_load(&sh->got) != i + 1 && atomic_load(&sh->errors) == 0)
+        raw_sleep_ms(0.5);
+}
+
+static void floor_wait_for(atomic_long *v, long want, atomic_long *errors) {
+    while (atomic_load(v) < want && atomic_load(errors) == 0)
+        raw_sleep_ms(0.1);
+}
+
+/* Party 1 holds first (once both are subscribed); hand-off i goes to party i % 2. */
+static void floor_party_run(floor_party *p) {
+    floor_shm *sh = p->sh;
+    atomic_fetch_add(&sh->ready, 1);
+    floor_wait_for(&sh->ready, 2, &sh->errors);
+    if (p->me == 1) {
+        if (floor_acquire(p) != 1)
+            atomic_fetch_add(&sh->errors, 1);
+        atomic_store(&sh->go, 1);
+    }
+    floor_wait_for(&sh->go, 1, &sh->errors);
+    for (long i = 0; i < sh->n && atomic_load(&sh->errors) == 0; i++) {
+        if (i % 2 == p->me)
+            floor_wait(p, i);
+        else
+            floor_hand_over(p, i);
+    }
+    if ((sh->n - 1) % 2 == p->me)
+        floor_release(p);
+}
+
+static int handoff_floor(const config *cfg, long n, const char *samples_path) {
+    floor_shm *sh = shared_alloc(sizeof *sh + (size_t)n * sizeof(uint64_t));
+    char key[64];
+    sh->n = n;
+    snprintf(key, sizeof key, "bench:base:handoff:%d", (int)getpid());
+    fprintf(stderr, "baseline hand-off floor: %ld hand-offs between two processes\n", n);
+    pid_t child = fork_child();
+    floor_party p = {.sh = sh, .me = child == 0 ? 1 : 0};
+    if (floor_open(&p, cfg, key) < 0)
+        atomic_fetch_add(&sh->errors, 1);
+    floor_party_run(&p);
+    if (child == 0)
+        _exit(atomic_load(&sh->errors) ? 1 : 0);
+    waitpid(child, NULL, 0);
+    samples s = {0};
+    for (long i = 0; i < n; i++)
+        samples_add(&s, sh->lat[i]);
+    samples_sort(&s);
+    samples_write_cdf(&s, samples_path);
+    jsonw j;
+    j_begin(&j, "baseline_handoff");
+    j_int(&j, "handoffs", (long long)s.n);
+    j_num(&j, "p50_ms", samples_pct_ms(&s, 50));
+    j_num(&j, "p90_ms", samples_pct_ms(&s, 90));
+    j_num(&j, "p99_ms", samples_pct_ms(&s, 99));
+    j_num(&j, "p999_ms", samples_pct_ms(&s, 99.9));
+    j_num(&j, "max_ms", samples_pct_ms(&s, 100));
+    j_int(&j, "errors", atomic_load(&sh->errors));
+    j_end(&j);
+    samples_free(&s);
+    return atomic_load(&sh->errors) ? 1 : 0;
+}
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: bench_baseline [--url URL] [-t THREADS] [-d SECONDS] [-r ROUNDS]\n"
+                 "       bench_baseline [--url URL] --handoff N [--samples FILE]\n"
+                 "  raw hiredis EVALSHA acquire + release cycles with rlock's scripts,\n"
+                 "  or the floor of a cross-process hand-off (SUBSCRIBE + PUBLISH)\n");
+}
+
+int main(int argc, char **argv) {
+    static const struct option longopts[] = {
+        {"url", required_argument, NULL, 'u'},     {"help", no_argument, NULL, 'h'},
+        {"handoff", required_argument, NULL, 'H'}, {"samples", required_argument, NULL, 'F'},
+        {NULL, 0, NULL, 0}};
+    config cfg = {.url = default_url()};
+    const char *samples_path = NULL;
+    long handoffs = 0;
+    int threads = 1, rounds = 3, ch;
+    double secs = 1.5;
+    while ((ch = getopt_long(argc, argv, "t:d:r:h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'u': cfg.url = optarg; break;
+        case 't': threads = (int)arg_num("-t", optarg, 1, 1024); break;
+        case 'd': secs = arg_num("-d", optarg, 0.1, 600); break;
+        case 'r': rounds = (int)arg_num("-r", optarg, 1, 100); break;
+        case 'H': handoffs = (long)arg_num("--handoff", optarg, 2, 1e7); break;
+        case 'F': samples_path = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    uuid_t id;
+    uuid_generate_random(id);
+    uuid_unparse_lower(id, cfg.uuid);
+    redisContext *c = raw_connect(cfg.url);
+    if (c == NULL || load_script(c, acquire_lua, cfg.acquire_sha) < 0 ||
+        load_script(c, release_lua, cfg.release_sha) < 0) {
+        fprintf(stderr, "bench_baseline: cannot load the scripts\n");
+        return 1;
+    }
+    if (handoffs > 0) {
+        redisFree(c);
+        return handoff_floor(&cfg, handoffs, samples_path);
+    }
+
+    fprintf(stderr, "baseline: %d thread(s), %d rounds of %.1f s\n", threads, rounds, secs);
+    cycle_ops ops = {base_init, base_cycle, base_fini, &cfg};
+    cycle_result res;
+    rstats s0, s1;
+    rstats_take(c, "commandstats", &s0);
+    double cpu0 = cpu_seconds(RUSAGE_SELF);
+    int rc = run_cycles(&ops, threads, secs, rounds, &res);
+    double cpu = cpu_seconds(RUSAGE_SELF) - cpu0; /* all our threads, the library's too */
+    rstats_take(c, "commandstats", &s1);
+    redisFree(c);
+    jsonw j;
+    j_begin(&j, "baseline");
+    j_int(&j, "threads", threads);
+    j_num(&j, "ops_per_s", res.ops_per_s);
+    j_num(&j, "p50_ms", res.p50_ms);
+    j_num(&j, "p99_ms", res.p99_ms);
+    j_num(&j, "p999_ms", res.p999_ms);
+    j_int(&j, "cycles", res.cycles);
+    j_num(&j, "client_cpu_us_per_cycle", cpu * 1e6 / (double)res.all_cycles);
+    j_num(&j, "scripts_per_cycle", (double)(rstats_scripts(&s1) - rstats_scripts(&s0)) / (double)res.all_cycles);
+    j_int(&j, "rounds", rounds);
+    j_num(&j, "round_s", secs);
+    j_int(&j, "errors", res.errors);
+    j_end(&j);
+    return rc < 0 ? 1 : 0;
+}

@@ -1,0 +1,354 @@
+#!/usr/bin/env bash
+# run.sh BUILD_DIR - the `make bench` driver.
+#
+# Runs the benchmark programs in BUILD_DIR/bench against $RLOCK_TEST_URL (set
+# by scripts/with-redis.sh), one after the other, prints a table of figures
+# with their targets and the exact command behind each row, and writes
+#   BUILD_DIR/bench/results.json   every program's JSON result plus its command
+#   BUILD_DIR/bench/*.png          charts (when gnuplot is installed)
+#
+# Targets are printed, never asserted: a missed target is reported as MISS
+# and the exit status stays 0. The exit status is 1 only when a program failed
+# (an rlock call returned an error, a counter was not exact, a watchdog lock
+# was lost). About two minutes on a 2-core machine.
+#
+# Knobs (environment): BENCH_QUICK=1 shortens every run (for a smoke test).
+set -uo pipefail
+
+if [ "$#" -ne 1 ]; then
+    echo "usage: $0 BUILD_DIR" >&2
+    exit 2
+fi
+build=$1
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin=$build/bench
+out=$build/bench
+url=${RLOCK_TEST_URL:-redis://127.0.0.1:6379}
+quick=${BENCH_QUICK:-0}
+mkdir -p "$out"
+results=$out/results.jsonl
+: >"$results"
+failed=0
+
+# ---- running and recording ---------------------------------------------------
+
+# run NAME CMD...: runs CMD (progress on stderr), keeps its JSON line with the
+# command added as "cmd", and stores the line in the variable NAME.
+run() {
+    local name=$1
+    shift
+    echo "\$ $*" >&2
+    local line
+    line=$("$@" | grep '^{' | tail -n 1)
+    local status=${PIPESTATUS[0]}
+    if [ "$status" -ne 0 ] || [ -z "$line" ]; then
+        echo "run.sh: FAILED (exit $status): $*" >&2
+        failed=1
+    fi
+    [ -z "$line" ] && line='{"bench":"'"$name"'","failed":1'"}"
+    local cmd
+    cmd=$(printf '%s' "$*" | sed 's/\\/\\\\/g; s/"/\\"/g')
+    line="${line%\}},\"row\":\"$name\",\"cmd\":\"$cmd\"}"
+    printf '%s\n' "$line" >>"$results"
+    printf -v "$name" '%s' "$line"
+}
+
+# get JSON KEY: the value of KEY in a flat JSON object (strings unquoted).
+get() {
+    printf '%s\n' "$1" | sed -n "s/.*\"$2\":\(\"[^\"]*\"\|[^,}]*\).*/\1/p" | tr -d '"'
+}
+
+cmd_of() { get "$1" cmd; }
+
+# ---- the table -----------------------------------------------------------------
+
+# fmt VALUE: a number with sensible precision, or "-".
+fmt() {
+    awk -v v="$1" 'BEGIN {
+        if (v == "" || v == "null") { print "-"; exit }
+        if (v == int(v) && v !~ /\./) { printf "%d\n", v; exit }
+        a = v < 0 ? -v : v
+        if (a >= 1000) printf "%.0f\n", v
+        else if (a >= 10) printf "%.1f\n", v
+        else if (a >= 0.1) printf "%.3f\n", v
+        else printf "%.4f\n", v }'
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print ""; else printf "%.3f\n", a / b }'; }
+
+# verdict VALUE OP LIMIT: "ok" or "MISS" (OP is <= or >=); "" when VALUE is empty.
+verdict() {
+    awk -v v="$1" -v op="$2" -v l="$3" 'BEGIN {
+        if (v == "" || v == "null") { print ""; exit }
+        ok = (op == "<=") ? (v + 0 <= l + 0) : (v + 0 >= l + 0)
+        print ok ? "ok" : "MISS" }'
+}
+
+table=$out/table.txt
+: >"$table"
+row() { printf '  %-44s %14s  %-16s %s\n' "$1" "$(fmt "$2")" "$3" "$4" | tee -a "$table"; }
+section() { printf '\n%s\n' "$1" | tee -a "$table"; }
+cmd() { printf '  $ %s\n' "$1" | tee -a "$table"; }
+
+# lua_of FILE NAME: the C string literal `static const char NAME[]`, squeezed.
+lua_of() {
+    awk -v name="$2" '
+        $0 ~ "static const char " name "\\[\\] =" { on = 1; next }
+        on { sub(/^[ \t]+/, ""); printf "%s", $0; if ($0 ~ /;$/) exit }' "$1"
+}
+
+# The baseline must run the library's very scripts, or the ratios mean nothing.
+scripts_match=1
+for s in acquire_lua release_lua; do
+    a=$(lua_of "$root/src/scripts.c" "$s")
+    b=$(lua_of "$root/test/bench/bench_baseline.c" "$s")
+    if [ -z "$a" ] || [ "$a" != "$b" ]; then
+        scripts_match=0
+        echo "run.sh: WARNING: $s in test/bench/bench_baseline.c differs from src/scripts.c" >&2
+    fi
+done
+
+# ---- the runs ------------------------------------------------------------------
+
+if [ "$quick" = 1 ]; then
+    D=0.5 R=2 N=500 CD=3 MON=1 WDN="1000 10000" WDR=3
+else
+    D=1 R=5 N=3000 CD=10 MON=2 WDN="1000 10000 100000" WDR=9
+fi
+
+echo "rlock benchmarks against $url" >&2
+# Not recorded: the first seconds of a fresh server and a cold CPU run slower,
+# and would count against whichever row came first.
+echo "warm-up:" >&2
+"$bin/bench_baseline" --url "$url" -t 8 -d 1 -r 1 >/dev/null
+"$bin/bench_rlock" uncontended --url "$url" -t 8 -d 1 -r 1 >/dev/null
+run base1 "$bin/bench_baseline" --url "$url" -t 1 -d $D -r $R
+run unc1 "$bin/bench_rlock" uncontended --url "$url" -t 1 -d $D -r $R
+run base8 "$bin/bench_baseline" --url "$url" -t 8 -d $D -r $R
+run unc8 "$bin/bench_rlock" uncontended --url "$url" -t 8 -d $D -r $R
+run hofloor "$bin/bench_baseline" --url "$url" --handoff $N --samples "$out/handoff-floor.dat"
+run hop "$bin/bench_rlock" handoff --url "$url" -n $N --samples "$out/handoff-process.dat"
+run hot "$bin/bench_rlock" handoff --url "$url" -n $N --same-process --samples "$out/handoff-thread.dat"
+run cont "$bin/bench_rlock" contention --url "$url" -p 4 -t 4 -d $CD --monitor $MON \
+    --samples "$out/contention-threads.dat"
+run herd1 "$bin/bench_rlock" herd --url "$url" -w 1 -r 10
+run herd10 "$bin/bench_rlock" herd --url "$url" -w 10 -r 5
+run herd100 "$bin/bench_rlock" herd --url "$url" -w 100 -r 3
+# Memory before the watchdog rows: Redis is still shrinking its tables for a
+# while after 100,000 keys go.
+run mem "$bin/bench_rlock" memory --url "$url" -n 10000 -w 100
+wd_rows=""
+for n in $WDN; do
+    run "wd$n" "$bin/bench_rlock" watchdog --url "$url" -n "$n" -t 4 --timeout 3000 -r $WDR
+    wd_rows="$wd_rows wd$n"
+done
+
+# ---- report ----------------------------------------------------------------------
+
+redis_version=$(redis-cli -u "$url" INFO server 2>/dev/null | tr -d '\r' | sed -n 's/^redis_version://p')
+cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
+{
+    printf '\nrlock %s benchmarks, %s\n' "$(sed -n 's/^#define RLOCK_VERSION_STRING "\(.*\)"/\1/p' "$root/include/rlock.h" 2>/dev/null)" "$(date -u '+%Y-%m-%d %H:%M UTC')"
+    printf 'machine: %s cores, %s; redis %s on localhost\n' "$(nproc)" "${cpu_model:-unknown cpu}" "${redis_version:-?}"
+    printf '  %-44s %14s  %-16s %s\n' "figure" "value" "target" "status"
+} | tee -a "$table"
+
+b1=$(get "$base1" ops_per_s) u1=$(get "$unc1" ops_per_s)
+b8=$(get "$base8" ops_per_s) u8=$(get "$unc8" ops_per_s)
+section "1. Baseline: raw hiredis EVALSHA acquire + release, rlock's scripts and keys"
+row "its Lua text = src/scripts.c (1 = yes)" "$scripts_match" "1" "$(verdict "$scripts_match" '>=' 1)"
+row "1 thread: cycles/s" "$b1" "" ""
+row "1 thread: p50 ms" "$(get "$base1" p50_ms)" "" ""
+row "1 thread: p99 ms" "$(get "$base1" p99_ms)" "" ""
+row "1 thread: p99.9 ms" "$(get "$base1" p999_ms)" "" ""
+cmd "$(cmd_of "$base1")"
+row "8 threads, 8 connections: cycles/s" "$b8" "" ""
+row "8 threads: p50 ms" "$(get "$base8" p50_ms)" "" ""
+row "8 threads: p99 ms" "$(get "$base8" p99_ms)" "" ""
+cmd "$(cmd_of "$base8")"
+
+section "2. Uncontended rlock_lock + rlock_unlock (watchdog locks, distinct names)"
+r1=$(ratio "$u1" "$b1") p1=$(ratio "$(get "$unc1" p99_ms)" "$(get "$base1" p99_ms)") r8=$(ratio "$u8" "$b8")
+row "1 thread: cycles/s" "$u1" "" ""
+row "1 thread: ratio to baseline cycles/s" "$r1" ">= 0.95" "$(verdict "$r1" '>=' 0.95)"
+row "1 thread: p50 ms" "$(get "$unc1" p50_ms)" "" ""
+row "1 thread: p99 ms" "$(get "$unc1" p99_ms)" "" ""
+row "1 thread: p99.9 ms" "$(get "$unc1" p999_ms)" "" ""
+row "1 thread: ratio to baseline p99" "$p1" "<= 1.2" "$(verdict "$p1" '<=' 1.2)"
+row "1 thread: script calls per cycle (baseline 2)" "$(get "$unc1" scripts_per_cycle)" "" ""
+row "1 thread: client CPU us per cycle" "$(get "$unc1" client_cpu_us_per_cycle)" "" ""
+row "1 thread: baseline client CPU us per cycle" "$(get "$base1" client_cpu_us_per_cycle)" "" ""
+cmd "$(cmd_of "$unc1")"
+row "8 threads: cycles/s" "$u8" "" ""
+row "8 threads: ratio to baseline cycles/s" "$r8" ">= 0.90" "$(verdict "$r8" '>=' 0.90)"
+row "8 threads: p50 ms" "$(get "$unc8" p50_ms)" "" ""
+row "8 threads: p99 ms" "$(get "$unc8" p99_ms)" "" ""
+row "8 threads: p99.9 ms" "$(get "$unc8" p999_ms)" "" ""
+cmd "$(cmd_of "$unc8")"
+
+section "3. Hand-off: unlock call -> blocked waiter's return ($(get "$hop" handoffs) hand-offs each)"
+hp50=$(get "$hop" p50_ms) hp99=$(get "$hop" p99_ms)
+row "waiter in another process: p50 ms" "$hp50" "<= 0.25" "$(verdict "$hp50" '<=' 0.25)"
+row "waiter in another process: p99 ms" "$hp99" "<= 2" "$(verdict "$hp99" '<=' 2)"
+row "waiter in another process: max ms" "$(get "$hop" max_ms)" "" ""
+row "p50 ratio to the raw floor below" "$(ratio "$hp50" "$(get "$hofloor" p50_ms)")" "" ""
+cmd "$(cmd_of "$hop")"
+row "waiter in the same process: p50 ms" "$(get "$hot" p50_ms)" "" ""
+row "waiter in the same process: p99 ms" "$(get "$hot" p99_ms)" "" ""
+row "waiter in the same process: max ms" "$(get "$hot" max_ms)" "" ""
+cmd "$(cmd_of "$hot")"
+row "raw floor (hiredis, SUBSCRIBE + PUBLISH): p50 ms" "$(get "$hofloor" p50_ms)" "" ""
+row "raw floor: p99 ms" "$(get "$hofloor" p99_ms)" "" ""
+cmd "$(cmd_of "$hofloor")"
+
+section "4. Contention: 4 processes x 4 threads, one lock, GET+SET counter"
+crt=$(get "$cont" client_cmds_per_acq)
+row "acquisitions/s" "$(get "$cont" acq_per_s)" "" ""
+row "owner changes/s" "$(get "$cont" owner_changes_per_s)" "" ""
+row "min acquisitions per thread" "$(get "$cont" min_per_thread)" "" ""
+row "max acquisitions per thread" "$(get "$cont" max_per_thread)" "" ""
+row "client round trips per acquisition" "$crt" "<= 5" "$(verdict "$crt" '<=' 5)"
+printf '  %s\n' "  (MONITOR sample, by command: $(get "$cont" client_cmds_breakdown))" | tee -a "$table"
+row "script calls per acquisition" "$(get "$cont" script_calls_per_acq)" "" ""
+row "Redis cmds per acquisition (lock, incl. Lua)" "$(get "$cont" redis_cmds_per_acq)" "" ""
+row "Redis CPU ms per 1000 acquisitions" "$(get "$cont" redis_cpu_ms_per_1000_acq)" "" ""
+row "counter exact (1 = yes)" "$(get "$cont" counter_exact)" "1" "$(verdict "$(get "$cont" counter_exact)" '>=' 1)"
+cmd "$(cmd_of "$cont")"
+
+section "5. Herd: W threads of one process waiting on one lock"
+for v in herd1 herd10 herd100; do
+    line=${!v}
+    sp=$(get "$line" scripts_per_handoff)
+    row "W=$(get "$line" waiters): script calls per hand-off (median)" "$sp" "<= 3" "$(verdict "$sp" '<=' 3)"
+    row "W=$(get "$line" waiters): mean hand-off ms" "$(get "$line" handoff_ms)" "" ""
+    cmd "$(cmd_of "$line")"
+done
+
+section "6. Watchdog: held watchdog locks, watchdog_timeout 3000 ms"
+for v in $wd_rows; do
+    line=${!v}
+    n=$(get "$line" locks)
+    lps=$(get "$line" locks_per_script)
+    pct=$(get "$line" client_cpu_pct_core)
+    row "$n locks: still held after $(fmt "$(get "$line" held_after_s)") s (1=yes)" "$(get "$line" all_held)" "1" "$(verdict "$(get "$line" all_held)" '>=' 1)"
+    row "$n locks: script calls per renewal round" "$(get "$line" scripts_per_round)" "<= $((n / 100))" "$(verdict "$(get "$line" scripts_per_round)" '<=' $((n / 100)))"
+    row "$n locks: locks per script call" "$lps" ">= 100" "$(verdict "$lps" '>=' 100)"
+    row "$n locks: client CPU ms per round" "$(get "$line" client_cpu_ms_per_round)" "" ""
+    row "$n locks: client CPU, % of one core" "$pct" "<= 5" "$(verdict "$pct" '<=' 5)"
+    row "$n locks: Redis CPU ms per round" "$(get "$line" redis_cpu_ms_per_round)" "" ""
+    cmd "$(cmd_of "$line")"
+done
+
+section "7. Memory (glibc mallinfo2, one arena, no tcache; INFO used_memory)"
+hpl=$(get "$mem" heap_per_held_lock)
+row "client heap bytes per lock handle" "$(get "$mem" heap_per_handle)" "" ""
+row "client heap bytes per held lock" "$hpl" "<= 256" "$(verdict "$hpl" '<=' 256)"
+row "client heap bytes per waiting thread, one lock" "$(get "$mem" heap_per_waiter_same_lock)" "" ""
+row "client heap bytes per waiting thread, own lock" "$(get "$mem" heap_per_waiter_own_lock)" "" ""
+row "client heap bytes kept per lock after unlock" "$(get "$mem" heap_left_after_unlock)" "" ""
+row "Redis bytes per held lock" "$(get "$mem" redis_bytes_per_held_lock)" "" ""
+cmd "$(cmd_of "$mem")"
+
+# ---- results.json ------------------------------------------------------------------
+
+{
+    printf '{"generated":"%s","url":"%s","redis_version":"%s","cores":%s,"results":[\n' \
+        "$(date -u '+%Y-%m-%dT%H:%M:%SZ')" "$url" "${redis_version:-}" "$(nproc)"
+    sed '$!s/$/,/' "$results"
+    printf ']}\n'
+} >"$out/results.json"
+rm -f "$results"
+echo
+echo "results: $out/results.json, table: $table"
+
+# ---- charts --------------------------------------------------------------------------
+
+if ! command -v gnuplot >/dev/null 2>&1; then
+    echo "gnuplot not found: no charts" >&2
+    exit "$failed"
+fi
+
+printf '"1 thread" %s %s\n"8 threads" %s %s\n' "$b1" "$u1" "$b8" "$u8" >"$out/uncontended.dat"
+printf '"1 thread" %s %s\n"8 threads" %s %s\n' \
+    "$(get "$base1" p99_ms)" "$(get "$unc1" p99_ms)" "$(get "$base8" p99_ms)" "$(get "$unc8" p99_ms)" \
+    >"$out/uncontended-p99.dat"
+for v in herd1 herd10 herd100; do
+    printf '%s %s\n' "$(get "${!v}" waiters)" "$(get "${!v}" scripts_per_handoff)"
+done >"$out/herd.dat"
+for v in $wd_rows; do
+    printf '%s %s %s %s\n' "$(get "${!v}" locks)" "$(get "${!v}" scripts_per_round)" \
+        "$(get "${!v}" client_cpu_pct_core)" "$(get "${!v}" client_cpu_ms_per_round)"
+done >"$out/watchdog.dat"
+
+gnuplot 2>"$out/gnuplot.log" <<EOF || echo "gnuplot failed: see $out/gnuplot.log" >&2
+set terminal pngcairo size 900,420 font "sans,10" noenhanced
+set grid ytics
+
+set output "$out/uncontended.png"
+set multiplot layout 1,2 title "Uncontended lock + unlock: rlock vs raw hiredis baseline"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set ylabel "cycles/s"
+set yrange [0:*]
+plot "$out/uncontended.dat" using 2:xtic(1) title "baseline", "" using 3 title "rlock"
+set ylabel "p99 latency (ms)"
+plot "$out/uncontended-p99.dat" using 2:xtic(1) title "baseline", "" using 3 title "rlock"
+unset multiplot
+
+set output "$out/handoff.png"
+set style data lines
+set title "Hand-off latency: unlock call to the waiter's return"
+set xlabel "percentile"
+set ylabel "ms"
+set logscale y
+set yrange [*:*]
+set key top left
+plot "$out/handoff-process.dat" using 1:2 title "waiter in another process" lw 2, \
+     "$out/handoff-thread.dat" using 1:2 title "waiter in the same process" lw 2, \
+     "$out/handoff-floor.dat" using 1:2 title "raw hiredis floor (process)" lw 2, \
+     0.25 title "target p50 (process)" dt 2, 2 title "target p99 (process)" dt 3
+unset logscale y
+
+set output "$out/contention.png"
+set title "Contention: acquisitions per thread (4 processes x 4 threads, one lock)"
+set style data boxes
+set style fill solid 0.7
+set boxwidth 0.8
+set xlabel "thread (4 per process)"
+set ylabel "acquisitions"
+set yrange [0:*]
+set xrange [-1:$(wc -l <"$out/contention-threads.dat")]
+unset key
+plot "$out/contention-threads.dat" using 2:3:(0.8):(\$1+1) lc variable
+
+set output "$out/herd.png"
+set title "Herd: script calls per hand-off vs waiting threads (one process)"
+set style data linespoints
+set logscale x
+set xlabel "waiting threads W"
+set ylabel "EVALSHA+EVAL per hand-off"
+set xrange [*:*]
+set yrange [0:4]
+set key top left
+plot "$out/herd.dat" using 1:2 title "rlock" lw 2 pt 7, 3 title "target (2 + processes)" dt 2
+unset logscale x
+
+set output "$out/watchdog.png"
+set title "Watchdog renewal cost per round (watchdog_timeout 3000 ms)"
+set logscale xy
+set xlabel "held locks"
+set ylabel "script calls per round"
+set xrange [*:*]
+set y2label "client CPU, % of one core"
+set y2tics
+set ytics nomirror
+set yrange [*:*]
+set y2range [0:*]
+set key top left
+plot "$out/watchdog.dat" using 1:2 title "script calls per round" lw 2 pt 7, \
+     "" using 1:(\$1/100) title "target: locks / 100" dt 2, \
+     "" using 1:3 axes x1y2 title "client CPU %" lw 2 pt 5
+EOF
+ls "$out"/*.png 2>/dev/null | sed 's/^/chart: /'
+exit "$failed"
