@@ -110,12 +110,25 @@ $(BUILD)/test/%: test/%.c $(HARNESS_OBJ) $(STLIB) test/harness.h
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(REAL_CFLAGS) -Isrc $< $(HARNESS_OBJ) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lcmocka
 
-$(BUILD)/bench/%: test/bench/%.c $(HARNESS_OBJ) $(STLIB)
+# Fault-injection binaries also link the TCP proxy of test/proxy.c (this rule's
+# shorter stem makes make prefer it to the one above for test/fault_*.c).
+PROXY_OBJ := $(BUILD)/test/proxy.o
+
+$(PROXY_OBJ): test/proxy.c test/proxy.h test/harness.h include/rlock.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(REAL_CFLAGS) -c $< -o $@
+
+$(BUILD)/test/fault_%: test/fault_%.c $(HARNESS_OBJ) $(PROXY_OBJ) $(STLIB) test/harness.h test/proxy.h
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC      $<")
+	$(Q)$(CC) $(REAL_CFLAGS) -Isrc $< $(HARNESS_OBJ) $(PROXY_OBJ) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lcmocka
+
+$(BUILD)/bench/%: test/bench/%.c test/bench/bench.h test/rawredis.h $(HARNESS_OBJ) $(STLIB)
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(REAL_CFLAGS) -Isrc -Itest $< $(HARNESS_OBJ) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lm
 
-$(DEMO): test/demo.c $(HARNESS_OBJ) $(STLIB)
+$(DEMO): test/demo.c test/rawredis.h $(HARNESS_OBJ) $(STLIB)
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(REAL_CFLAGS) -Itest $< $(HARNESS_OBJ) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lm
