@@ -27,6 +27,7 @@ struct rlock__hold {
     uint64_t serial;     /* changes when the lock is re-created in Redis */
     long long count;     /* last hold count Redis reported to the owner */
     int renew;           /* the watchdog renews it */
+    int releasing;       /* unlocks in flight: the watchdog must not call it lost */
     uint32_t hash;
     size_t name_len;
     char name[];         /* not NUL-terminated */
@@ -165,15 +166,25 @@ void rlock__holds_acquired(rlock__holds *h, const char *name, size_t len, uint64
     pthread_mutex_unlock(&h->mutex);
 }
 
+void rlock__holds_begin_release(rlock__holds *h, const char *name, size_t len, uint64_t tid) {
+    pthread_mutex_lock(&h->mutex);
+    rlock__hold *e = find(h, name, len, NULL);
+    if (e != NULL && e->owner_tid == tid)
+        e->releasing++;
+    pthread_mutex_unlock(&h->mutex);
+}
+
 void rlock__holds_released(rlock__holds *h, const char *name, size_t len, uint64_t tid,
                            long long count) {
     pthread_mutex_lock(&h->mutex);
     rlock__hold **link;
     rlock__hold *e = find(h, name, len, &link);
     if (e != NULL && e->owner_tid == tid) {
-        if (count <= 0)
+        if (e->releasing > 0)
+            e->releasing--;
+        if (count == 0)
             unlink_entry(h, link);
-        else
+        else if (count > 0)
             e->count = count;
     }
     pthread_mutex_unlock(&h->mutex);
@@ -241,7 +252,9 @@ int rlock__holds_drop_lost(rlock__holds *h, const rlock__renewal *r) {
     pthread_mutex_lock(&h->mutex);
     rlock__hold **link;
     rlock__hold *e = find(h, r->name, r->name_len, &link);
-    if (e != NULL && e->renew && e->serial == r->serial && e->owner_tid == r->owner_tid) {
+    /* An unlock in flight may have deleted the key itself: its reply decides. */
+    if (e != NULL && e->renew && e->releasing == 0 && e->serial == r->serial &&
+        e->owner_tid == r->owner_tid) {
         unlink_entry(h, link);
         dropped = 1;
     }

@@ -212,7 +212,13 @@ rlock__hold *rlock__holds_spare(const char *name, size_t len);
  * consume *spare (then sets it to NULL). */
 void rlock__holds_acquired(rlock__holds *h, const char *name, size_t len, uint64_t tid,
                            long long count, int renew, rlock__hold **spare);
-/* Records a release that left count (0 = fully released, entry dropped). */
+/*
+ * Brackets an unlock: begin before sending RELEASE, then released() with the
+ * remaining count (0 = fully released, entry dropped; < 0 = outcome unknown,
+ * entry kept). While an unlock is in flight the watchdog never reports the
+ * lock lost: a key missing then may be the unlock's own doing.
+ */
+void rlock__holds_begin_release(rlock__holds *h, const char *name, size_t len, uint64_t tid);
 void rlock__holds_released(rlock__holds *h, const char *name, size_t len, uint64_t tid,
                            long long count);
 /* Drops every entry of a thread that exited. */

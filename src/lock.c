@@ -220,6 +220,8 @@ int rlock_unlock(rlock *lock) {
     uint64_t tid = rlock__thread_id();
     size_t owner_len = rlock__owner(c, tid, owner);
     long long expected = rlock__holds_expected(&c->holds, lock->name, lock->name_len, tid);
+    long long remaining = -1; /* unknown unless Redis answers */
+    rlock__holds_begin_release(&c->holds, lock->name, lock->name_len, tid);
     for (int i = 0; i < MAX_REBASES; i++) {
         status = send_release(lock, owner, owner_len, expected, &reply, &resent);
         if (status != RLOCK_OK || !is_stale_release(reply, &expected))
@@ -228,19 +230,19 @@ int rlock_unlock(rlock *lock) {
         reply = NULL;
         status = RLOCK_EREDIS;
     }
-    if (status != RLOCK_OK)
-        goto out;
-    if (reply->type == REDIS_REPLY_INTEGER) {
-        rlock__holds_released(&c->holds, lock->name, lock->name_len, tid, reply->integer);
+    if (status != RLOCK_OK) {
+        /* Unknown outcome: keep the entry (and its renewal) as it was. */
+    } else if (reply->type == REDIS_REPLY_INTEGER) {
+        remaining = reply->integer;
     } else if (reply->type == REDIS_REPLY_NIL) {
         /* Gone: lost, or (on a re-send of our last hold) released by the first send. */
-        rlock__holds_released(&c->holds, lock->name, lock->name_len, tid, 0);
+        remaining = 0;
         if (!(resent && expected == 1))
             status = RLOCK_ENOTOWNER;
     } else {
         status = RLOCK_EREDIS;
     }
-out:
+    rlock__holds_released(&c->holds, lock->name, lock->name_len, tid, remaining);
     if (reply != NULL)
         freeReplyObject(reply);
     rlock__leave(&g);

@@ -59,10 +59,13 @@ static const char acquire_lua[] =
  *    n >= 0   the remaining count (0 = deleted and "0" published), or, when
  *             Redis has expected - 1, an earlier send of this same call
  *             already applied and n is reported unchanged.
- *    {count}  the caller's expected count is stale: nothing changed; the
- *             caller re-bases on count and sends again.
- *    The TTL is left alone on a partial release (the lease runs from the
- *    last acquisition).
+ *    {count}  Redis has fewer holds than the caller believes (stale): nothing
+ *             changed; the caller re-bases on count and sends again.
+ *    More holds than expected can only come from an acquisition of ours
+ *    whose reply was lost (the call returned an error): the caller's view
+ *    wins, the count becomes expected - 1, so an error never leaves an extra
+ *    hold behind. The TTL is left alone on a partial release (the lease runs
+ *    from the last acquisition).
  */
 static const char release_lua[] =
     "local count = redis.call('hget', KEYS[1], ARGV[1])\n"
@@ -74,11 +77,12 @@ static const char release_lua[] =
     "if count == expected - 1 then\n"
     "  return count\n"
     "end\n"
-    "if count ~= expected then\n"
+    "if count < expected then\n"
     "  return {count}\n"
     "end\n"
-    "if count > 1 then\n"
-    "  return redis.call('hincrby', KEYS[1], ARGV[1], -1)\n"
+    "if expected > 1 then\n"
+    "  redis.call('hset', KEYS[1], ARGV[1], expected - 1)\n"
+    "  return expected - 1\n"
     "end\n"
     "redis.call('del', KEYS[1])\n"
     "redis.call('publish', KEYS[2], '0')\n"

@@ -6,9 +6,10 @@
  * (RENEW scripts of up to RENEW_BATCH keys each). The script only extends a
  * field that is still ours; it never re-creates a lock. A key reported gone
  * drops its entry and calls on_lock_lost exactly once (holds.c's serials make
- * sure a newer hold of the same name is not dropped by an older result). An
- * I/O error keeps every entry and is retried next round: the lease may still
- * be alive, and the next successful round tells.
+ * sure a newer hold of the same name is not dropped by an older result, and
+ * an unlock in flight is left to decide for itself). An I/O error keeps every
+ * entry and is retried after interval/6: the lease may still be alive, and
+ * the next successful round tells.
  *
  * Threads: the watchdog thread runs renew_round and the callback; close
  * stops it (watchdog.stop under watchdog.mutex, then join). Locking:
@@ -89,45 +90,63 @@ static void report_lost(rlock_client *c, const rlock__renewal *r) {
     rlock__free(name);
 }
 
-/* Applies one batch's reply: a 0 for key i means that lock is gone. */
-static void apply_reply(rlock_client *c, const redisReply *reply, const rlock__renewal *r,
-                        size_t k) {
+/*
+ * Applies one batch's reply: a 0 for key i means that lock is gone. An error
+ * reply keeps the entries (RLOCK_EREDIS: try again soon).
+ */
+static int apply_reply(rlock_client *c, const redisReply *reply, const rlock__renewal *r,
+                       size_t k) {
     if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements != k)
-        return; /* an error: keep the entries, try again next round */
+        return RLOCK_EREDIS;
     for (size_t i = 0; i < k; i++) {
         const redisReply *e = reply->element[i];
         if (e->type == REDIS_REPLY_INTEGER && e->integer == 0)
             report_lost(c, &r[i]);
     }
+    return RLOCK_OK;
 }
 
-static void renew_round(rlock_client *c) {
+/* One renewal round; RLOCK_OK when every batch got its answer. */
+static int renew_round(rlock_client *c) {
     rlock__renewal *r = NULL;
     char *arena = NULL, lease[24];
     size_t n = 0, lease_len = rlock__fmt_i64(lease, c->settings.watchdog_timeout_ms);
     renew_args a;
 
-    if (rlock__holds_snapshot(&c->holds, &r, &n, &arena) != RLOCK_OK || n == 0)
+    int status = rlock__holds_snapshot(&c->holds, &r, &n, &arena);
+    if (status != RLOCK_OK || n == 0)
         goto out;
     memset(&a, 0, sizeof(a));
-    if (build_args(c, r, n, lease, lease_len, &a) == RLOCK_OK &&
-        rlock__exec_pipeline(c, a.cmds, a.ncmds, a.replies) == RLOCK_OK) {
-        for (int b = 0; b < a.ncmds; b++) {
-            apply_reply(c, a.replies[b], r + (size_t)b * RENEW_BATCH, (size_t)a.cmds[b].nkeys);
-            freeReplyObject(a.replies[b]);
-        }
+    status = build_args(c, r, n, lease, lease_len, &a);
+    if (status == RLOCK_OK)
+        status = rlock__exec_pipeline(c, a.cmds, a.ncmds, a.replies);
+    for (int b = 0; status == RLOCK_OK && b < a.ncmds; b++) {
+        const rlock__renewal *batch = r + (size_t)b * RENEW_BATCH;
+        int applied = apply_reply(c, a.replies[b], batch, (size_t)a.cmds[b].nkeys);
+        if (applied != RLOCK_OK) /* the other batches are still applied */
+            status = applied;
     }
+    for (int b = 0; b < a.ncmds && a.replies != NULL; b++)
+        if (a.replies[b] != NULL)
+            freeReplyObject(a.replies[b]);
     free_args(&a);
 out:
     rlock__free(r);
     rlock__free(arena);
     atomic_fetch_add(&c->watchdog.rounds, 1);
+    return status;
 }
 
 static void *watchdog_main(void *arg) {
     rlock_client *c = arg;
     rlock__watchdog *wd = &c->watchdog;
     int64_t interval = c->settings.watchdog_timeout_ms / 3;
+    /*
+     * After a failed round, try again soon rather than a whole interval later:
+     * two missed rounds would otherwise leave the third due just as the lease
+     * ends. Six quick tries fit in one interval.
+     */
+    int64_t retry_after = interval / 6 > 10 ? interval / 6 : 10;
 
     pthread_setname_np(pthread_self(), "rlock-watchdog");
     pthread_mutex_lock(&wd->mutex);
@@ -139,9 +158,9 @@ static void *watchdog_main(void *arg) {
         }
         int64_t started = rlock__now_ms();
         pthread_mutex_unlock(&wd->mutex);
-        renew_round(c);
+        int status = renew_round(c);
         pthread_mutex_lock(&wd->mutex);
-        next_round = started + interval;
+        next_round = status == RLOCK_OK ? started + interval : rlock__now_ms() + retry_after;
     }
     pthread_mutex_unlock(&wd->mutex);
     return NULL;
