@@ -171,6 +171,8 @@ typedef struct rlock__scripts {
     char sha[RLOCK__SCRIPT_COUNT][41]; /* written once at open, read-only after */
 } rlock__scripts;
 
+/* The Lua text of a script (the bench baseline runs the very same). */
+const char *rlock__script_body(int script);
 /* SCRIPT LOAD of every script on ctx; fills the SHA1s. */
 int rlock__scripts_load(redisContext *ctx, rlock__scripts *scripts);
 /* Appends cmd to ctx as EVALSHA (use_body 0) or EVAL (use_body 1). */

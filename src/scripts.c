@@ -131,6 +131,10 @@ static const char *const script_body[RLOCK__SCRIPT_COUNT] = {
     [RLOCK__SCRIPT_FORCE_UNLOCK] = force_unlock_lua,
 };
 
+const char *rlock__script_body(int script) {
+    return script >= 0 && script < RLOCK__SCRIPT_COUNT ? script_body[script] : NULL;
+}
+
 int rlock__scripts_load(redisContext *ctx, rlock__scripts *scripts) {
     int status = RLOCK_OK;
     for (int i = 0; i < RLOCK__SCRIPT_COUNT; i++) {

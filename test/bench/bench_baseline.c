@@ -4,8 +4,8 @@
  * uncontended lock + unlock, and nothing else.
  *
  * One cycle = EVALSHA acquire + EVALSHA release on the thread's own
- * connection, with the very Lua text of src/scripts.c (copied below; keep it
- * in sync), the same key layout (hash <name>, field "<uuid>:<thread>",
+ * connection, with the very Lua text of src/scripts.c (read from the
+ * library), the same key layout (hash <name>, field "<uuid>:<thread>",
  * channel redisson_lock__channel:{<name>}) and the same arguments rlock sends
  * for a watchdog lock (lease 30000 ms, expected hold counts 0 and 1). Each
  * thread has its own connection and its own key, so the threads never
@@ -28,48 +28,15 @@
 #include <uuid/uuid.h>
 
 #include "bench/bench.h"
+#include "internal.h"
 
-/* From src/scripts.c: ACQUIRE KEYS[1]=name ARGV = lease, owner, expected count. */
-static const char acquire_lua[] =
-    "local count = redis.call('hget', KEYS[1], ARGV[2])\n"
-    "if count == false then\n"
-    "  if redis.call('exists', KEYS[1]) == 1 then\n"
-    "    return {0, redis.call('pttl', KEYS[1])}\n"
-    "  end\n"
-    "  count = 0\n"
-    "else\n"
-    "  count = tonumber(count)\n"
-    "end\n"
-    "local expected = tonumber(ARGV[3])\n"
-    "if count == expected then\n"
-    "  count = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
-    "elseif count ~= expected + 1 then\n"
-    "  return {2, count}\n"
-    "end\n"
-    "redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "return {1, count}\n";
-
-/* From src/scripts.c: RELEASE KEYS = name, channel; ARGV = owner, expected count. */
-static const char release_lua[] =
-    "local count = redis.call('hget', KEYS[1], ARGV[1])\n"
-    "if count == false then\n"
-    "  return nil\n"
-    "end\n"
-    "count = tonumber(count)\n"
-    "local expected = tonumber(ARGV[2])\n"
-    "if count == expected - 1 then\n"
-    "  return count\n"
-    "end\n"
-    "if count < expected then\n"
-    "  return {count}\n"
-    "end\n"
-    "if expected > 1 then\n"
-    "  redis.call('hset', KEYS[1], ARGV[1], expected - 1)\n"
-    "  return expected - 1\n"
-    "end\n"
-    "redis.call('del', KEYS[1])\n"
-    "redis.call('publish', KEYS[2], '0')\n"
-    "return 0\n";
+/*
+ * The library's own Lua text (src/scripts.c), taken from librlock.a so the
+ * baseline can never drift from what rlock runs; only the client side here is
+ * raw hiredis.
+ */
+#define acquire_lua rlock__script_body(RLOCK__SCRIPT_ACQUIRE)
+#define release_lua rlock__script_body(RLOCK__SCRIPT_RELEASE)
 
 typedef struct config {
     const char *url;

