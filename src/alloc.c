@@ -46,3 +46,24 @@ char *rlock__memdup0(const void *src, size_t len) {
     copy[len] = '\0';
     return copy;
 }
+
+int rlock__buf_reserve(rlock__buf *b, size_t bytes) {
+    if (bytes <= b->cap)
+        return RLOCK_OK;
+    size_t cap = b->cap > 0 ? b->cap : 256;
+    while (cap < bytes)
+        cap *= 2;
+    void *data = rlock__malloc(cap);
+    if (data == NULL)
+        return RLOCK_ENOMEM;
+    rlock__free(b->data);
+    b->data = data;
+    b->cap = cap;
+    return RLOCK_OK;
+}
+
+void rlock__buf_free(rlock__buf *b) {
+    rlock__free(b->data);
+    b->data = NULL;
+    b->cap = 0;
+}

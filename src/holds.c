@@ -204,11 +204,9 @@ void rlock__holds_thread_exited(rlock__holds *h, uint64_t tid) {
     pthread_mutex_unlock(&h->mutex);
 }
 
-int rlock__holds_snapshot(rlock__holds *h, rlock__renewal **out, size_t *n, char **arena) {
+int rlock__holds_snapshot(rlock__holds *h, rlock__buf *entries, rlock__buf *names, size_t *n) {
     int status = RLOCK_OK;
     size_t bytes = 0, k = 0;
-    *out = NULL;
-    *arena = NULL;
     *n = 0;
     pthread_mutex_lock(&h->mutex);
     if (h->renewed == 0)
@@ -217,26 +215,23 @@ int rlock__holds_snapshot(rlock__holds *h, rlock__renewal **out, size_t *n, char
         for (rlock__hold *e = h->buckets[i]; e != NULL; e = e->next)
             if (e->renew)
                 bytes += e->name_len;
-    *out = rlock__malloc(sizeof(**out) * h->renewed);
-    *arena = rlock__malloc(bytes + 1);
-    if (*out == NULL || *arena == NULL) {
-        rlock__free(*out);
-        rlock__free(*arena);
-        *out = NULL;
-        *arena = NULL;
-        status = RLOCK_ENOMEM;
+    status = rlock__buf_reserve(entries, sizeof(rlock__renewal) * h->renewed);
+    if (status == RLOCK_OK)
+        status = rlock__buf_reserve(names, bytes + 1);
+    if (status != RLOCK_OK)
         goto out;
-    }
+    rlock__renewal *r = entries->data;
+    char *arena = names->data;
     bytes = 0;
     for (size_t i = 0; i < h->nbuckets; i++) {
         for (rlock__hold *e = h->buckets[i]; e != NULL; e = e->next) {
             if (!e->renew)
                 continue;
-            memcpy(*arena + bytes, e->name, e->name_len);
-            (*out)[k].name = *arena + bytes;
-            (*out)[k].name_len = e->name_len;
-            (*out)[k].owner_tid = e->owner_tid;
-            (*out)[k].serial = e->serial;
+            memcpy(arena + bytes, e->name, e->name_len);
+            r[k].name = arena + bytes;
+            r[k].name_len = e->name_len;
+            r[k].owner_tid = e->owner_tid;
+            r[k].serial = e->serial;
             bytes += e->name_len;
             k++;
         }

@@ -41,6 +41,13 @@ void *rlock__malloc(size_t size);
 void *rlock__calloc(size_t count, size_t size);
 void rlock__free(void *ptr);
 char *rlock__memdup0(const void *src, size_t len); /* copy + NUL terminator */
+/* A grow-only scratch buffer reused across rounds (contents not kept on growth). */
+typedef struct rlock__buf {
+    void *data; /* owned */
+    size_t cap;
+} rlock__buf;
+int rlock__buf_reserve(rlock__buf *b, size_t bytes);
+void rlock__buf_free(rlock__buf *b);
 /* Test hook: the n-th allocation from now fails (n >= 1); 0 disables. */
 void rlock__alloc_fail_after(long n);
 
@@ -225,8 +232,11 @@ void rlock__holds_released(rlock__holds *h, const char *name, size_t len, uint64
                            long long count);
 /* Drops every entry of a thread that exited. */
 void rlock__holds_thread_exited(rlock__holds *h, uint64_t tid);
-/* Copies the renewed entries; *arena and *out are owned by the caller. */
-int rlock__holds_snapshot(rlock__holds *h, rlock__renewal **out, size_t *n, char **arena);
+/*
+ * Copies the renewed entries into entries (rlock__renewal[]) and their names
+ * into names; both buffers belong to the caller and are reused across calls.
+ */
+int rlock__holds_snapshot(rlock__holds *h, rlock__buf *entries, rlock__buf *names, size_t *n);
 /* Drops the entry if it is still the one snapshotted; returns 1 if dropped. */
 int rlock__holds_drop_lost(rlock__holds *h, const rlock__renewal *r);
 size_t rlock__holds_renewed(rlock__holds *h);

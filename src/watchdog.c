@@ -23,41 +23,75 @@
 
 #define RENEW_BATCH 500
 
-/* The argv of one renewal round: owner strings and argv arrays, one allocation each. */
-typedef struct renew_args {
-    char *owners;          /* n * RLOCK__OWNER_MAX bytes */
-    const char **argv;     /* per batch: k names, lease, k owners */
-    size_t *argvlen;
-    rlock__cmd *cmds;
-    redisReply **replies;
-    int ncmds;
-} renew_args;
+/*
+ * Scratch memory of the renewal rounds, owned by the watchdog thread and
+ * reused from round to round (100k locks would otherwise cost megabytes of
+ * fresh, page-faulting memory every round).
+ */
+typedef struct round_buffers {
+    rlock__buf entries;  /* rlock__renewal[n], the snapshot */
+    rlock__buf names;    /* the snapshot's names */
+    rlock__buf owners;   /* one "<uuid>:<tid>" per distinct owning thread */
+    rlock__buf argv;     /* per batch: k names, lease, k owners */
+    rlock__buf argvlen;
+    rlock__buf cmds;
+    rlock__buf replies;
+} round_buffers;
 
-static void free_args(renew_args *a) {
-    rlock__free(a->owners);
-    rlock__free(a->argv);
-    rlock__free(a->argvlen);
-    rlock__free(a->cmds);
-    rlock__free(a->replies);
+static void free_buffers(round_buffers *b) {
+    rlock__buf_free(&b->entries);
+    rlock__buf_free(&b->names);
+    rlock__buf_free(&b->owners);
+    rlock__buf_free(&b->argv);
+    rlock__buf_free(&b->argvlen);
+    rlock__buf_free(&b->cmds);
+    rlock__buf_free(&b->replies);
 }
 
-static int build_args(rlock_client *c, const rlock__renewal *r, size_t n, const char *lease,
-                      size_t lease_len, renew_args *a) {
+/* Most locks are held by few threads: format each owner string once per round. */
+#define OWNER_CACHE 64
+
+typedef struct owner_cache {
+    uint64_t tid[OWNER_CACHE];
+    const char *str[OWNER_CACHE];
+    size_t len[OWNER_CACHE];
+    size_t used;                /* owner strings written to the owners buffer */
+} owner_cache;
+
+static const char *owner_of(rlock_client *c, owner_cache *oc, char *owners, uint64_t tid,
+                            size_t *len) {
+    size_t slot = tid % OWNER_CACHE;
+    if (oc->tid[slot] != tid || oc->str[slot] == NULL) {
+        char *owner = owners + oc->used++ * RLOCK__OWNER_MAX;
+        oc->tid[slot] = tid;
+        oc->str[slot] = owner;
+        oc->len[slot] = rlock__owner(c, tid, owner);
+    }
+    *len = oc->len[slot];
+    return oc->str[slot];
+}
+
+/* Builds the round's RENEW commands; returns how many, or < 0 on ENOMEM. */
+static int build_round(rlock_client *c, round_buffers *b, size_t n, const char *lease,
+                       size_t lease_len) {
+    const rlock__renewal *r = b->entries.data;
     size_t nbatches = (n + RENEW_BATCH - 1) / RENEW_BATCH;
     size_t nargs = 2 * n + nbatches;
-    memset(a, 0, sizeof(*a));
-    a->owners = rlock__malloc(n * RLOCK__OWNER_MAX);
-    a->argv = rlock__malloc(nargs * sizeof(*a->argv));
-    a->argvlen = rlock__malloc(nargs * sizeof(*a->argvlen));
-    a->cmds = rlock__calloc(nbatches, sizeof(*a->cmds));
-    a->replies = rlock__calloc(nbatches, sizeof(*a->replies));
-    if (!a->owners || !a->argv || !a->argvlen || !a->cmds || !a->replies)
+    owner_cache oc;
+    if (rlock__buf_reserve(&b->owners, n * RLOCK__OWNER_MAX) != RLOCK_OK ||
+        rlock__buf_reserve(&b->argv, nargs * sizeof(const char *)) != RLOCK_OK ||
+        rlock__buf_reserve(&b->argvlen, nargs * sizeof(size_t)) != RLOCK_OK ||
+        rlock__buf_reserve(&b->cmds, nbatches * sizeof(rlock__cmd)) != RLOCK_OK ||
+        rlock__buf_reserve(&b->replies, nbatches * sizeof(redisReply *)) != RLOCK_OK)
         return RLOCK_ENOMEM;
-    const char **argv = a->argv;
-    size_t *argvlen = a->argvlen;
+    memset(&oc, 0, sizeof(oc));
+    const char **argv = b->argv.data;
+    size_t *argvlen = b->argvlen.data;
+    rlock__cmd *cmds = b->cmds.data;
+    int ncmds = 0;
     for (size_t first = 0; first < n; first += RENEW_BATCH) {
         size_t k = n - first < RENEW_BATCH ? n - first : RENEW_BATCH;
-        rlock__cmd *cmd = &a->cmds[a->ncmds++];
+        rlock__cmd *cmd = &cmds[ncmds++];
         cmd->script = RLOCK__SCRIPT_RENEW;
         cmd->nkeys = (int)k;
         cmd->argc = (int)(2 * k + 1);
@@ -69,15 +103,13 @@ static int build_args(rlock_client *c, const rlock__renewal *r, size_t n, const 
         }
         argv[k] = lease;
         argvlen[k] = lease_len;
-        for (size_t i = 0; i < k; i++) {
-            char *owner = a->owners + (first + i) * RLOCK__OWNER_MAX;
-            argv[k + 1 + i] = owner;
-            argvlen[k + 1 + i] = rlock__owner(c, r[first + i].owner_tid, owner);
-        }
+        for (size_t i = 0; i < k; i++)
+            argv[k + 1 + i] = owner_of(c, &oc, b->owners.data, r[first + i].owner_tid,
+                                       &argvlen[k + 1 + i]);
         argv += cmd->argc;
         argvlen += cmd->argc;
     }
-    return RLOCK_OK;
+    return ncmds;
 }
 
 static void report_lost(rlock_client *c, const rlock__renewal *r) {
@@ -107,32 +139,32 @@ static int apply_reply(rlock_client *c, const redisReply *reply, const rlock__re
 }
 
 /* One renewal round; RLOCK_OK when every batch got its answer. */
-static int renew_round(rlock_client *c) {
-    rlock__renewal *r = NULL;
-    char *arena = NULL, lease[24];
+static int renew_round(rlock_client *c, round_buffers *b) {
+    char lease[24];
     size_t n = 0, lease_len = rlock__fmt_i64(lease, c->settings.watchdog_timeout_ms);
-    renew_args a;
 
-    int status = rlock__holds_snapshot(&c->holds, &r, &n, &arena);
+    int status = rlock__holds_snapshot(&c->holds, &b->entries, &b->names, &n);
     if (status != RLOCK_OK || n == 0)
         goto out;
-    memset(&a, 0, sizeof(a));
-    status = build_args(c, r, n, lease, lease_len, &a);
-    if (status == RLOCK_OK)
-        status = rlock__exec_pipeline(c, a.cmds, a.ncmds, a.replies);
-    for (int b = 0; status == RLOCK_OK && b < a.ncmds; b++) {
-        const rlock__renewal *batch = r + (size_t)b * RENEW_BATCH;
-        int applied = apply_reply(c, a.replies[b], batch, (size_t)a.cmds[b].nkeys);
-        if (applied != RLOCK_OK) /* the other batches are still applied */
-            status = applied;
+    int ncmds = build_round(c, b, n, lease, lease_len);
+    if (ncmds < 0) {
+        status = ncmds;
+        goto out;
     }
-    for (int b = 0; b < a.ncmds && a.replies != NULL; b++)
-        if (a.replies[b] != NULL)
-            freeReplyObject(a.replies[b]);
-    free_args(&a);
+    const rlock__renewal *r = b->entries.data;
+    const rlock__cmd *cmds = b->cmds.data;
+    redisReply **replies = b->replies.data;
+    memset(replies, 0, (size_t)ncmds * sizeof(*replies)); /* reused: no stale pointers */
+    status = rlock__exec_pipeline(c, cmds, ncmds, replies);
+    for (int i = 0; status == RLOCK_OK && i < ncmds; i++) {
+        const rlock__renewal *batch = r + (size_t)i * RENEW_BATCH;
+        if (apply_reply(c, replies[i], batch, (size_t)cmds[i].nkeys) != RLOCK_OK)
+            status = RLOCK_EREDIS; /* the other batches are still applied */
+    }
+    for (int i = 0; i < ncmds; i++)
+        if (replies[i] != NULL)
+            freeReplyObject(replies[i]);
 out:
-    rlock__free(r);
-    rlock__free(arena);
     atomic_fetch_add(&c->watchdog.rounds, 1);
     return status;
 }
@@ -140,6 +172,7 @@ out:
 static void *watchdog_main(void *arg) {
     rlock_client *c = arg;
     rlock__watchdog *wd = &c->watchdog;
+    round_buffers buffers;
     int64_t interval = c->settings.watchdog_timeout_ms / 3;
     /*
      * After a failed round, try again soon rather than a whole interval later:
@@ -148,6 +181,7 @@ static void *watchdog_main(void *arg) {
      */
     int64_t retry_after = interval / 6 > 10 ? interval / 6 : 10;
 
+    memset(&buffers, 0, sizeof(buffers));
     pthread_setname_np(pthread_self(), "rlock-watchdog");
     pthread_mutex_lock(&wd->mutex);
     int64_t next_round = rlock__now_ms() + interval;
@@ -158,11 +192,12 @@ static void *watchdog_main(void *arg) {
         }
         int64_t started = rlock__now_ms();
         pthread_mutex_unlock(&wd->mutex);
-        int status = renew_round(c);
+        int status = renew_round(c, &buffers);
         pthread_mutex_lock(&wd->mutex);
         next_round = status == RLOCK_OK ? started + interval : rlock__now_ms() + retry_after;
     }
     pthread_mutex_unlock(&wd->mutex);
+    free_buffers(&buffers);
     return NULL;
 }
 
