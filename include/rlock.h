@@ -222,7 +222,8 @@ RLOCK_EXTERN int rlock_lock_lease(rlock *lock, long long lease_ms);
 
 /*
  * Tries to acquire the lock, waiting at most wait_ms in all (subscribing and
- * retrying included). wait_ms 0: one attempt; wait_ms < 0: no limit.
+ * retrying included). wait_ms 0: one attempt, and no re-send after an I/O
+ * error (re-sends happen only while the wait lasts); wait_ms < 0: no limit.
  * lease_ms as for rlock_lock_lease(), RLOCK_LEASE_WATCHDOG (-1) for watchdog
  * renewal.
  *
