@@ -6,8 +6,9 @@
  * subscriber threads. rlock_client_close moves OPEN -> CLOSING (new calls get
  * RLOCK_ECLOSED), stops the threads, aborts commands in flight, waits for
  * calls in progress to return, releases connections and tables, and moves to
- * CLOSED. The struct itself lives on while lock handles exist: the last of
- * rlock_client_close / rlock_free frees it.
+ * CLOSED only after that teardown. The struct itself lives on while lock
+ * handles exist: whichever of rlock_client_close (at CLOSED) and the last
+ * rlock_free (seeing CLOSED) comes last frees it.
  *
  * Call guard: every public call counts itself in client->calls (atomic) and
  * checks the state after counting, so close never frees what a call uses.
@@ -236,14 +237,18 @@ void rlock_client_close(rlock_client *c) {
     pthread_mutex_lock(&c->mutex);
     while (atomic_load(&c->calls) > 0)
         pthread_cond_wait(&c->idle, &c->mutex);
-    atomic_store(&c->state, RLOCK__CLOSED);
-    int last = c->handles == 0;
     pthread_mutex_unlock(&c->mutex);
 
+    /* Still CLOSING: rlock_free leaves the struct to us until we say CLOSED. */
     rlock__pubsub_destroy(c);
     rlock__pool_destroy(&c->pool);
     rlock__holds_destroy(&c->holds);
     rlock__endpoint_clear(&c->settings.endpoint);
+
+    pthread_mutex_lock(&c->mutex);
+    atomic_store(&c->state, RLOCK__CLOSED);
+    int last = c->handles == 0;
+    pthread_mutex_unlock(&c->mutex);
     if (last)
         client_release(c);
 }

@@ -254,7 +254,11 @@ int rlock__pool_init(rlock__pool *pool, int size) {
         goto fail_mutex;
     if (rlock__cond_init(&pool->available) != 0)
         goto fail_cond;
+    if (rlock__cond_init(&pool->closed) != 0)
+        goto fail_closed;
     return RLOCK_OK;
+fail_closed:
+    pthread_cond_destroy(&pool->available);
 fail_cond:
     pthread_mutex_destroy(&pool->mutex);
 fail_mutex:
@@ -272,6 +276,7 @@ void rlock__pool_abort(rlock__pool *pool) {
         if (pool->slots[i].busy && pool->slots[i].ctx != NULL)
             shutdown(pool->slots[i].ctx->fd, SHUT_RDWR);
     pthread_cond_broadcast(&pool->available);
+    pthread_cond_broadcast(&pool->closed);
     pthread_mutex_unlock(&pool->mutex);
 }
 
@@ -284,6 +289,7 @@ void rlock__pool_destroy(rlock__pool *pool) {
     rlock__free(pool->slots);
     pool->slots = NULL;
     pthread_cond_destroy(&pool->available);
+    pthread_cond_destroy(&pool->closed);
     pthread_mutex_destroy(&pool->mutex);
 }
 
@@ -391,7 +397,7 @@ static int64_t retry_pause_ms(const rlock__settings *s, int n) {
 static void retry_sleep(rlock_client *c, int64_t until_ms) {
     pthread_mutex_lock(&c->pool.mutex);
     while (!c->pool.closing && rlock__now_ms() < until_ms)
-        rlock__cond_wait_until(&c->pool.available, &c->pool.mutex, until_ms);
+        rlock__cond_wait_until(&c->pool.closed, &c->pool.mutex, until_ms);
     pthread_mutex_unlock(&c->pool.mutex);
 }
 
@@ -422,7 +428,7 @@ int rlock__exec(rlock_client *c, const rlock__cmd *cmd, int64_t deadline_ms, red
             return (*reply)->type == REDIS_REPLY_ERROR ? RLOCK_EREDIS : RLOCK_OK;
         if (status != RLOCK_OK && status != RLOCK_EIO)
             return status;
-        maybe_sent |= sent;
+        maybe_sent |= sent && status == RLOCK_EIO; /* a "try again" reply never ran */
         if (attempt >= c->settings.retry_attempts)
             break;
         int64_t resume = rlock__now_ms() + retry_pause_ms(&c->settings, attempt);

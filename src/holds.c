@@ -156,6 +156,7 @@ void rlock__holds_acquired(rlock__holds *h, const char *name, size_t len, uint64
         if (e->renew)
             h->renewed--;
         e->renew = 0;
+        e->releasing = 0; /* a previous owner's unlock in flight is not ours */
     }
     e->owner_tid = tid;
     e->count = count;

@@ -123,6 +123,7 @@ typedef struct rlock__conn {
 typedef struct rlock__pool {
     pthread_mutex_t mutex;     /* guards busy flags, closing, waiters */
     pthread_cond_t available;  /* signalled when a slot is returned or on close */
+    pthread_cond_t closed;     /* broadcast on close: ends retry pauses */
     rlock__conn *slots;        /* pool_size entries; owned */
     int size;
     int closing;               /* set once by rlock_client_close */
@@ -281,11 +282,18 @@ void rlock__pubsub_stop(rlock_client *c);
 int rlock__pubsub_join(rlock_client *c, const char *channel, size_t len, int64_t deadline_ms,
                        rlock__channel **out);
 /*
- * Sleeps until an unlock message for the channel (one per waiter), a
- * resubscription, deadline_ms, or close. A cancellation point when
+ * The channel's epoch: read it before an attempt and pass it to the wait
+ * that follows, so a nudge (reconnect, resubscription) that lands during the
+ * attempt is not slept through.
+ */
+unsigned rlock__pubsub_epoch(rlock_client *c, rlock__channel *ch);
+/*
+ * Sleeps until an unlock message for the channel (one per waiter), the epoch
+ * moving past `epoch`, deadline_ms, or close. A cancellation point when
  * cancel_state is PTHREAD_CANCEL_ENABLE. Returns RLOCK_OK or RLOCK_ECLOSED.
  */
-int rlock__pubsub_wait(rlock_client *c, rlock__channel *ch, int64_t deadline_ms, int cancel_state);
+int rlock__pubsub_wait(rlock_client *c, rlock__channel *ch, unsigned epoch, int64_t deadline_ms,
+                       int cancel_state);
 void rlock__pubsub_leave(rlock_client *c, rlock__channel *ch);
 /* Frees the channels and the pipe once the thread is stopped and no call is left. */
 void rlock__pubsub_destroy(rlock_client *c);

@@ -125,10 +125,11 @@ static int retry_until_acquired(rlock__guard *g, rlock *lock, rlock__channel *ch
                                 uint64_t tid, int64_t deadline_ms) {
     long long ttl_ms = 0;
     for (;;) {
+        unsigned epoch = rlock__pubsub_epoch(lock->client, ch);
         int status = acquire_once(lock, lease_ms, tid, deadline_ms, &ttl_ms);
         if (status != RLOCK_BUSY || rlock__now_ms() >= deadline_ms)
             return status;
-        status = rlock__pubsub_wait(lock->client, ch, sleep_until(ttl_ms, deadline_ms),
+        status = rlock__pubsub_wait(lock->client, ch, epoch, sleep_until(ttl_ms, deadline_ms),
                                     g->cancel_state);
         if (status != RLOCK_OK)
             return status;

@@ -355,12 +355,19 @@ static int cancellable_wait(pthread_cond_t *cond, pthread_mutex_t *mutex, int64_
     return rc;
 }
 
-int rlock__pubsub_wait(rlock_client *c, rlock__channel *ch, int64_t deadline_ms, int cancel_state) {
+unsigned rlock__pubsub_epoch(rlock_client *c, rlock__channel *ch) {
+    pthread_mutex_lock(&c->pubsub.mutex);
+    unsigned epoch = ch->epoch;
+    pthread_mutex_unlock(&c->pubsub.mutex);
+    return epoch;
+}
+
+int rlock__pubsub_wait(rlock_client *c, rlock__channel *ch, unsigned epoch, int64_t deadline_ms,
+                       int cancel_state) {
     rlock__pubsub *ps = &c->pubsub;
     int status = RLOCK_OK;
 
     pthread_mutex_lock(&ps->mutex);
-    unsigned epoch = ch->epoch;
     while (ch->permits == 0 && ch->epoch == epoch && !ps->stop)
         if (cancellable_wait(&ch->wakeup, &ps->mutex, deadline_ms, cancel_state) == ETIMEDOUT)
             break;
@@ -378,6 +385,8 @@ void rlock__pubsub_leave(rlock_client *c, rlock__channel *ch) {
     ch->waiters--;
     if (ch->permits > ch->waiters)
         ch->permits = ch->waiters;
+    if (ch->permits > 0) /* e.g. a cancelled waiter's: let another sleeper use it */
+        pthread_cond_signal(&ch->wakeup);
     if (ch->waiters == 0 && !ps->stop) {
         ps->dirty = 1;
         wake_subscriber(ps);

@@ -36,6 +36,7 @@ uint64_t rlock__thread_id(void) {
 
 static void on_thread_exit(void *value) {
     (void)value;
+    exit_watch_armed = 0; /* a later destructor that locks again re-arms it */
     if (current_thread_id != 0)
         rlock__registry_thread_exited(current_thread_id);
 }
