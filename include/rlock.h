@@ -166,7 +166,8 @@ RLOCK_EXTERN int rlock_client_open(const rlock_config *cfg, rlock_client **out);
  * Locks still held are NOT released: renewal stops and they expire after
  * their lease (watchdog_timeout_ms for watchdog locks). Lock handles stay
  * valid until rlock_free(). Blocks until its threads have stopped and every
- * call in flight has returned (normally well under a second). Must be called
+ * call in flight has returned: normally well under a second, at most about
+ * connect_timeout_ms if a connection attempt is under way. Must be called
  * once, and not from the on_lock_lost callback. In a forked child it only
  * marks the inherited client; it releases nothing of the parent's.
  */

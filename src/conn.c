@@ -8,10 +8,10 @@
  *
  * Threads: every application thread calling rlock_* and the watchdog thread
  * take connections from the pool; rlock_client_close aborts them.
- * Locking: pool.mutex guards the slots' busy flags and pool.closing. A slot's
- * ctx is touched only by the thread that holds the slot (busy), except that
- * close may shutdown() its socket under pool.mutex to abort a command in
- * flight. A context that saw any error is freed, never returned to the pool
+ * Locking: pool.mutex guards the slots' busy flags, pool.closing, and every
+ * write of a slot's ctx pointer. A slot's ctx is used only by the thread that
+ * holds the slot (busy), outside the mutex, except that close may shutdown()
+ * its socket under pool.mutex to abort a command in flight. A context that saw any error is freed, never returned to the pool
  * (hiredis contexts are unusable after an error).
  */
 #include <errno.h>
@@ -339,10 +339,24 @@ static void pool_give(rlock__pool *pool, rlock__conn *conn, int healthy) {
         redisFree(broken);
 }
 
+/*
+ * Connects the slot we hold if needed. The new context is published under
+ * pool.mutex (close reads busy slots' contexts to abort them); if close began
+ * while we connected, it is shut down at once so the caller fails fast.
+ */
 static int ensure_connected(rlock_client *c, rlock__conn *conn) {
+    redisContext *ctx = NULL;
     if (conn->ctx != NULL)
         return RLOCK_OK;
-    return rlock__connect(&c->settings, c->settings.connect_timeout_ms, &conn->ctx);
+    int status = rlock__connect(&c->settings, c->settings.connect_timeout_ms, &ctx);
+    if (status != RLOCK_OK)
+        return status;
+    pthread_mutex_lock(&c->pool.mutex);
+    conn->ctx = ctx;
+    if (c->pool.closing)
+        shutdown(ctx->fd, SHUT_RDWR);
+    pthread_mutex_unlock(&c->pool.mutex);
+    return RLOCK_OK;
 }
 
 /* ---- running commands ---------------------------------------------------- */
