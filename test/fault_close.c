@@ -58,24 +58,6 @@ static int client_count(redisContext *r)
     return n;
 }
 
-static long long op_close(void *client)
-{
-    rlock_client_close(client);
-    return 0;
-}
-
-/* Closes c on an actor so that a hang fails the test instead of blocking it;
- * returns how long close took. */
-static long long timed_close(rlock_client *c)
-{
-    h_actor *a = h_actor_start();
-    long long t0 = h_now_ms(), dt;
-    h_actor_post(a, op_close, c);
-    h_actor_wait(a, 10000);
-    dt = h_actor_finished_ms(a) - t0;
-    h_actor_stop(a);
-    return dt;
-}
 
 static long long op_is_locked(void *lock)
 {
@@ -137,7 +119,7 @@ static void test_close_under_load(void **state)
     before = client_count(r);
 
     t_close = h_now_ms();
-    dt = timed_close(c);
+    dt = h_timed_close(c, 10000);
     for (i = 0; i < NWAIT; i++) {
         waiting_rc[i] = (int)h_actor_wait(waiters[i], 2000);
         H_ASSERT_RC(waiting_rc[i], RLOCK_ECLOSED);
@@ -230,7 +212,7 @@ static void test_close_redis_stopped(void **state)
     h_sleep_ms(300); /* the calls and a renewal round are waiting for replies */
     for (i = 0; i < NCALLS; i++)
         assert_false(h_actor_done(calls[i]));
-    dt = timed_close(c);
+    dt = h_timed_close(c, 10000);
     for (i = 0; i < NCALLS; i++)
         H_ASSERT_RC((int)h_actor_wait(calls[i], 2000), RLOCK_ECLOSED);
     h_server_resume(srv);
@@ -269,7 +251,7 @@ static void test_close_during_retries(void **state)
     h_sleep_ms(500); /* connection refused, now sleeping before a re-send */
     for (i = 0; i < NCALLS; i++)
         assert_false(h_actor_done(calls[i]));
-    dt = timed_close(c);
+    dt = h_timed_close(c, 10000);
     for (i = 0; i < NCALLS; i++)
         H_ASSERT_RC((int)h_actor_wait(calls[i], 2000), RLOCK_ECLOSED);
     printf("scenario 10c: close with Redis down and %d calls between re-sends (retry "

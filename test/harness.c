@@ -1387,3 +1387,20 @@ int h_lost_count(struct h_lost *l)
 {
     return __atomic_load_n(&l->count, __ATOMIC_SEQ_CST);
 }
+
+static long long op_close(void *client)
+{
+    rlock_client_close(client);
+    return 0;
+}
+
+long long h_timed_close(rlock_client *c, long long timeout_ms)
+{
+    h_actor *a = h_actor_start();
+    long long t0 = h_now_ms(), dt;
+    h_actor_post(a, op_close, c);
+    h_actor_wait(a, timeout_ms);
+    dt = h_actor_finished_ms(a) - t0;
+    h_actor_stop(a);
+    return dt;
+}

@@ -360,4 +360,10 @@ struct h_lost {
 void h_lost_cb(const char *name, void *arg);
 int h_lost_count(struct h_lost *l);
 
+/*
+ * Closes c on an actor so that a hang fails the test instead of blocking it
+ * (fails after timeout_ms, scaled); returns how long close took in ms.
+ */
+long long h_timed_close(rlock_client *c, long long timeout_ms);
+
 #endif /* RLOCK_TEST_HARNESS_H */

@@ -70,24 +70,6 @@ static void *join_within(pthread_t th, long long timeout_ms)
     return ret;
 }
 
-static long long op_close(void *client)
-{
-    rlock_client_close(client);
-    return 0;
-}
-
-/* Closes c on an actor, failing if it takes more than 5 s (a call that was
- * cancelled without leaving the client would make close wait forever). */
-static long long timed_close(rlock_client *c)
-{
-    h_actor *a = h_actor_start();
-    long long t0 = h_now_ms(), dt;
-    h_actor_post(a, op_close, c);
-    h_actor_wait(a, 5000);
-    dt = h_actor_finished_ms(a) - t0;
-    h_actor_stop(a);
-    return dt;
-}
 
 /* Another owner takes name for ttl_ms; foreign_release deletes it and
  * publishes the unlock message, as a Redisson client would. */
@@ -197,7 +179,7 @@ static void test_cancel_release_race(void **state)
         H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
         rlock_free(l);
     }
-    dt = timed_close(c);
+    dt = h_timed_close(c, 5000);
     print_message("      40 cancel/release races: %d cancelled while waiting, %d acquired "
                   "and released; close afterwards took %lld ms\n", cancelled, acquired, dt);
     assert_int_equal(cancelled + acquired, 40);
@@ -258,7 +240,7 @@ static void test_cancel_some_waiters(void **state)
     H_ASSERT_RC(rlock_try_lock(l, 0, RLOCK_LEASE_WATCHDOG), RLOCK_OK);
     H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
     rlock_free(l);
-    dt = timed_close(c);
+    dt = h_timed_close(c, 5000);
     print_message("      %d of %d waiters cancelled; the other %d acquired in turn within "
                   "%lld ms of the release (holder TTL was 30 s); close took %lld ms\n",
                   NW / 2, NW, NW - NW / 2, last - t_release, dt);
@@ -320,7 +302,7 @@ static void test_cancel_inside_call(void **state)
     H_ASSERT_RC(rlock_try_lock(l, 0, 5000), RLOCK_OK);
     H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
     rlock_free(l);
-    dt_close = timed_close(c);
+    dt_close = h_timed_close(c, 5000);
     print_message("      cancel during a query blocked on a stopped Redis: the call "
                   "returned %s, the thread ended after %lld ms; close took %lld ms\n",
                   rlock_status_name(q.rc), dt, dt_close);
