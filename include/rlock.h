@@ -141,6 +141,17 @@ typedef struct rlock_config {
      */
     void (*on_lock_lost)(const char *name, void *arg);
     void *callback_arg;
+    /*
+     * In-process hand-off: when a thread's last unlock finds another thread of
+     * this client sleeping in rlock_lock*()/rlock_try_lock() on the same lock,
+     * one script moves the lock straight to that thread (oldest first): no
+     * PUBLISH, no wake-up of other processes, no acquisition round trip for
+     * the waiter. At most local_handoffs unlocks in a row do so; the next one
+     * releases the lock to everybody, so waiters in other processes are not
+     * starved. 0 turns hand-offs off (every unlock releases, as Redisson
+     * does). Default 4; 0..1000.
+     */
+    int local_handoffs;
 } rlock_config;
 
 /* Fills cfg with the defaults above. cfg must not be NULL. */
@@ -242,7 +253,9 @@ RLOCK_EXTERN int rlock_try_lock(rlock *lock, long long wait_ms, long long lease_
 /*
  * Releases one hold of the calling thread. At hold count zero the key is
  * deleted, renewal stops and one waiter per process is woken (PUBLISH "0" on
- * the lock's channel).
+ * the lock's channel) -- or, if a thread of the same client is waiting for
+ * the lock, it may be handed straight to that thread instead (see
+ * rlock_config.local_handoffs); either way the caller no longer holds it.
  *
  * Returns RLOCK_OK; RLOCK_ENOTOWNER (the calling thread does not hold it:
  * never held, already released, or lost; nothing in Redis is changed and

@@ -135,6 +135,13 @@ static int copy_settings(const rlock_config *cfg, rlock__settings *s) {
         cfg->pool_size > 1024 || cfg->retry_attempts < 0 || cfg->retry_attempts > 100 ||
         cfg->retry_interval_ms < 0 || cfg->retry_interval_ms > 3600000)
         return RLOCK_EINVAL;
+    /* Fields appended after the first release: absent from an older caller's struct. */
+    int local_handoffs = defaults.local_handoffs;
+    if (cfg->struct_size >= offsetof(rlock_config, local_handoffs) + sizeof(int))
+        local_handoffs = cfg->local_handoffs;
+    if (local_handoffs < 0 || local_handoffs > 1000)
+        return RLOCK_EINVAL;
+    s->local_handoffs = local_handoffs;
     s->watchdog_timeout_ms = cfg->watchdog_timeout_ms;
     s->connect_timeout_ms = cfg->connect_timeout_ms;
     s->command_timeout_ms = cfg->command_timeout_ms;

@@ -106,6 +106,7 @@ typedef struct rlock__settings {
     int retry_interval_ms;
     void (*on_lock_lost)(const char *name, void *arg);
     void *callback_arg;
+    int local_handoffs;         /* in-process hand-offs in a row; 0 = off */
 } rlock__settings;
 
 /* ---- conn.c: connections and the pool ------------------------------------ */
@@ -170,6 +171,7 @@ int rlock__exec_pipeline(rlock_client *c, const rlock__cmd *cmds, int n, redisRe
 enum {
     RLOCK__SCRIPT_ACQUIRE,
     RLOCK__SCRIPT_RELEASE,
+    RLOCK__SCRIPT_TRANSFER,
     RLOCK__SCRIPT_RENEW,
     RLOCK__SCRIPT_FORCE_UNLOCK,
     RLOCK__SCRIPT_COUNT
@@ -273,28 +275,78 @@ typedef struct rlock__pubsub {
 
 int rlock__pubsub_start(rlock_client *c);
 void rlock__pubsub_stop(rlock_client *c);
+
+enum {
+    RLOCK__HANDOFF_NONE,        /* no offer open */
+    RLOCK__HANDOFF_OFFERED,     /* a releasing thread is moving the lock to this waiter */
+    RLOCK__HANDOFF_GRANTED,     /* moved: the waiter holds the lock in Redis */
+    RLOCK__HANDOFF_DECLINED     /* not moved (or outcome unknown): try again */
+};
+
 /*
- * Registers the calling thread as a waiter on channel and waits (until
- * deadline_ms, and at most about a command timeout) for the subscription to
- * be confirmed, so that no unlock message published after this call returns
- * can be missed. On RLOCK_OK *out must later go to rlock__pubsub_leave().
+ * A thread waiting for a lock. Lives on the waiting thread's stack from
+ * rlock__pubsub_join to rlock__pubsub_leave.
+ */
+typedef struct rlock__waiter {
+    uint64_t tid;               /* set before join; read-only while joined */
+    long long lease_ms;         /* its acquire's lease (or RLOCK_LEASE_WATCHDOG); ditto */
+    /* The rest belongs to pubsub.c and is guarded by pubsub.mutex. */
+    struct rlock__waiter *next; /* the channel's queue, oldest first */
+    rlock__channel *channel;
+    pthread_cond_t wakeup;      /* this waiter sleeps here, and only it */
+    int sleeping;               /* in rlock__pubsub_wait: may be offered the lock */
+    int handoff;                /* RLOCK__HANDOFF_* */
+} rlock__waiter;
+
+/* An open offer, held by the releasing thread until it settles it. */
+typedef struct rlock__offer {
+    rlock__waiter *waiter;      /* stays valid (it cannot leave) until settled */
+    uint64_t tid;               /* copies of the waiter's tid and lease_ms */
+    long long lease_ms;
+} rlock__offer;
+
+/*
+ * Registers w (tid and lease_ms filled in) as a waiter on channel and waits
+ * (until deadline_ms, and at most about a command timeout) for the
+ * subscription to be confirmed, so that no unlock message published after
+ * this call returns can be missed. On RLOCK_OK w must later go to
+ * rlock__pubsub_leave().
  */
 int rlock__pubsub_join(rlock_client *c, const char *channel, size_t len, int64_t deadline_ms,
-                       rlock__channel **out);
+                       rlock__waiter *w);
 /*
  * The channel's epoch: read it before an attempt and pass it to the wait
  * that follows, so a nudge (reconnect, resubscription) that lands during the
  * attempt is not slept through.
  */
-unsigned rlock__pubsub_epoch(rlock_client *c, rlock__channel *ch);
+unsigned rlock__pubsub_epoch(rlock_client *c, const rlock__waiter *w);
 /*
  * Sleeps until an unlock message for the channel (one per waiter), the epoch
- * moving past `epoch`, deadline_ms, or close. A cancellation point when
- * cancel_state is PTHREAD_CANCEL_ENABLE. Returns RLOCK_OK or RLOCK_ECLOSED.
+ * moving past `epoch`, a settled hand-off, deadline_ms, or close. While a
+ * hand-off to w is open it sleeps on regardless of deadline and close. A
+ * cancellation point when cancel_state is PTHREAD_CANCEL_ENABLE. Sets
+ * *granted when the lock was handed to w (w's thread now holds it in Redis:
+ * the caller records the hold). Returns RLOCK_OK or RLOCK_ECLOSED (never
+ * with *granted set).
  */
-int rlock__pubsub_wait(rlock_client *c, rlock__channel *ch, unsigned epoch, int64_t deadline_ms,
-                       int cancel_state);
-void rlock__pubsub_leave(rlock_client *c, rlock__channel *ch);
+int rlock__pubsub_wait(rlock_client *c, rlock__waiter *w, unsigned epoch, int64_t deadline_ms,
+                       int cancel_state, int *granted);
+/*
+ * Unregisters w. If a hand-off to w is still open (w's thread was cancelled
+ * while offered), first waits for it to settle. Returns 1 if w was granted a
+ * lock it never claimed: the caller must release it.
+ */
+int rlock__pubsub_leave(rlock_client *c, rlock__waiter *w);
+/* 1 if threads of this client are waiting on channel. */
+int rlock__pubsub_queued(rlock_client *c, const char *channel, size_t len);
+/*
+ * Picks the oldest sleeping waiter of channel for a hand-off, unless none
+ * sleeps or local_handoffs offers in a row have been made (then this unlock
+ * must release to everybody). Returns 1 with *offer filled, else 0.
+ */
+int rlock__pubsub_offer(rlock_client *c, const char *channel, size_t len, rlock__offer *offer);
+/* Tells the offered waiter the outcome and wakes it. */
+void rlock__pubsub_settle(rlock_client *c, const rlock__offer *offer, int granted);
 /* Frees the channels and the pipe once the thread is stopped and no call is left. */
 void rlock__pubsub_destroy(rlock_client *c);
 

@@ -97,15 +97,42 @@ static int acquire_once(rlock *lock, long long lease_ms, uint64_t tid, int64_t d
     return status;
 }
 
-/* The waiter's cleanup, also run if the thread is cancelled while it sleeps. */
+/*
+ * Sends RELEASE with the given expected count. Returns RLOCK_OK with the
+ * reply, which the caller frees.
+ */
+static int send_release(rlock *lock, const char *owner, size_t owner_len, long long expected,
+                        redisReply **reply, int *resent) {
+    char expected_str[24];
+    const char *argv[] = {lock->name, lock->channel, owner, expected_str};
+    size_t argvlen[] = {lock->name_len, lock->channel_len, owner_len,
+                        rlock__fmt_i64(expected_str, expected)};
+    rlock__cmd cmd = {.script = RLOCK__SCRIPT_RELEASE, .argc = 4, .nkeys = 2,
+                      .argv = argv, .argvlen = argvlen};
+    return rlock__exec(lock->client, &cmd, RLOCK__NO_DEADLINE, reply, resent);
+}
+
+/* A thread waiting for the lock; the cleanup also runs if it is cancelled. */
 typedef struct waiting {
-    rlock_client *client;
-    rlock__channel *channel;
+    rlock *lock;
+    rlock__waiter waiter;
+    rlock__hold *spare;         /* owned: records a handed-over hold without allocating */
 } waiting;
 
 static void stop_waiting(void *arg) {
     waiting *w = arg;
-    rlock__pubsub_leave(w->client, w->channel);
+    rlock_client *c = w->lock->client;
+    int ignored;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &ignored); /* already so, unless cancelled */
+    if (rlock__pubsub_leave(c, &w->waiter)) {
+        /* Cancelled while the lock was being handed to us: give it back. */
+        char owner[RLOCK__OWNER_MAX];
+        redisReply *reply = NULL;
+        size_t owner_len = rlock__owner(c, w->waiter.tid, owner);
+        if (send_release(w->lock, owner, owner_len, 1, &reply, NULL) == RLOCK_OK)
+            freeReplyObject(reply);
+    }
+    rlock__free(w->spare);
 }
 
 static void leave_on_cancel(void *guard) {
@@ -120,17 +147,37 @@ static int64_t sleep_until(long long ttl_ms, int64_t deadline_ms) {
     return wake < deadline_ms ? wake : deadline_ms;
 }
 
-/* Alternates attempts with sleeps until acquired, an error, or the deadline. */
-static int retry_until_acquired(rlock__guard *g, rlock *lock, rlock__channel *ch, long long lease_ms,
-                                uint64_t tid, int64_t deadline_ms) {
-    long long ttl_ms = 0;
+/*
+ * A thread that queued behind others without trying first sleeps at most
+ * this long before its first attempt (normally a hand-off or an unlock
+ * message wakes it much sooner; this covers the others all giving up).
+ */
+#define QUEUED_FIRST_SLEEP_MS 100
+
+/*
+ * Alternates attempts with sleeps until acquired (by an attempt, or handed
+ * over by a releasing thread of this client), an error, or the deadline.
+ * With queued set the first attempt is skipped: the thread sleeps first.
+ */
+static int retry_until_acquired(rlock__guard *g, waiting *w, int queued, int64_t deadline_ms) {
+    rlock *lock = w->lock;
+    rlock_client *c = lock->client;
+    long long ttl_ms = QUEUED_FIRST_SLEEP_MS;
     for (;;) {
-        unsigned epoch = rlock__pubsub_epoch(lock->client, ch);
-        int status = acquire_once(lock, lease_ms, tid, deadline_ms, &ttl_ms);
+        int granted = 0, status = RLOCK_BUSY;
+        unsigned epoch = rlock__pubsub_epoch(c, &w->waiter);
+        if (!queued)
+            status = acquire_once(lock, w->waiter.lease_ms, w->waiter.tid, deadline_ms, &ttl_ms);
+        queued = 0;
         if (status != RLOCK_BUSY || rlock__now_ms() >= deadline_ms)
             return status;
-        status = rlock__pubsub_wait(lock->client, ch, epoch, sleep_until(ttl_ms, deadline_ms),
-                                    g->cancel_state);
+        status = rlock__pubsub_wait(c, &w->waiter, epoch, sleep_until(ttl_ms, deadline_ms),
+                                    g->cancel_state, &granted);
+        if (granted) {
+            rlock__holds_acquired(&c->holds, lock->name, lock->name_len, w->waiter.tid, 1,
+                                  w->waiter.lease_ms == RLOCK_LEASE_WATCHDOG, &w->spare);
+            return RLOCK_OK;
+        }
         if (status != RLOCK_OK)
             return status;
     }
@@ -142,18 +189,36 @@ static int retry_until_acquired(rlock__guard *g, rlock *lock, rlock__channel *ch
  * while it sleeps: it leaves the channel and the call.
  */
 static int wait_and_acquire(rlock__guard *g, rlock *lock, long long lease_ms, uint64_t tid,
-                            int64_t deadline_ms) {
-    waiting w = {.client = lock->client};
-    int status = rlock__pubsub_join(w.client, lock->channel, lock->channel_len, deadline_ms,
-                                    &w.channel);
-    if (status != RLOCK_OK)
+                            int queued, int64_t deadline_ms) {
+    waiting w = {.lock = lock, .waiter = {.tid = tid, .lease_ms = lease_ms}};
+    w.spare = rlock__holds_spare(lock->name, lock->name_len);
+    if (w.spare == NULL)
+        return RLOCK_ENOMEM;
+    int status = rlock__pubsub_join(lock->client, lock->channel, lock->channel_len, deadline_ms,
+                                    &w.waiter);
+    if (status != RLOCK_OK) {
+        rlock__free(w.spare);
         return status;
+    }
     pthread_cleanup_push(leave_on_cancel, g);
     pthread_cleanup_push(stop_waiting, &w);
-    status = retry_until_acquired(g, lock, w.channel, lease_ms, tid, deadline_ms);
+    status = retry_until_acquired(g, &w, queued, deadline_ms);
     pthread_cleanup_pop(1);
     pthread_cleanup_pop(0); /* the guard is left by our caller on the normal path */
     return status;
+}
+
+/*
+ * Whether the calling thread should queue behind waiting threads of its own
+ * client instead of trying first. Trying first would let a thread that just
+ * unlocked take the lock straight back, ahead of the waiters it woke here
+ * and in other processes; queued, it gets the lock by a hand-off (or an
+ * unlock message) in turn. A thread re-entering a lock it holds never queues.
+ */
+static int should_queue(rlock *lock, long long wait_ms, uint64_t tid) {
+    rlock_client *c = lock->client;
+    return wait_ms != 0 && rlock__pubsub_queued(c, lock->channel, lock->channel_len) &&
+           rlock__holds_expected(&c->holds, lock->name, lock->name_len, tid) == 0;
 }
 
 static int acquire(rlock *lock, long long wait_ms, long long lease_ms) {
@@ -166,9 +231,13 @@ static int acquire(rlock *lock, long long wait_ms, long long lease_ms) {
         return status;
     int64_t deadline_ms = rlock__deadline_after(wait_ms);
     uint64_t tid = rlock__thread_id();
-    status = acquire_once(lock, lease_ms, tid, deadline_ms, &ttl_ms);
-    if (status == RLOCK_BUSY && wait_ms != 0)
-        status = wait_and_acquire(&g, lock, lease_ms, tid, deadline_ms);
+    if (should_queue(lock, wait_ms, tid)) {
+        status = wait_and_acquire(&g, lock, lease_ms, tid, 1, deadline_ms);
+    } else {
+        status = acquire_once(lock, lease_ms, tid, deadline_ms, &ttl_ms);
+        if (status == RLOCK_BUSY && wait_ms != 0)
+            status = wait_and_acquire(&g, lock, lease_ms, tid, 0, deadline_ms);
+    }
     rlock__leave(&g);
     return status;
 }
@@ -185,21 +254,6 @@ int rlock_try_lock(rlock *lock, long long wait_ms, long long lease_ms) {
     return acquire(lock, wait_ms, lease_ms);
 }
 
-/*
- * Sends RELEASE with the given expected count. Returns RLOCK_OK with the
- * reply, which the caller frees.
- */
-static int send_release(rlock *lock, const char *owner, size_t owner_len, long long expected,
-                        redisReply **reply, int *resent) {
-    char expected_str[24];
-    const char *argv[] = {lock->name, lock->channel, owner, expected_str};
-    size_t argvlen[] = {lock->name_len, lock->channel_len, owner_len,
-                        rlock__fmt_i64(expected_str, expected)};
-    rlock__cmd cmd = {.script = RLOCK__SCRIPT_RELEASE, .argc = 4, .nkeys = 2,
-                      .argv = argv, .argvlen = argvlen};
-    return rlock__exec(lock->client, &cmd, RLOCK__NO_DEADLINE, reply, resent);
-}
-
 /* RELEASE's answer for a stale expected count: {true count}. */
 static int is_stale_release(const redisReply *reply, long long *count) {
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 1 ||
@@ -209,20 +263,15 @@ static int is_stale_release(const redisReply *reply, long long *count) {
     return 1;
 }
 
-int rlock_unlock(rlock *lock) {
-    rlock__guard g;
-    char owner[RLOCK__OWNER_MAX];
+/*
+ * Releases one hold (RELEASE script). Stores in *remaining the hold count
+ * left (0 = released), or -1 when the outcome is unknown.
+ */
+static int release(rlock *lock, const char *owner, size_t owner_len, long long expected,
+                   long long *remaining) {
     redisReply *reply = NULL;
-    int resent = 0;
-    int status = rlock__enter_lock(&g, lock);
-    if (status != RLOCK_OK)
-        return status;
-    rlock_client *c = lock->client;
-    uint64_t tid = rlock__thread_id();
-    size_t owner_len = rlock__owner(c, tid, owner);
-    long long expected = rlock__holds_expected(&c->holds, lock->name, lock->name_len, tid);
-    long long remaining = -1; /* unknown unless Redis answers */
-    rlock__holds_begin_release(&c->holds, lock->name, lock->name_len, tid);
+    int resent = 0, status = RLOCK_EREDIS;
+    *remaining = -1;
     for (int i = 0; i < MAX_REBASES; i++) {
         status = send_release(lock, owner, owner_len, expected, &reply, &resent);
         if (status != RLOCK_OK || !is_stale_release(reply, &expected))
@@ -232,20 +281,78 @@ int rlock_unlock(rlock *lock) {
         status = RLOCK_EREDIS;
     }
     if (status != RLOCK_OK) {
-        /* Unknown outcome: keep the entry (and its renewal) as it was. */
+        /* Unknown outcome: the caller keeps the entry (and its renewal) as it was. */
     } else if (reply->type == REDIS_REPLY_INTEGER) {
-        remaining = reply->integer;
+        *remaining = reply->integer;
     } else if (reply->type == REDIS_REPLY_NIL) {
         /* Gone: lost, or (on a re-send of our last hold) released by the first send. */
-        remaining = 0;
+        *remaining = 0;
         if (!(resent && expected == 1))
             status = RLOCK_ENOTOWNER;
     } else {
         status = RLOCK_EREDIS;
     }
-    rlock__holds_released(&c->holds, lock->name, lock->name_len, tid, remaining);
     if (reply != NULL)
         freeReplyObject(reply);
+    return status;
+}
+
+/*
+ * Moves the caller's last hold to the offered waiter (TRANSFER script).
+ * Stores in *remaining 0 (ours is gone) or -1 (outcome unknown), and in
+ * *granted whether the waiter now holds the lock.
+ */
+static int hand_over(rlock *lock, const char *owner, size_t owner_len, const rlock__offer *offer,
+                     long long *remaining, int *granted) {
+    rlock_client *c = lock->client;
+    char to[RLOCK__OWNER_MAX], lease[24];
+    redisReply *reply = NULL;
+    long long lease_ms = offer->lease_ms == RLOCK_LEASE_WATCHDOG ? c->settings.watchdog_timeout_ms
+                                                                 : offer->lease_ms;
+    const char *argv[] = {lock->name, owner, to, lease};
+    size_t argvlen[] = {lock->name_len, owner_len, rlock__owner(c, offer->tid, to),
+                        rlock__fmt_i64(lease, lease_ms)};
+    rlock__cmd cmd = {.script = RLOCK__SCRIPT_TRANSFER, .argc = 4, .nkeys = 1,
+                      .argv = argv, .argvlen = argvlen};
+    *remaining = -1;
+    *granted = 0;
+    int status = rlock__exec(c, &cmd, RLOCK__NO_DEADLINE, &reply, NULL);
+    if (status == RLOCK_OK && reply->type == REDIS_REPLY_INTEGER) {
+        *remaining = 0;
+        *granted = reply->integer == 1;
+        status = *granted ? RLOCK_OK : RLOCK_ENOTOWNER;
+    } else if (status == RLOCK_OK) {
+        status = RLOCK_EREDIS;
+    }
+    if (reply != NULL)
+        freeReplyObject(reply);
+    return status;
+}
+
+int rlock_unlock(rlock *lock) {
+    rlock__guard g;
+    char owner[RLOCK__OWNER_MAX];
+    rlock__offer offer;
+    int status = rlock__enter_lock(&g, lock);
+    if (status != RLOCK_OK)
+        return status;
+    rlock_client *c = lock->client;
+    uint64_t tid = rlock__thread_id();
+    size_t owner_len = rlock__owner(c, tid, owner);
+    long long expected = rlock__holds_expected(&c->holds, lock->name, lock->name_len, tid);
+    long long remaining;
+    int granted = 0;
+    int offered = expected == 1 &&
+                  rlock__pubsub_offer(c, lock->channel, lock->channel_len, &offer);
+    rlock__holds_begin_release(&c->holds, lock->name, lock->name_len, tid);
+    if (offered)
+        status = hand_over(lock, owner, owner_len, &offer, &remaining, &granted);
+    else
+        status = release(lock, owner, owner_len, expected, &remaining);
+    /* Our entry goes before the waiter records its own under the same name. */
+    rlock__holds_released(&c->holds, lock->name, lock->name_len, tid, remaining);
+    if (offered)
+        rlock__pubsub_settle(c, &offer, granted);
     rlock__leave(&g);
     return status;
 }

@@ -13,7 +13,15 @@
  * waiter comes back, so a message that arrives between a waiter's failed
  * attempt and its sleep is not lost. A waiter does not retry until its
  * subscription is confirmed (or a short bound passes), so an unlock published
- * after that cannot be missed.
+ * after that cannot be missed. Each waiter sleeps on its own condition
+ * variable, so exactly the chosen one wakes.
+ *
+ * Hand-offs (lock.c): a thread about to release a lock may offer it to the
+ * oldest sleeping waiter of the channel (rlock__pubsub_offer). From then on
+ * that waiter stays asleep -- past its deadline, close or cancellation --
+ * until the offering thread settles the offer (rlock__pubsub_settle) with
+ * the TRANSFER script's outcome, so the outcome always reaches a thread that
+ * can act on it.
  *
  * Trouble: when the connection drops, every channel is marked unsubscribed and
  * its waiters retry at once; the thread reconnects with capped, jittered
@@ -24,9 +32,10 @@
  * The thread sleeps in poll() on the socket and a wake-up pipe, never in a
  * socket timeout (a timed-out hiredis 0.14 context is broken for good).
  *
- * Threads: the subscriber thread; application threads in join/wait/leave;
- * close (stop). Locking: pubsub.mutex guards the channel list, every
- * channel's fields, stop, dirty and connected. The subscriber's redisContext
+ * Threads: the subscriber thread; application threads in join/wait/leave
+ * and offer/settle; close (stop). Locking: pubsub.mutex guards the channel
+ * list, every channel's fields, the waiter records' shared fields, stop,
+ * dirty and connected. The subscriber's redisContext
  * is touched only by the subscriber thread; it never holds the mutex during
  * connect or read.
  */
@@ -41,13 +50,14 @@
 
 struct rlock__channel {
     rlock__channel *next;
+    rlock__waiter *queue;   /* joined waiters, oldest first (not owned: on their stacks) */
     int waiters;            /* threads between join and leave */
     int permits;            /* unlock messages not yet taken; <= waiters */
+    int handoffs_in_row;    /* offers since this client last released to everybody */
     int subscribe_sent;     /* SUBSCRIBE sent on this connection, no UNSUBSCRIBE since */
     int pending;            /* SUBSCRIBE/UNSUBSCRIBE sent, reply not yet read */
     int confirmed;          /* subscribed, nothing pending */
     unsigned epoch;         /* bumped to make sleeping waiters retry at once */
-    pthread_cond_t wakeup;  /* waiters sleep here (rlock__pubsub_wait) */
     pthread_cond_t ready;   /* joiners wait here for confirmation */
     size_t len;
     char name[];
@@ -81,22 +91,16 @@ static rlock__channel *new_channel(const char *name, size_t len) {
     if (ch == NULL)
         return NULL;
     memset(ch, 0, sizeof(*ch));
-    if (rlock__cond_init(&ch->wakeup) != 0)
-        goto fail_wakeup;
-    if (rlock__cond_init(&ch->ready) != 0)
-        goto fail_ready;
+    if (rlock__cond_init(&ch->ready) != 0) {
+        rlock__free(ch);
+        return NULL;
+    }
     ch->len = len;
     memcpy(ch->name, name, len);
     return ch;
-fail_ready:
-    pthread_cond_destroy(&ch->wakeup);
-fail_wakeup:
-    rlock__free(ch);
-    return NULL;
 }
 
 static void free_channel(rlock__channel *ch) {
-    pthread_cond_destroy(&ch->wakeup);
     pthread_cond_destroy(&ch->ready);
     rlock__free(ch);
 }
@@ -122,10 +126,24 @@ static int has_waiters(const rlock__pubsub *ps) {
     return 0;
 }
 
+static void wake_all(rlock__channel *ch) {
+    for (rlock__waiter *w = ch->queue; w != NULL; w = w->next)
+        pthread_cond_signal(&w->wakeup);
+}
+
+/* Wakes the oldest waiter free to take a permit, if one sleeps. */
+static void wake_one(rlock__channel *ch) {
+    for (rlock__waiter *w = ch->queue; w != NULL; w = w->next)
+        if (w->sleeping && w->handoff == RLOCK__HANDOFF_NONE) {
+            pthread_cond_signal(&w->wakeup);
+            return;
+        }
+}
+
 /* Makes every waiter retry now (after a reconnect or a resubscription). */
 static void nudge(rlock__channel *ch) {
     ch->epoch++;
-    pthread_cond_broadcast(&ch->wakeup);
+    wake_all(ch);
     pthread_cond_broadcast(&ch->ready);
 }
 
@@ -178,10 +196,10 @@ static void on_message(rlock__channel *ch, const redisReply *payload) {
         return;
     if (payload->type == REDIS_REPLY_STRING && payload->len == 1 && payload->str[0] == '1') {
         ch->permits = ch->waiters; /* read unlock: everybody may try */
-        pthread_cond_broadcast(&ch->wakeup);
+        wake_all(ch);
     } else if (ch->permits < ch->waiters) {
         ch->permits++;
-        pthread_cond_signal(&ch->wakeup);
+        wake_one(ch);
     }
 }
 
@@ -293,15 +311,35 @@ static void *subscriber_main(void *arg) {
 
 /* ---- waiters (application threads) -------------------------------------- */
 
+static void enqueue(rlock__channel *ch, rlock__waiter *w) {
+    rlock__waiter **link = &ch->queue;
+    while (*link != NULL)
+        link = &(*link)->next;
+    w->next = NULL;
+    *link = w;
+}
+
+static void dequeue(rlock__channel *ch, rlock__waiter *w) {
+    for (rlock__waiter **link = &ch->queue; *link != NULL; link = &(*link)->next)
+        if (*link == w) {
+            *link = w->next;
+            return;
+        }
+}
+
 int rlock__pubsub_join(rlock_client *c, const char *channel, size_t len, int64_t deadline_ms,
-                       rlock__channel **out) {
+                       rlock__waiter *w) {
     rlock__pubsub *ps = &c->pubsub;
     int64_t confirm_by = rlock__deadline_after(c->settings.command_timeout_ms);
     int status = RLOCK_OK;
 
     if (confirm_by > deadline_ms)
         confirm_by = deadline_ms;
-    *out = NULL;
+    w->channel = NULL;
+    w->sleeping = 0;
+    w->handoff = RLOCK__HANDOFF_NONE;
+    if (rlock__cond_init(&w->wakeup) != 0)
+        return RLOCK_ENOMEM;
     pthread_mutex_lock(&ps->mutex);
     rlock__channel *ch = find_channel(ps, channel, len);
     if (ps->stop) {
@@ -317,6 +355,7 @@ int rlock__pubsub_join(rlock_client *c, const char *channel, size_t len, int64_t
         ps->channels = ch;
     }
     ch->waiters++;
+    enqueue(ch, w);
     if (!ch->subscribe_sent) {
         ps->dirty = 1;
         wake_subscriber(ps);
@@ -327,12 +366,15 @@ int rlock__pubsub_join(rlock_client *c, const char *channel, size_t len, int64_t
             break;
     if (ps->stop) {
         ch->waiters--;
+        dequeue(ch, w);
         status = RLOCK_ECLOSED;
         goto out;
     }
-    *out = ch;
+    w->channel = ch;
 out:
     pthread_mutex_unlock(&ps->mutex);
+    if (status != RLOCK_OK)
+        pthread_cond_destroy(&w->wakeup);
     return status;
 }
 
@@ -355,43 +397,114 @@ static int cancellable_wait(pthread_cond_t *cond, pthread_mutex_t *mutex, int64_
     return rc;
 }
 
-unsigned rlock__pubsub_epoch(rlock_client *c, rlock__channel *ch) {
+unsigned rlock__pubsub_epoch(rlock_client *c, const rlock__waiter *w) {
     pthread_mutex_lock(&c->pubsub.mutex);
-    unsigned epoch = ch->epoch;
+    unsigned epoch = w->channel->epoch;
     pthread_mutex_unlock(&c->pubsub.mutex);
     return epoch;
 }
 
-int rlock__pubsub_wait(rlock_client *c, rlock__channel *ch, unsigned epoch, int64_t deadline_ms,
-                       int cancel_state) {
+/* Whether a sleeping waiter has a reason to get up (pubsub.mutex held). */
+static int should_wake(const rlock__pubsub *ps, const rlock__waiter *w, unsigned epoch) {
+    if (w->handoff == RLOCK__HANDOFF_OFFERED)
+        return 0; /* the offer's outcome must reach us: nothing else counts */
+    return w->handoff != RLOCK__HANDOFF_NONE || w->channel->permits > 0 ||
+           w->channel->epoch != epoch || ps->stop;
+}
+
+int rlock__pubsub_wait(rlock_client *c, rlock__waiter *w, unsigned epoch, int64_t deadline_ms,
+                       int cancel_state, int *granted) {
     rlock__pubsub *ps = &c->pubsub;
+    rlock__channel *ch = w->channel;
     int status = RLOCK_OK;
 
+    *granted = 0;
     pthread_mutex_lock(&ps->mutex);
-    while (ch->permits == 0 && ch->epoch == epoch && !ps->stop)
-        if (cancellable_wait(&ch->wakeup, &ps->mutex, deadline_ms, cancel_state) == ETIMEDOUT)
+    w->sleeping = 1;
+    while (!should_wake(ps, w, epoch)) {
+        int64_t until = w->handoff == RLOCK__HANDOFF_OFFERED ? RLOCK__NO_DEADLINE : deadline_ms;
+        if (cancellable_wait(&w->wakeup, &ps->mutex, until, cancel_state) == ETIMEDOUT &&
+            w->handoff == RLOCK__HANDOFF_NONE)
             break;
-    if (ch->permits > 0)
+    }
+    w->sleeping = 0;
+    if (w->handoff == RLOCK__HANDOFF_GRANTED)
+        *granted = 1;
+    else if (w->handoff == RLOCK__HANDOFF_NONE && ch->permits > 0)
         ch->permits--;
-    if (ps->stop)
+    w->handoff = RLOCK__HANDOFF_NONE; /* declined: simply try again */
+    if (ps->stop && !*granted)
         status = RLOCK_ECLOSED;
     pthread_mutex_unlock(&ps->mutex);
     return status;
 }
 
-void rlock__pubsub_leave(rlock_client *c, rlock__channel *ch) {
+int rlock__pubsub_leave(rlock_client *c, rlock__waiter *w) {
     rlock__pubsub *ps = &c->pubsub;
+    rlock__channel *ch = w->channel;
     pthread_mutex_lock(&ps->mutex);
+    /* Only a cancelled waiter gets here with an offer open: see it through. */
+    while (w->handoff == RLOCK__HANDOFF_OFFERED)
+        pthread_cond_wait(&w->wakeup, &ps->mutex);
+    int unclaimed = w->handoff == RLOCK__HANDOFF_GRANTED;
+    dequeue(ch, w);
     ch->waiters--;
     if (ch->permits > ch->waiters)
         ch->permits = ch->waiters;
     if (ch->permits > 0) /* e.g. a cancelled waiter's: let another sleeper use it */
-        pthread_cond_signal(&ch->wakeup);
+        wake_one(ch);
     if (ch->waiters == 0 && !ps->stop) {
         ps->dirty = 1;
         wake_subscriber(ps);
     }
     pthread_mutex_unlock(&ps->mutex);
+    pthread_cond_destroy(&w->wakeup);
+    return unclaimed;
+}
+
+/* ---- hand-offs (a releasing application thread) ------------------------- */
+
+int rlock__pubsub_queued(rlock_client *c, const char *channel, size_t len) {
+    rlock__pubsub *ps = &c->pubsub;
+    pthread_mutex_lock(&ps->mutex);
+    rlock__channel *ch = ps->channels == NULL ? NULL : find_channel(ps, channel, len);
+    int queued = ch != NULL && ch->waiters > 0;
+    pthread_mutex_unlock(&ps->mutex);
+    return queued;
+}
+
+int rlock__pubsub_offer(rlock_client *c, const char *channel, size_t len, rlock__offer *offer) {
+    rlock__pubsub *ps = &c->pubsub;
+    int max_in_row = c->settings.local_handoffs, offered = 0;
+    if (max_in_row == 0)
+        return 0;
+    pthread_mutex_lock(&ps->mutex);
+    rlock__channel *ch = ps->stop ? NULL : find_channel(ps, channel, len);
+    if (ch == NULL)
+        goto out;
+    rlock__waiter *w = ch->queue;
+    while (w != NULL && !(w->sleeping && w->handoff == RLOCK__HANDOFF_NONE))
+        w = w->next;
+    if (w == NULL || ch->handoffs_in_row >= max_in_row) {
+        ch->handoffs_in_row = 0; /* this unlock releases to everybody */
+        goto out;
+    }
+    ch->handoffs_in_row++;
+    w->handoff = RLOCK__HANDOFF_OFFERED;
+    offer->waiter = w;
+    offer->tid = w->tid;
+    offer->lease_ms = w->lease_ms;
+    offered = 1;
+out:
+    pthread_mutex_unlock(&ps->mutex);
+    return offered;
+}
+
+void rlock__pubsub_settle(rlock_client *c, const rlock__offer *offer, int granted) {
+    pthread_mutex_lock(&c->pubsub.mutex);
+    offer->waiter->handoff = granted ? RLOCK__HANDOFF_GRANTED : RLOCK__HANDOFF_DECLINED;
+    pthread_cond_signal(&offer->waiter->wakeup);
+    pthread_mutex_unlock(&c->pubsub.mutex);
 }
 
 /* ---- lifetime (client open/close) --------------------------------------- */
@@ -421,7 +534,7 @@ void rlock__pubsub_stop(rlock_client *c) {
     pthread_mutex_lock(&ps->mutex);
     ps->stop = 1;
     for (rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next) {
-        pthread_cond_broadcast(&ch->wakeup);
+        wake_all(ch);
         pthread_cond_broadcast(&ch->ready);
     }
     wake_subscriber(ps);

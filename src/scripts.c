@@ -89,6 +89,33 @@ static const char release_lua[] =
     "return 0\n";
 
 /*
+ * TRANSFER KEYS[1] = name
+ *          ARGV[1] = releasing owner field, ARGV[2] = receiving owner field,
+ *          ARGV[3] = the receiver's lease ms
+ * The in-process hand-off: the releasing owner's last hold becomes the
+ * receiver's first, in one step, with nothing published (the receiver is a
+ * thread of the same client, told directly).
+ * -> 1  moved (the TTL is set to the receiver's lease), or an earlier send of
+ *       this same call already moved it (the receiver has exactly 1 hold and
+ *       the releaser none: the receiver cannot have acted on it yet, it is
+ *       still waiting for this reply).
+ *    0  the releasing owner holds nothing: nothing changed.
+ *    As for RELEASE, more holds than the caller believes (a lost acquisition
+ *    of its own) are given up with the rest.
+ */
+static const char transfer_lua[] =
+    "if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then\n"
+    "  if redis.call('hget', KEYS[1], ARGV[2]) == '1' then\n"
+    "    return 1\n"
+    "  end\n"
+    "  return 0\n"
+    "end\n"
+    "redis.call('del', KEYS[1])\n"
+    "redis.call('hset', KEYS[1], ARGV[2], 1)\n"
+    "redis.call('pexpire', KEYS[1], ARGV[3])\n"
+    "return 1\n";
+
+/*
  * RENEW    KEYS = names, ARGV[1] = lease ms, ARGV[1 + i] = owner field of KEYS[i]
  * -> one 1/0 per key: 1 = our field is there and the TTL was reset; 0 = gone
  *    (never re-created). A key of another type counts as gone without failing
@@ -127,6 +154,7 @@ static const char force_unlock_lua[] =
 static const char *const script_body[RLOCK__SCRIPT_COUNT] = {
     [RLOCK__SCRIPT_ACQUIRE] = acquire_lua,
     [RLOCK__SCRIPT_RELEASE] = release_lua,
+    [RLOCK__SCRIPT_TRANSFER] = transfer_lua,
     [RLOCK__SCRIPT_RENEW] = renew_lua,
     [RLOCK__SCRIPT_FORCE_UNLOCK] = force_unlock_lua,
 };

@@ -51,4 +51,5 @@ void rlock_config_init(rlock_config *cfg) {
     cfg->pool_size = 8;
     cfg->retry_attempts = 3;
     cfg->retry_interval_ms = 1000;
+    cfg->local_handoffs = 4;
 }

@@ -415,9 +415,17 @@ static void test_fork_under_load(void **state)
             CHILD_CHECK(rlock_is_locked(l) == RLOCK_ECLOSED, 10);
             CHILD_CHECK(rlock_try_lock(l, 0, -1) == RLOCK_ECLOSED, 11);
             CHILD_CHECK(rlock_unlock(l) == RLOCK_ECLOSED, 12);
-            rlock_free(l);
             rlock_client_close(c);
-#if !defined(__SANITIZE_THREAD__) /* TSan cannot start threads after such a fork */
+            /*
+             * The rest allocates. The churning threads allocate all the time,
+             * so under ASan the fork can happen while one holds the
+             * allocator's lock, and Debian 12's libasan (GCC 12) has no fork
+             * handlers for it (added in LLVM 18, llvm/llvm-project#75290): the
+             * child would hang in free()/malloc(), as it once did in CI. TSan
+             * cannot start threads after such a fork at all.
+             */
+#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+            rlock_free(l);
             {
                 rlock_client *cc = h_open(30000, 0);
                 rlock *cl = h_get(cc, h_unique_name("forkloadchild"));

@@ -343,18 +343,26 @@ static void *herd_thread(void *p)
     return NULL;
 }
 
-static void test_no_herd(void **state)
+/*
+ * HERD threads of one client wait on a held lock; it is then passed along
+ * all of them. With local_handoffs 0 every unlock releases and publishes;
+ * otherwise most unlocks hand the lock straight to the next sleeper.
+ */
+static void run_herd(int local_handoffs)
 {
-    rlock_client *c = h_open(30000, 0);
+    rlock_config cfg;
+    h_config(&cfg);
+    cfg.watchdog_timeout_ms = 30000;
+    cfg.local_handoffs = local_handoffs;
+    rlock_client *c = h_open_config(&cfg);
     const char *name = h_unique_name("herd");
     redisContext *r = h_redis();
     /* static: a failed test may leave the threads running with them. */
     static struct herd h;
     static struct herd_arg args[HERD];
     static pthread_t th[HERD];
-    long long base0, base1, end;
+    long long base0, base1, end, pub0, pubs;
     int i;
-    (void)state;
 
     memset(&h, 0, sizeof h);
     h.lock = h_get(c, name);
@@ -368,32 +376,55 @@ static void test_no_herd(void **state)
     H_WAIT_FOR(script_calls(r) - base0 >= HERD, 5000);
     base1 = wait_quiet(r, 300, 10000);
     assert_int_equal(atomic_load(&h.done), 0);
-    print_message("      %d waiters made %lld script calls before the hand-offs\n", HERD,
-                  base1 - base0);
+    print_message("      local_handoffs %d: %d waiters made %lld script calls before the hand-offs\n",
+                  local_handoffs, HERD, base1 - base0);
 
+    pub0 = h_commandstat_calls(r, "publish");
     H_ASSERT_RC(rlock_unlock(h.lock), RLOCK_OK);
     H_WAIT_FOR(atomic_load(&h.done) == HERD, 30000);
     for (i = 0; i < HERD; i++)
         pthread_join(th[i], NULL);
     end = script_calls(r);
+    pubs = h_commandstat_calls(r, "publish") - pub0;
     for (i = 0; i < HERD; i++) {
         H_ASSERT_RC(h.rc[i], RLOCK_OK);
         H_ASSERT_RC(h.unlock_rc[i], RLOCK_OK);
     }
     assert_int_equal(atomic_load(&h.overlap), 0);
     assert_int_equal(atomic_load(&h.order), HERD);
-    print_message("      %d hand-offs: %lld script calls (%.2f per hand-off; 2 is the minimum)\n",
-                  HERD, end - base1, (double)(end - base1 - 1) / HERD);
-    /* Each hand-off: the winner's acquire and its unlock, plus a little. A
-     * herd (every waiter retrying on every unlock) would be ~HERD/2 more
-     * per hand-off. */
-    H_ASSERT_BETWEEN(end - base1, 2 * HERD + 1, 3 * HERD + 1);
+    print_message("      %d hand-offs: %lld script calls (%.2f per hand-off), %lld unlock messages\n",
+                  HERD, end - base1, (double)(end - base1 - 1) / HERD, pubs);
+    if (local_handoffs == 0) {
+        /* Each hand-off: the winner's acquire and its unlock, plus a little. A
+         * herd (every waiter retrying on every unlock) would be ~HERD/2 more
+         * per hand-off. Every unlock publishes. */
+        H_ASSERT_BETWEEN(end - base1, 2 * HERD + 1, 3 * HERD + 1);
+        assert_int_equal(pubs, HERD + 1);
+    } else {
+        /* A hand-off is one TRANSFER; every (local_handoffs + 1)-th unlock
+         * releases and publishes instead, and one woken waiter acquires. */
+        long long releases = HERD / (local_handoffs + 1) + 1;
+        H_ASSERT_BETWEEN(end - base1, HERD + 1, HERD + 1 + 2 * releases);
+        H_ASSERT_BETWEEN(pubs, 1, releases + 1);
+    }
     assert_int_equal(h_exists(r, name, strlen(name)), 0);
     H_WAIT_FOR(h_numsub(r, name, strlen(name)) == 0, 2000);
 
     rlock_free(h.lock);
     redisFree(r);
     rlock_client_close(c);
+}
+
+static void test_no_herd(void **state)
+{
+    (void)state;
+    run_herd(0);
+}
+
+static void test_no_herd_handoff(void **state)
+{
+    (void)state;
+    run_herd(4);
 }
 
 /* ---- close and cancellation ------------------------------------------ */
@@ -654,6 +685,7 @@ int main(void)
         cmocka_unit_test(test_foreign_holder),
         cmocka_unit_test(test_unbounded_waits),
         cmocka_unit_test(test_no_herd),
+        cmocka_unit_test(test_no_herd_handoff),
         cmocka_unit_test(test_close_wakes_waiters),
         cmocka_unit_test(test_cancel_waiter),
         cmocka_unit_test(test_redis_killed),
