@@ -5,7 +5,11 @@
  * An uncontended lock + unlock is two round trips (ACQUIRE, RELEASE scripts)
  * and nothing else. A contended acquire subscribes to the lock's channel,
  * then alternates "try once" with a sleep bounded by min(lock TTL, time left)
- * that an unlock message cuts short (pubsub.c).
+ * that an unlock message cuts short (pubsub.c). A last unlock that finds a
+ * thread of this client asleep on the lock hands it over with one TRANSFER
+ * script instead (bounded by local_handoffs), and a thread that calls lock
+ * while threads of this client wait queues behind them rather than racing
+ * them (docs/design.md section 4).
  *
  * Threads: application threads only. Every function enters through the call
  * guard (client.c), which validates the handle and disables cancellation
