@@ -352,6 +352,7 @@ static void *lock_thread(void *lock)
 /* A waiter cancelled while offered gives the lock back at once. */
 static void test_handoff_cancel_while_offered(void **state)
 {
+    (void)state;
 #if defined(__SANITIZE_ADDRESS__)
     print_message("      skipped under ASan (false positive on pthread_cancel unwinding "
                   "through pthread_cleanup_push)\n");
@@ -361,7 +362,6 @@ static void test_handoff_cancel_while_offered(void **state)
     pthread_t th;
     void *ret = NULL;
     long long pub0, t0;
-    (void)state;
 
     offered_setup(&o, "handoff-cancel");
     assert_int_equal(pthread_create(&th, NULL, lock_thread, o.lock), 0);
