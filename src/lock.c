@@ -195,6 +195,10 @@ static int retry_until_acquired(rlock__guard *g, waiting *w, int queued, int64_t
 static int wait_and_acquire(rlock__guard *g, rlock *lock, long long lease_ms, uint64_t tid,
                             int queued, int64_t deadline_ms) {
     waiting w = {.lock = lock, .waiter = {.tid = tid, .lease_ms = lease_ms}};
+    /* A hand-off can make us the owner without an attempt of ours: arm the
+     * thread-exit hook (which drops our holds) before that can happen. */
+    if (rlock__thread_watch_exit() != RLOCK_OK)
+        return RLOCK_ENOMEM;
     w.spare = rlock__holds_spare(lock->name, lock->name_len);
     if (w.spare == NULL)
         return RLOCK_ENOMEM;

@@ -174,6 +174,51 @@ static void test_handoff_only_last_hold(void **state)
     rlock_client_close(c);
 }
 
+
+static void *lock_then_exit(void *lock)
+{
+    return (void *)(intptr_t)rlock_lock(lock); /* exits holding it */
+}
+
+/*
+ * A thread that queued (no attempt of its own), got the lock by a hand-off
+ * and exited without unlocking: renewal stops and the lock expires.
+ */
+static void test_handoff_receiver_exits(void **state)
+{
+    rlock_client *c = open_handoffs(900, 4);
+    const char *name = h_unique_name("handoff-exit");
+    redisContext *r = h_redis();
+    rlock *l = h_get(c, name);
+    h_actor *first = h_actor_start();
+    pthread_t th;
+    void *ret = NULL;
+    long long t0;
+    (void)state;
+
+    H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
+    h_actor_post(first, h_op_lock, l);
+    wait_asleep(r, 150);
+    /* Queues behind the first waiter without an attempt of its own. */
+    assert_int_equal(pthread_create(&th, NULL, lock_then_exit, l), 0);
+    h_sleep_ms(30); /* well inside its first sleep (100 ms): no attempt yet */
+    H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
+    H_ASSERT_RC((int)h_actor_wait(first, 5000), RLOCK_OK);
+    H_ASSERT_RC((int)h_actor_call(first, h_op_unlock, l), RLOCK_OK);
+    assert_int_equal(pthread_join(th, &ret), 0);
+    H_ASSERT_RC((int)(intptr_t)ret, RLOCK_OK);
+    H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), 1);
+    t0 = h_now_ms();
+    H_WAIT_FOR(!h_exists(r, name, strlen(name)), 5000);
+    print_message("      the exited receiver's lock expired %lld ms after its thread ended "
+                  "(watchdog timeout 900 ms)\n", h_now_ms() - t0);
+
+    h_actor_stop(first);
+    rlock_free(l);
+    redisFree(r);
+    rlock_client_close(c);
+}
+
 /*
  * Threads of one client take the lock in turn as fast as they can; a waiter
  * of another client must still get it (every local_handoffs + 1-th unlock
@@ -421,6 +466,7 @@ int main(void)
         cmocka_unit_test(test_handoff_watchdog_waiter),
         cmocka_unit_test(test_handoff_lease_waiter),
         cmocka_unit_test(test_handoff_only_last_hold),
+        cmocka_unit_test(test_handoff_receiver_exits),
         cmocka_unit_test(test_handoff_off),
         cmocka_unit_test(test_handoff_bounded),
         cmocka_unit_test(test_handoff_deadline_while_offered),
