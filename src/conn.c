@@ -490,3 +490,36 @@ int rlock__exec_pipeline(rlock_client *c, const rlock__cmd *cmds, int n, redisRe
     }
     return rlock__closing(c) && status != RLOCK_OK ? RLOCK_ECLOSED : status;
 }
+
+rlock__conn *rlock__send_ahead(rlock_client *c, const rlock__cmd *cmd) {
+    rlock__pool *pool = &c->pool;
+    rlock__conn *conn = NULL;
+    int done = 0;
+    pthread_mutex_lock(&pool->mutex);
+    for (int i = 0; i < pool->size && !pool->closing && conn == NULL; i++)
+        if (!pool->slots[i].busy && pool->slots[i].ctx != NULL)
+            conn = &pool->slots[i];
+    if (conn != NULL)
+        conn->busy = 1;
+    pthread_mutex_unlock(&pool->mutex);
+    if (conn == NULL)
+        return NULL;
+    /* An idle slot has nothing buffered: this small write does not block. */
+    if (rlock__append_cmd(conn->ctx, &c->scripts, cmd, 0) == RLOCK_OK)
+        while (!done)
+            if (redisBufferWrite(conn->ctx, &done) != REDIS_OK)
+                break;
+    if (!done) {
+        pool_give(pool, conn, 0);
+        return NULL;
+    }
+    return conn;
+}
+
+int rlock__read_ahead(rlock_client *c, rlock__conn *conn, redisReply **reply) {
+    void *raw = NULL;
+    int status = redisGetReply(conn->ctx, &raw) == REDIS_OK ? RLOCK_OK : RLOCK_EIO;
+    pool_give(&c->pool, conn, status == RLOCK_OK);
+    *reply = raw;
+    return status;
+}

@@ -166,6 +166,17 @@ int rlock__exec(rlock_client *c, const rlock__cmd *cmd, int64_t deadline_ms, red
  */
 int rlock__exec_pipeline(rlock_client *c, const rlock__cmd *cmds, int n, redisReply **replies);
 
+/*
+ * Sending ahead: a thread that knows a command will be needed sends it on an
+ * idle, connected pool slot without waiting (never blocks on the pool or on
+ * connecting; NULL if no such slot or the write failed), and hands the slot
+ * to the thread that reads the reply with rlock__read_ahead, which gives the
+ * slot back. No retries: whoever reads a failure sends the command again
+ * through rlock__exec (every rlock command is safe to re-send).
+ */
+rlock__conn *rlock__send_ahead(rlock_client *c, const rlock__cmd *cmd);
+int rlock__read_ahead(rlock_client *c, rlock__conn *conn, redisReply **reply);
+
 /* ---- scripts.c ------------------------------------------------------------ */
 
 enum {
@@ -290,12 +301,16 @@ enum {
 typedef struct rlock__waiter {
     uint64_t tid;               /* set before join; read-only while joined */
     long long lease_ms;         /* its acquire's lease (or RLOCK_LEASE_WATCHDOG); ditto */
+    const char *name;           /* the lock's name (the handle's); ditto */
+    size_t name_len;
     /* The rest belongs to pubsub.c and is guarded by pubsub.mutex. */
     struct rlock__waiter *next; /* the channel's queue, oldest first */
     rlock__channel *channel;
     pthread_cond_t wakeup;      /* this waiter sleeps here, and only it */
-    int sleeping;               /* in rlock__pubsub_wait: may be offered the lock */
+    int sleeping;               /* asleep and not yet signalled: may be offered the lock */
     int handoff;                /* RLOCK__HANDOFF_* */
+    rlock__conn *ahead;         /* its ACQUIRE, sent ahead by the subscriber thread; the
+                                   waiter reads the reply (rlock__acquire_ahead) */
 } rlock__waiter;
 
 /* An open offer, held by the releasing thread until it settles it. */
@@ -326,17 +341,22 @@ unsigned rlock__pubsub_epoch(rlock_client *c, const rlock__waiter *w);
  * hand-off to w is open it sleeps on regardless of deadline and close. A
  * cancellation point when cancel_state is PTHREAD_CANCEL_ENABLE. Sets
  * *granted when the lock was handed to w (w's thread now holds it in Redis:
- * the caller records the hold). Returns RLOCK_OK or RLOCK_ECLOSED (never
- * with *granted set).
+ * the caller records the hold). Sets *ahead when the unlock message that woke
+ * w came with w's ACQUIRE already sent: the caller reads its reply (always,
+ * even on RLOCK_ECLOSED). Returns RLOCK_OK or RLOCK_ECLOSED (never with
+ * *granted set).
  */
 int rlock__pubsub_wait(rlock_client *c, rlock__waiter *w, unsigned epoch, int64_t deadline_ms,
-                       int cancel_state, int *granted);
+                       int cancel_state, int *granted, rlock__conn **ahead);
 /*
  * Unregisters w. If a hand-off to w is still open (w's thread was cancelled
  * while offered), first waits for it to settle. Returns 1 if w was granted a
- * lock it never claimed: the caller must release it.
+ * lock it never claimed: the caller must release it. *ahead receives an
+ * ACQUIRE sent ahead for w that nobody read (cancelled): the caller reads it.
  */
-int rlock__pubsub_leave(rlock_client *c, rlock__waiter *w);
+int rlock__pubsub_leave(rlock_client *c, rlock__waiter *w, rlock__conn **ahead);
+/* lock.c: sends w's ACQUIRE ahead (subscriber thread, pubsub.mutex held). */
+rlock__conn *rlock__acquire_ahead(rlock_client *c, const rlock__waiter *w);
 /* 1 if threads of this client are waiting on channel. */
 int rlock__pubsub_queued(rlock_client *c, const char *channel, size_t len);
 /*

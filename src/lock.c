@@ -42,21 +42,38 @@ static int parse_acquire(const redisReply *reply, long long *kind, long long *va
     return RLOCK_OK;
 }
 
-/*
- * Sends ACQUIRE with the given expected count. On RLOCK_OK, *kind and *value
- * hold the script's answer.
- */
-static int send_acquire(rlock *lock, const char *lease, size_t lease_len, const char *owner,
-                        size_t owner_len, long long expected, int64_t deadline_ms,
+/* An ACQUIRE command with its argument strings. */
+typedef struct acquire_cmd {
+    char lease[24], owner[RLOCK__OWNER_MAX], expected[24];
+    const char *argv[4];
+    size_t argvlen[4];
+    rlock__cmd cmd;
+} acquire_cmd;
+
+static void acquire_cmd_init(acquire_cmd *a, rlock_client *c, const char *name, size_t name_len,
+                             uint64_t tid, long long lease_ms, long long expected) {
+    long long lease = lease_ms == RLOCK_LEASE_WATCHDOG ? c->settings.watchdog_timeout_ms : lease_ms;
+    a->argv[0] = name;
+    a->argvlen[0] = name_len;
+    a->argv[1] = a->lease;
+    a->argvlen[1] = rlock__fmt_i64(a->lease, lease);
+    a->argv[2] = a->owner;
+    a->argvlen[2] = rlock__owner(c, tid, a->owner);
+    a->argv[3] = a->expected;
+    a->argvlen[3] = rlock__fmt_i64(a->expected, expected);
+    a->cmd = (rlock__cmd){.script = RLOCK__SCRIPT_ACQUIRE, .argc = 4, .nkeys = 1,
+                          .argv = a->argv, .argvlen = a->argvlen};
+}
+
+static void acquire_cmd_expect(acquire_cmd *a, long long expected) {
+    a->argvlen[3] = rlock__fmt_i64(a->expected, expected);
+}
+
+/* Sends ACQUIRE. On RLOCK_OK, *kind and *value hold the script's answer. */
+static int send_acquire(rlock_client *c, const acquire_cmd *a, int64_t deadline_ms,
                         long long *kind, long long *value) {
-    char expected_str[24];
     redisReply *reply = NULL;
-    const char *argv[] = {lock->name, lease, owner, expected_str};
-    size_t argvlen[] = {lock->name_len, lease_len, owner_len,
-                        rlock__fmt_i64(expected_str, expected)};
-    rlock__cmd cmd = {.script = RLOCK__SCRIPT_ACQUIRE, .argc = 4, .nkeys = 1,
-                      .argv = argv, .argvlen = argvlen};
-    int status = rlock__exec(lock->client, &cmd, deadline_ms, &reply, NULL);
+    int status = rlock__exec(c, &a->cmd, deadline_ms, &reply, NULL);
     if (status == RLOCK_OK)
         status = parse_acquire(reply, kind, value);
     if (reply != NULL)
@@ -74,23 +91,21 @@ static int acquire_once(rlock *lock, long long lease_ms, uint64_t tid, int64_t d
                         long long *ttl_ms) {
     rlock_client *c = lock->client;
     int renew = lease_ms == RLOCK_LEASE_WATCHDOG, status = RLOCK_EREDIS;
-    char owner[RLOCK__OWNER_MAX], lease[24];
     long long kind = ACQUIRE_STALE, value = 0;
+    acquire_cmd a;
 
     rlock__hold *spare = rlock__holds_spare(lock->name, lock->name_len);
     if (spare == NULL || rlock__thread_watch_exit() != RLOCK_OK) {
         rlock__free(spare);
         return RLOCK_ENOMEM;
     }
-    size_t lease_len = rlock__fmt_i64(lease, renew ? c->settings.watchdog_timeout_ms : lease_ms);
-    size_t owner_len = rlock__owner(c, tid, owner);
     long long expected = rlock__holds_expected(&c->holds, lock->name, lock->name_len, tid);
+    acquire_cmd_init(&a, c, lock->name, lock->name_len, tid, lease_ms, expected);
     for (int i = 0; i < MAX_REBASES && kind == ACQUIRE_STALE; i++) {
-        status = send_acquire(lock, lease, lease_len, owner, owner_len, expected, deadline_ms,
-                              &kind, &value);
+        status = send_acquire(c, &a, deadline_ms, &kind, &value);
         if (status != RLOCK_OK)
             break;
-        expected = value; /* used only if stale */
+        acquire_cmd_expect(&a, value); /* used only if stale */
     }
     if (status == RLOCK_OK && kind == ACQUIRE_HELD)
         rlock__holds_acquired(&c->holds, lock->name, lock->name_len, tid, value, renew, &spare);
@@ -98,6 +113,36 @@ static int acquire_once(rlock *lock, long long lease_ms, uint64_t tid, int64_t d
         status = kind == ACQUIRE_BUSY ? RLOCK_BUSY : RLOCK_EREDIS;
     *ttl_ms = value;
     rlock__free(spare);
+    return status;
+}
+
+/*
+ * Sends a sleeping waiter's ACQUIRE ahead of its wake-up (the subscriber
+ * thread, on an unlock message). Expected count 0: a waiter holds nothing
+ * it knows of, and any other truth comes back as "stale" and is dealt with
+ * by an ordinary attempt.
+ */
+rlock__conn *rlock__acquire_ahead(rlock_client *c, const rlock__waiter *w) {
+    acquire_cmd a;
+    acquire_cmd_init(&a, c, w->name, w->name_len, w->tid, w->lease_ms, 0);
+    return rlock__send_ahead(c, &a.cmd);
+}
+
+/*
+ * Reads the reply of an ACQUIRE sent ahead. Stores its answer; RLOCK_OK only
+ * for an answer an attempt would act on (held or busy), else the caller makes
+ * an ordinary attempt (a re-send is always safe).
+ */
+static int read_acquire_ahead(rlock_client *c, rlock__conn *ahead, long long *kind,
+                              long long *value) {
+    redisReply *reply = NULL;
+    int status = rlock__read_ahead(c, ahead, &reply);
+    if (status == RLOCK_OK)
+        status = parse_acquire(reply, kind, value); /* NOSCRIPT, errors: not parsed */
+    if (status == RLOCK_OK && *kind != ACQUIRE_HELD && *kind != ACQUIRE_BUSY)
+        status = RLOCK_EREDIS;
+    if (reply != NULL)
+        freeReplyObject(reply);
     return status;
 }
 
@@ -123,13 +168,23 @@ typedef struct waiting {
     rlock__hold *spare;         /* owned: records a handed-over hold without allocating */
 } waiting;
 
+/*
+ * Leaves the channel. A cancelled waiter may leave holding a lock it never
+ * returned to its caller (handed over, or taken by its ACQUIRE sent ahead):
+ * it gives that back at once rather than leave it held for a whole lease.
+ */
 static void stop_waiting(void *arg) {
     waiting *w = arg;
     rlock_client *c = w->lock->client;
+    rlock__conn *ahead = NULL;
+    long long kind, value;
     int ignored;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &ignored); /* already so, unless cancelled */
-    if (rlock__pubsub_leave(c, &w->waiter)) {
-        /* Cancelled while the lock was being handed to us: give it back. */
+    int unclaimed = rlock__pubsub_leave(c, &w->waiter, &ahead);
+    if (ahead != NULL && read_acquire_ahead(c, ahead, &kind, &value) == RLOCK_OK &&
+        kind == ACQUIRE_HELD)
+        unclaimed = 1;
+    if (unclaimed) {
         char owner[RLOCK__OWNER_MAX];
         redisReply *reply = NULL;
         size_t owner_len = rlock__owner(c, w->waiter.tid, owner);
@@ -158,29 +213,45 @@ static int64_t sleep_until(long long ttl_ms, int64_t deadline_ms) {
  */
 #define QUEUED_FIRST_SLEEP_MS 100
 
+/* Records a hold the waiter got without an attempt of its own. */
+static int took_over(waiting *w, long long count) {
+    rlock *lock = w->lock;
+    rlock__holds_acquired(&lock->client->holds, lock->name, lock->name_len, w->waiter.tid, count,
+                          w->waiter.lease_ms == RLOCK_LEASE_WATCHDOG, &w->spare);
+    return RLOCK_OK;
+}
+
 /*
- * Alternates attempts with sleeps until acquired (by an attempt, or handed
- * over by a releasing thread of this client), an error, or the deadline.
- * With queued set the first attempt is skipped: the thread sleeps first.
+ * Alternates attempts with sleeps until acquired (by an attempt, by an
+ * ACQUIRE the subscriber thread sent ahead, or handed over by a releasing
+ * thread of this client), an error, or the deadline. With queued set the
+ * first attempt is skipped: the thread sleeps first.
  */
 static int retry_until_acquired(rlock__guard *g, waiting *w, int queued, int64_t deadline_ms) {
     rlock *lock = w->lock;
     rlock_client *c = lock->client;
-    long long ttl_ms = QUEUED_FIRST_SLEEP_MS;
+    long long ttl_ms = QUEUED_FIRST_SLEEP_MS, kind, value;
+    int attempt = !queued;
+    unsigned epoch = rlock__pubsub_epoch(c, &w->waiter);
     for (;;) {
         int granted = 0, status = RLOCK_BUSY;
-        unsigned epoch = rlock__pubsub_epoch(c, &w->waiter);
-        if (!queued)
+        rlock__conn *ahead = NULL;
+        if (attempt) {
+            epoch = rlock__pubsub_epoch(c, &w->waiter);
             status = acquire_once(lock, w->waiter.lease_ms, w->waiter.tid, deadline_ms, &ttl_ms);
-        queued = 0;
+        }
         if (status != RLOCK_BUSY || rlock__now_ms() >= deadline_ms)
             return status;
         status = rlock__pubsub_wait(c, &w->waiter, epoch, sleep_until(ttl_ms, deadline_ms),
-                                    g->cancel_state, &granted);
-        if (granted) {
-            rlock__holds_acquired(&c->holds, lock->name, lock->name_len, w->waiter.tid, 1,
-                                  w->waiter.lease_ms == RLOCK_LEASE_WATCHDOG, &w->spare);
-            return RLOCK_OK;
+                                    g->cancel_state, &granted, &ahead);
+        if (granted)
+            return took_over(w, 1);
+        attempt = 1;
+        if (ahead != NULL && read_acquire_ahead(c, ahead, &kind, &value) == RLOCK_OK) {
+            if (kind == ACQUIRE_HELD)
+                return took_over(w, value);
+            ttl_ms = value; /* busy: that answer was this round's attempt */
+            attempt = 0;
         }
         if (status != RLOCK_OK)
             return status;
@@ -194,7 +265,9 @@ static int retry_until_acquired(rlock__guard *g, waiting *w, int queued, int64_t
  */
 static int wait_and_acquire(rlock__guard *g, rlock *lock, long long lease_ms, uint64_t tid,
                             int queued, int64_t deadline_ms) {
-    waiting w = {.lock = lock, .waiter = {.tid = tid, .lease_ms = lease_ms}};
+    waiting w = {.lock = lock,
+                 .waiter = {.tid = tid, .lease_ms = lease_ms, .name = lock->name,
+                            .name_len = lock->name_len}};
     /* A hand-off can make us the owner without an attempt of ours: arm the
      * thread-exit hook (which drops our holds) before that can happen. */
     if (rlock__thread_watch_exit() != RLOCK_OK)

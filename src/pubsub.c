@@ -131,13 +131,27 @@ static void wake_all(rlock__channel *ch) {
         pthread_cond_signal(&w->wakeup);
 }
 
-/* Wakes the oldest waiter free to take a permit, if one sleeps. */
-static void wake_one(rlock__channel *ch) {
+/* The oldest waiter asleep and free to take a permit, or NULL. */
+static rlock__waiter *first_sleeper(rlock__channel *ch) {
     for (rlock__waiter *w = ch->queue; w != NULL; w = w->next)
-        if (w->sleeping && w->handoff == RLOCK__HANDOFF_NONE) {
-            pthread_cond_signal(&w->wakeup);
-            return;
-        }
+        if (w->sleeping && w->handoff == RLOCK__HANDOFF_NONE)
+            return w;
+    return NULL;
+}
+
+/*
+ * Wakes w for a permit. It no longer counts as asleep, so the next permit
+ * wakes the next sleeper and no hand-off is offered to it.
+ */
+static void wake(rlock__waiter *w) {
+    w->sleeping = 0;
+    pthread_cond_signal(&w->wakeup);
+}
+
+static void wake_one(rlock__channel *ch) {
+    rlock__waiter *w = first_sleeper(ch);
+    if (w != NULL)
+        wake(w);
 }
 
 /* Makes every waiter retry now (after a reconnect or a resubscription). */
@@ -191,7 +205,11 @@ static int send_changes(rlock__pubsub *ps, subscriber *s) {
     return RLOCK_OK;
 }
 
-static void on_message(rlock__channel *ch, const redisReply *payload) {
+/*
+ * An unlock message. The sleeper it wakes gets its ACQUIRE sent ahead, so
+ * the round trip runs while the thread is being scheduled, instead of after.
+ */
+static void on_message(rlock_client *c, rlock__channel *ch, const redisReply *payload) {
     if (ch->waiters == 0)
         return;
     if (payload->type == REDIS_REPLY_STRING && payload->len == 1 && payload->str[0] == '1') {
@@ -199,11 +217,15 @@ static void on_message(rlock__channel *ch, const redisReply *payload) {
         wake_all(ch);
     } else if (ch->permits < ch->waiters) {
         ch->permits++;
-        wake_one(ch);
+        rlock__waiter *w = first_sleeper(ch);
+        if (w == NULL)
+            return;
+        w->ahead = rlock__acquire_ahead(c, w);
+        wake(w);
     }
 }
 
-static void on_reply(rlock__pubsub *ps, const redisReply *r) {
+static void on_reply(rlock_client *c, rlock__pubsub *ps, const redisReply *r) {
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
         r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING)
         return;
@@ -212,7 +234,7 @@ static void on_reply(rlock__pubsub *ps, const redisReply *r) {
     if (ch == NULL)
         return;
     if (strcmp(kind, "message") == 0) {
-        on_message(ch, r->element[2]);
+        on_message(c, ch, r->element[2]);
         return;
     }
     if (strcmp(kind, "subscribe") != 0 && strcmp(kind, "unsubscribe") != 0)
@@ -232,7 +254,7 @@ static int read_replies(rlock__pubsub *ps, subscriber *s) {
             return RLOCK_EIO;
         if (raw == NULL)
             return RLOCK_OK;
-        on_reply(ps, raw);
+        on_reply(s->client, ps, raw);
         freeReplyObject(raw);
     }
 }
@@ -338,6 +360,7 @@ int rlock__pubsub_join(rlock_client *c, const char *channel, size_t len, int64_t
     w->channel = NULL;
     w->sleeping = 0;
     w->handoff = RLOCK__HANDOFF_NONE;
+    w->ahead = NULL;
     if (rlock__cond_init(&w->wakeup) != 0)
         return RLOCK_ENOMEM;
     pthread_mutex_lock(&ps->mutex);
@@ -408,26 +431,30 @@ unsigned rlock__pubsub_epoch(rlock_client *c, const rlock__waiter *w) {
 static int should_wake(const rlock__pubsub *ps, const rlock__waiter *w, unsigned epoch) {
     if (w->handoff == RLOCK__HANDOFF_OFFERED)
         return 0; /* the offer's outcome must reach us: nothing else counts */
-    return w->handoff != RLOCK__HANDOFF_NONE || w->channel->permits > 0 ||
+    return w->handoff != RLOCK__HANDOFF_NONE || w->ahead != NULL || w->channel->permits > 0 ||
            w->channel->epoch != epoch || ps->stop;
 }
 
 int rlock__pubsub_wait(rlock_client *c, rlock__waiter *w, unsigned epoch, int64_t deadline_ms,
-                       int cancel_state, int *granted) {
+                       int cancel_state, int *granted, rlock__conn **ahead) {
     rlock__pubsub *ps = &c->pubsub;
     rlock__channel *ch = w->channel;
     int status = RLOCK_OK;
 
     *granted = 0;
     pthread_mutex_lock(&ps->mutex);
-    w->sleeping = 1;
     while (!should_wake(ps, w, epoch)) {
+        /* Again on every round: a wake-up whose permit another waiter took
+         * must leave us a sleeper, to be woken by the next one. */
+        w->sleeping = 1;
         int64_t until = w->handoff == RLOCK__HANDOFF_OFFERED ? RLOCK__NO_DEADLINE : deadline_ms;
         if (cancellable_wait(&w->wakeup, &ps->mutex, until, cancel_state) == ETIMEDOUT &&
             w->handoff == RLOCK__HANDOFF_NONE)
             break;
     }
     w->sleeping = 0;
+    *ahead = w->ahead;
+    w->ahead = NULL;
     if (w->handoff == RLOCK__HANDOFF_GRANTED)
         *granted = 1;
     else if (w->handoff == RLOCK__HANDOFF_NONE && ch->permits > 0)
@@ -439,7 +466,7 @@ int rlock__pubsub_wait(rlock_client *c, rlock__waiter *w, unsigned epoch, int64_
     return status;
 }
 
-int rlock__pubsub_leave(rlock_client *c, rlock__waiter *w) {
+int rlock__pubsub_leave(rlock_client *c, rlock__waiter *w, rlock__conn **ahead) {
     rlock__pubsub *ps = &c->pubsub;
     rlock__channel *ch = w->channel;
     pthread_mutex_lock(&ps->mutex);
@@ -447,6 +474,8 @@ int rlock__pubsub_leave(rlock_client *c, rlock__waiter *w) {
     while (w->handoff == RLOCK__HANDOFF_OFFERED)
         pthread_cond_wait(&w->wakeup, &ps->mutex);
     int unclaimed = w->handoff == RLOCK__HANDOFF_GRANTED;
+    *ahead = w->ahead;
+    w->ahead = NULL;
     dequeue(ch, w);
     ch->waiters--;
     if (ch->permits > ch->waiters)

@@ -220,6 +220,61 @@ static void test_wake_other_client(void **state)
     wake_by_unlock(0, 1);
 }
 
+/*
+ * The unlock message's wake-up comes with the waiter's ACQUIRE already sent
+ * by the subscriber thread: one script per wake-up, none after it. With the
+ * script cache flushed, that early EVALSHA gets NOSCRIPT and the waiter falls
+ * back to an ordinary attempt (EVAL), still acquiring at once.
+ */
+static void test_wake_sends_acquire_ahead(void **state)
+{
+    rlock_client *c = h_open(30000, 0);
+    const char *name = h_unique_name("ahead");
+    rlock *l = h_get(c, name);
+    redisContext *r = h_redis();
+    h_actor *waiter = h_actor_start();
+    static struct h_try t; /* may outlive a failed test */
+    long long scripts0, evals0, t0;
+    int round;
+    (void)state;
+
+    t.lock = l;
+    t.wait_ms = H_MS(20000);
+    t.lease_ms = -1;
+    for (round = 0; round < 2; round++) {
+        int flush = round == 1;
+        foreign_lock(r, name, 30000);
+        h_actor_post(waiter, h_op_try_lock, &t);
+        H_WAIT_FOR(h_numsub(r, name, strlen(name)) >= 1, 2000);
+        wait_quiet(r, 100, 5000);
+        if (flush)
+            h_cmd_ok(r, "SCRIPT FLUSH");
+        scripts0 = script_calls(r);
+        evals0 = h_commandstat_calls(r, "eval");
+        t0 = h_now_ms();
+        foreign_unlock(r, name);
+        H_ASSERT_RC((int)h_actor_wait(waiter, 5000), RLOCK_OK);
+        print_message("      %s: acquired %lld ms after the unlock message, %lld script calls\n",
+                      flush ? "scripts flushed" : "normal", h_actor_finished_ms(waiter) - t0,
+                      script_calls(r) - scripts0);
+        H_ASSERT_BETWEEN(h_actor_finished_ms(waiter) - t0, 0, H_MS(100));
+        H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), 1);
+        if (flush) { /* EVALSHA ahead: NOSCRIPT; the attempt's EVALSHA: NOSCRIPT; EVAL */
+            H_ASSERT_BETWEEN(script_calls(r) - scripts0, 3, 3);
+            H_ASSERT_BETWEEN(h_commandstat_calls(r, "eval") - evals0, 1, 1);
+        } else {
+            H_ASSERT_BETWEEN(script_calls(r) - scripts0, 1, 1);
+        }
+        H_ASSERT_RC((int)h_actor_call(waiter, h_op_unlock, l), RLOCK_OK);
+        assert_int_equal(h_exists(r, name, strlen(name)), 0);
+    }
+
+    h_actor_stop(waiter);
+    rlock_free(l);
+    redisFree(r);
+    rlock_client_close(c);
+}
+
 /* A Redisson-style holder: BUSY, then its DEL + PUBLISH wakes our waiter. */
 static void foreign_holder(const char *name)
 {
@@ -683,6 +738,7 @@ int main(void)
         cmocka_unit_test(test_wake_same_client),
         cmocka_unit_test(test_wake_other_client),
         cmocka_unit_test(test_foreign_holder),
+        cmocka_unit_test(test_wake_sends_acquire_ahead),
         cmocka_unit_test(test_unbounded_waits),
         cmocka_unit_test(test_no_herd),
         cmocka_unit_test(test_no_herd_handoff),
