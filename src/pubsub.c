@@ -14,7 +14,9 @@
  * attempt and its sleep is not lost. A waiter does not retry until its
  * subscription is confirmed (or a short bound passes), so an unlock published
  * after that cannot be missed. Each waiter sleeps on its own condition
- * variable, so exactly the chosen one wakes.
+ * variable, so exactly the chosen one wakes, and it finds its ACQUIRE already
+ * sent on a pooled connection (lock.c reads the reply), so the round trip
+ * overlaps its wake-up.
  *
  * Hand-offs (lock.c): a thread about to release a lock may offer it to the
  * oldest sleeping waiter of the channel (rlock__pubsub_offer). From then on
