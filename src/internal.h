@@ -357,14 +357,14 @@ int rlock__pubsub_wait(rlock_client *c, rlock__waiter *w, unsigned epoch, int64_
 int rlock__pubsub_leave(rlock_client *c, rlock__waiter *w, rlock__conn **ahead);
 /* lock.c: sends w's ACQUIRE ahead (subscriber thread, pubsub.mutex held). */
 rlock__conn *rlock__acquire_ahead(rlock_client *c, const rlock__waiter *w);
-/* 1 if threads of this client are waiting on channel. */
-int rlock__pubsub_queued(rlock_client *c, const char *channel, size_t len);
+/* 1 if threads of this client wait for lock (on a confirmed subscription). */
+int rlock__pubsub_queued(rlock_client *c, const rlock *lock);
 /*
- * Picks the oldest sleeping waiter of channel for a hand-off, unless none
+ * Picks the oldest sleeping waiter for lock for a hand-off, unless none
  * sleeps or local_handoffs offers in a row have been made (then this unlock
  * must release to everybody). Returns 1 with *offer filled, else 0.
  */
-int rlock__pubsub_offer(rlock_client *c, const char *channel, size_t len, rlock__offer *offer);
+int rlock__pubsub_offer(rlock_client *c, const rlock *lock, rlock__offer *offer);
 /* Tells the offered waiter the outcome and wakes it. */
 void rlock__pubsub_settle(rlock_client *c, const rlock__offer *offer, int granted);
 /* Frees the channels and the pipe once the thread is stopped and no call is left. */

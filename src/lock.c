@@ -298,7 +298,7 @@ static int wait_and_acquire(rlock__guard *g, rlock *lock, long long lease_ms, ui
  */
 static int should_queue(rlock *lock, long long wait_ms, uint64_t tid) {
     rlock_client *c = lock->client;
-    return wait_ms != 0 && rlock__pubsub_queued(c, lock->channel, lock->channel_len) &&
+    return wait_ms != 0 && rlock__pubsub_queued(c, lock) &&
            rlock__holds_expected(&c->holds, lock->name, lock->name_len, tid) == 0;
 }
 
@@ -424,7 +424,7 @@ int rlock_unlock(rlock *lock) {
     long long remaining;
     int granted = 0;
     int offered = expected == 1 &&
-                  rlock__pubsub_offer(c, lock->channel, lock->channel_len, &offer);
+                  rlock__pubsub_offer(c, lock, &offer);
     rlock__holds_begin_release(&c->holds, lock->name, lock->name_len, tid);
     if (offered)
         status = hand_over(lock, owner, owner_len, &offer, &remaining, &granted);

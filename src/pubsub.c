@@ -218,12 +218,20 @@ static void on_message(rlock_client *c, rlock__channel *ch, const redisReply *pa
         ch->permits = ch->waiters; /* read unlock: everybody may try */
         wake_all(ch);
     } else if (ch->permits < ch->waiters) {
-        ch->permits++;
         rlock__waiter *w = first_sleeper(ch);
-        if (w == NULL)
+        /*
+         * The ACQUIRE sent ahead *is* the attempt this message allows, made
+         * now: it takes no permit, so a message arriving before the waiter
+         * runs adds one and makes it try again (its early attempt may have
+         * run before that unlock).
+         */
+        if (w != NULL && (w->ahead = rlock__acquire_ahead(c, w)) != NULL) {
+            wake(w);
             return;
-        w->ahead = rlock__acquire_ahead(c, w);
-        wake(w);
+        }
+        ch->permits++;
+        if (w != NULL)
+            wake(w);
     }
 }
 
@@ -403,20 +411,30 @@ out:
     return status;
 }
 
-static void unlock_on_cancel(void *mutex) {
-    pthread_mutex_unlock(mutex);
+typedef struct sleeper {
+    rlock__pubsub *ps;
+    rlock__waiter *w;
+} sleeper;
+
+/* A cancelled sleeper is no sleeper: no permit or hand-off goes its way. */
+static void unlock_on_cancel(void *arg) {
+    sleeper *s = arg;
+    s->w->sleeping = 0;
+    pthread_mutex_unlock(&s->ps->mutex);
 }
 
 /*
- * pthread_cond_timedwait as a cancellation point (when the caller's state
- * allows it): a cancelled thread unwinds with the mutex released.
+ * Sleeps on w's condition variable (pubsub.mutex held), a cancellation point
+ * when the caller's state allows it: a cancelled thread unwinds with the
+ * mutex released.
  */
-static int cancellable_wait(pthread_cond_t *cond, pthread_mutex_t *mutex, int64_t deadline_ms,
+static int cancellable_wait(rlock__pubsub *ps, rlock__waiter *w, int64_t deadline_ms,
                             int cancel_state) {
+    sleeper s = {ps, w};
     int rc, ignored;
-    pthread_cleanup_push(unlock_on_cancel, mutex);
+    pthread_cleanup_push(unlock_on_cancel, &s);
     pthread_setcancelstate(cancel_state, &ignored);
-    rc = rlock__cond_wait_until(cond, mutex, deadline_ms);
+    rc = rlock__cond_wait_until(&w->wakeup, &ps->mutex, deadline_ms);
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &ignored);
     pthread_cleanup_pop(0);
     return rc;
@@ -450,7 +468,7 @@ int rlock__pubsub_wait(rlock_client *c, rlock__waiter *w, unsigned epoch, int64_
          * must leave us a sleeper, to be woken by the next one. */
         w->sleeping = 1;
         int64_t until = w->handoff == RLOCK__HANDOFF_OFFERED ? RLOCK__NO_DEADLINE : deadline_ms;
-        if (cancellable_wait(&w->wakeup, &ps->mutex, until, cancel_state) == ETIMEDOUT &&
+        if (cancellable_wait(ps, w, until, cancel_state) == ETIMEDOUT &&
             w->handoff == RLOCK__HANDOFF_NONE)
             break;
     }
@@ -459,7 +477,7 @@ int rlock__pubsub_wait(rlock_client *c, rlock__waiter *w, unsigned epoch, int64_
     w->ahead = NULL;
     if (w->handoff == RLOCK__HANDOFF_GRANTED)
         *granted = 1;
-    else if (w->handoff == RLOCK__HANDOFF_NONE && ch->permits > 0)
+    else if (w->handoff == RLOCK__HANDOFF_NONE && *ahead == NULL && ch->permits > 0)
         ch->permits--;
     w->handoff = RLOCK__HANDOFF_NONE; /* declined: simply try again */
     if (ps->stop && !*granted)
@@ -480,6 +498,8 @@ int rlock__pubsub_leave(rlock_client *c, rlock__waiter *w, rlock__conn **ahead) 
     w->ahead = NULL;
     dequeue(ch, w);
     ch->waiters--;
+    if (*ahead != NULL) /* a cancelled waiter's unused wake-up: pass it on */
+        ch->permits++;
     if (ch->permits > ch->waiters)
         ch->permits = ch->waiters;
     if (ch->permits > 0) /* e.g. a cancelled waiter's: let another sleeper use it */
@@ -495,26 +515,40 @@ int rlock__pubsub_leave(rlock_client *c, rlock__waiter *w, rlock__conn **ahead) 
 
 /* ---- hand-offs (a releasing application thread) ------------------------- */
 
-int rlock__pubsub_queued(rlock_client *c, const char *channel, size_t len) {
+/*
+ * Waiters are matched by lock name, not only by channel: Redisson's naming
+ * gives locks "a" and "{a}" the same channel, and a hand-off must never
+ * cross from one to the other.
+ */
+static int waits_for(const rlock__waiter *w, const rlock *lock) {
+    return w->name_len == lock->name_len && memcmp(w->name, lock->name, lock->name_len) == 0;
+}
+
+int rlock__pubsub_queued(rlock_client *c, const rlock *lock) {
     rlock__pubsub *ps = &c->pubsub;
+    int queued = 0;
     pthread_mutex_lock(&ps->mutex);
-    rlock__channel *ch = ps->channels == NULL ? NULL : find_channel(ps, channel, len);
-    int queued = ch != NULL && ch->waiters > 0;
+    rlock__channel *ch =
+        ps->channels == NULL ? NULL : find_channel(ps, lock->channel, lock->channel_len);
+    /* Unconfirmed (subscriber down): joining would wait; better try first. */
+    for (rlock__waiter *w = ch != NULL && ch->confirmed ? ch->queue : NULL; w && !queued;
+         w = w->next)
+        queued = waits_for(w, lock);
     pthread_mutex_unlock(&ps->mutex);
     return queued;
 }
 
-int rlock__pubsub_offer(rlock_client *c, const char *channel, size_t len, rlock__offer *offer) {
+int rlock__pubsub_offer(rlock_client *c, const rlock *lock, rlock__offer *offer) {
     rlock__pubsub *ps = &c->pubsub;
     int max_in_row = c->settings.local_handoffs, offered = 0;
     if (max_in_row == 0)
         return 0;
     pthread_mutex_lock(&ps->mutex);
-    rlock__channel *ch = ps->stop ? NULL : find_channel(ps, channel, len);
+    rlock__channel *ch = ps->stop ? NULL : find_channel(ps, lock->channel, lock->channel_len);
     if (ch == NULL)
         goto out;
     rlock__waiter *w = ch->queue;
-    while (w != NULL && !(w->sleeping && w->handoff == RLOCK__HANDOFF_NONE))
+    while (w != NULL && !(w->sleeping && w->handoff == RLOCK__HANDOFF_NONE && waits_for(w, lock)))
         w = w->next;
     if (w == NULL || ch->handoffs_in_row >= max_in_row) {
         ch->handoffs_in_row = 0; /* this unlock releases to everybody */

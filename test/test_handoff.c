@@ -220,6 +220,59 @@ static void test_handoff_receiver_exits(void **state)
 }
 
 /*
+ * Locks "X" and "{X}" share one channel (Redisson's naming). A waiter for
+ * "{X}" must never be handed "X", nor queue "X" callers behind it.
+ */
+static void test_handoff_same_channel_other_lock(void **state)
+{
+    rlock_client *c = open_handoffs(30000, 4);
+    const char *name = h_unique_name("handoff-chan");
+    char braced[256];
+    redisContext *r = h_redis();
+    h_actor *waiter = h_actor_start();
+    rlock *la, *lb;
+    size_t clen_a, clen_b;
+    char *ca, *cb;
+    (void)state;
+
+    snprintf(braced, sizeof braced, "{%s}", name);
+    ca = h_channel(name, strlen(name), &clen_a);
+    cb = h_channel(braced, strlen(braced), &clen_b);
+    assert_true(clen_a == clen_b && memcmp(ca, cb, clen_a) == 0);
+    la = h_get(c, name);
+    lb = h_get(c, braced);
+    h_cmd_ok(r, "HSET %s other-owner:1 1", braced);
+    h_cmd_ok(r, "PEXPIRE %s 30000", braced);
+
+    H_ASSERT_RC(rlock_lock(la), RLOCK_OK);
+    h_actor_post(waiter, h_op_lock, lb);
+    wait_asleep(r, 200);
+    /* Not queued behind the "{X}" waiter: re-entry and a second thread work as usual. */
+    H_ASSERT_RC(rlock_unlock(la), RLOCK_OK);
+    assert_int_equal(h_exists(r, name, strlen(name)), 0);
+    h_sleep_ms(200);
+    assert_false(h_actor_done(waiter));
+    assert_int_equal(h_cmd_int(r, "HEXISTS %s other-owner:1", braced), 1);
+    H_ASSERT_RC(rlock_try_lock(la, 1000, -1), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(la), RLOCK_OK);
+    assert_false(h_actor_done(waiter));
+
+    h_cmd_ok(r, "DEL %s", braced);
+    h_cmd_ok(r, "PUBLISH %b 0", cb, clen_b);
+    H_ASSERT_RC((int)h_actor_wait(waiter, 5000), RLOCK_OK);
+    H_ASSERT_LOCK_IS(r, braced, rlock_client_id(c), 1);
+    H_ASSERT_RC((int)h_actor_call(waiter, h_op_unlock, lb), RLOCK_OK);
+
+    free(ca);
+    free(cb);
+    h_actor_stop(waiter);
+    rlock_free(la);
+    rlock_free(lb);
+    redisFree(r);
+    rlock_client_close(c);
+}
+
+/*
  * Threads of one client take the lock in turn as fast as they can; a waiter
  * of another client must still get it (every local_handoffs + 1-th unlock
  * publishes), and with local_handoffs 0 every unlock publishes.
@@ -467,6 +520,7 @@ int main(void)
         cmocka_unit_test(test_handoff_lease_waiter),
         cmocka_unit_test(test_handoff_only_last_hold),
         cmocka_unit_test(test_handoff_receiver_exits),
+        cmocka_unit_test(test_handoff_same_channel_other_lock),
         cmocka_unit_test(test_handoff_off),
         cmocka_unit_test(test_handoff_bounded),
         cmocka_unit_test(test_handoff_deadline_while_offered),
