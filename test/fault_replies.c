@@ -315,6 +315,75 @@ static void test_lost_reply_release(void **state)
     redisFree(r);
 }
 
+/* Until no script has run for quiet_ms: the waiter is asleep. */
+static void wait_scripts_quiet(redisContext *r, long long quiet_ms)
+{
+    long long last = -1, since = h_now_ms(), deadline = h_now_ms() + h_scaled(10000);
+    for (;;) {
+        long long v = h_commandstat_calls(r, "evalsha") + h_commandstat_calls(r, "eval");
+        if (v != last) {
+            last = v;
+            since = h_now_ms();
+        } else if (h_now_ms() - since >= quiet_ms) {
+            return;
+        }
+        if (h_now_ms() > deadline)
+            H_FAIL("the waiter never went to sleep");
+        h_sleep_ms(10);
+    }
+}
+
+/*
+ * An in-process hand-off (TRANSFER) whose reply is lost. With retries the
+ * re-send finds the waiter at count 1 and reports success; without, the
+ * unlock returns RLOCK_EIO and the waiter's own attempt adopts the hold the
+ * TRANSFER gave it. Either way: one owner (the waiter, count 1), nothing
+ * published, the waiter returns RLOCK_OK.
+ */
+static void lost_transfer(int retries)
+{
+    h_proxy *px = h_proxy_start(h_server_port(srv));
+    redisContext *r = h_server_redis(srv);
+    rlock_client *c = open_client(h_proxy_url(px), 30000, H_MS(1000), retries);
+    const char *name = h_unique_name(retries ? "lost-xfer3" : "lost-xfer0");
+    rlock *l = h_get(c, name);
+    h_actor *waiter = h_actor_start();
+    long long pub0;
+    int rc;
+
+    H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
+    h_actor_post(waiter, h_op_lock, l);
+    wait_scripts_quiet(r, 200);
+    pub0 = h_commandstat_calls(r, "publish");
+    h_proxy_drop_replies(px, 1);
+    rc = rlock_unlock(l);
+    H_ASSERT_RC(rc, retries ? RLOCK_OK : RLOCK_EIO);
+    H_ASSERT_RC((int)h_actor_wait(waiter, 5000), RLOCK_OK);
+    H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), 1);
+    assert_int_equal(h_actor_call(waiter, h_op_is_held, l), 1);
+    assert_int_equal(h_commandstat_calls(r, "publish") - pub0, 0);
+    /* The old holder holds nothing; the new one releases normally. */
+    H_ASSERT_RC(rlock_unlock(l), RLOCK_ENOTOWNER);
+    H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), 1);
+    H_ASSERT_RC((int)h_actor_call(waiter, h_op_unlock, l), RLOCK_OK);
+    assert_int_equal(h_exists(r, name, strlen(name)), 0);
+    printf("hand-off reply dropped, %d re-sends: unlock %s, waiter RLOCK_OK holding count 1, "
+           "0 messages published\n", retries, rlock_status_name(rc));
+
+    h_actor_stop(waiter);
+    rlock_free(l);
+    rlock_client_close(c);
+    h_proxy_stop(px);
+    redisFree(r);
+}
+
+static void test_lost_reply_transfer(void **state)
+{
+    (void)state;
+    lost_transfer(3);
+    lost_transfer(0);
+}
+
 /* Waits for the PTTL of name to jump up (a renewal just ran). */
 static void wait_renewal(redisContext *r, const char *name, long long timeout_ms)
 {
@@ -528,6 +597,7 @@ int main(void)
         cmocka_unit_test(test_client_pause_sweep),
         cmocka_unit_test(test_lost_reply_acquire),
         cmocka_unit_test(test_lost_reply_release),
+        cmocka_unit_test(test_lost_reply_transfer),
         cmocka_unit_test(test_lost_reply_reentrant),
         cmocka_unit_test(test_pubsub_killed),
     };
