@@ -315,24 +315,6 @@ static void test_lost_reply_release(void **state)
     redisFree(r);
 }
 
-/* Until no script has run for quiet_ms: the waiter is asleep. */
-static void wait_scripts_quiet(redisContext *r, long long quiet_ms)
-{
-    long long last = -1, since = h_now_ms(), deadline = h_now_ms() + h_scaled(10000);
-    for (;;) {
-        long long v = h_commandstat_calls(r, "evalsha") + h_commandstat_calls(r, "eval");
-        if (v != last) {
-            last = v;
-            since = h_now_ms();
-        } else if (h_now_ms() - since >= quiet_ms) {
-            return;
-        }
-        if (h_now_ms() > deadline)
-            H_FAIL("the waiter never went to sleep");
-        h_sleep_ms(10);
-    }
-}
-
 /*
  * An in-process hand-off (TRANSFER) whose reply is lost. With retries the
  * re-send finds the waiter at count 1 and reports success; without, the
@@ -353,7 +335,7 @@ static void lost_transfer(int retries)
 
     H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
     h_actor_post(waiter, h_op_lock, l);
-    wait_scripts_quiet(r, 200);
+    h_scripts_quiet(r, 200, 10000);
     pub0 = h_commandstat_calls(r, "publish");
     h_proxy_drop_replies(px, 1);
     rc = rlock_unlock(l);

@@ -482,6 +482,30 @@ long long h_commandstat_calls(redisContext *c, const char *cmd)
     return calls;
 }
 
+long long h_script_calls(redisContext *c)
+{
+    return h_commandstat_calls(c, "evalsha") + h_commandstat_calls(c, "eval");
+}
+
+long long h_scripts_quiet(redisContext *c, long long quiet_ms, long long timeout_ms)
+{
+    long long deadline = h_now_ms() + h_scaled(timeout_ms);
+    long long last = h_script_calls(c), since = h_now_ms();
+    for (;;) {
+        long long v;
+        h_sleep_ms(10);
+        v = h_script_calls(c);
+        if (v != last) {
+            last = v;
+            since = h_now_ms();
+        } else if (h_now_ms() - since >= quiet_ms) {
+            return v;
+        }
+        if (h_now_ms() > deadline)
+            H_FAIL("waiters never went quiet: %lld script calls and counting", v);
+    }
+}
+
 redisContext *h_sub_open(const char *url, const char *name, size_t len)
 {
     redisContext *c = h_redis_url(url);

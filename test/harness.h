@@ -183,6 +183,14 @@ long long h_numsub(redisContext *c, const char *name, size_t len);
 
 /* calls=N of "cmdstat_<cmd>" in INFO commandstats (0 if absent). */
 long long h_commandstat_calls(redisContext *c, const char *cmd);
+/* Script calls so far (EVALSHA + EVAL). */
+long long h_script_calls(redisContext *c);
+/*
+ * Waits until no script has run for quiet_ms (every waiter has made its
+ * attempts and sleeps). Fails the test if that does not happen within
+ * timeout_ms (scaled). Returns the script call count.
+ */
+long long h_scripts_quiet(redisContext *c, long long quiet_ms, long long timeout_ms);
 
 /*
  * A raw subscriber on a lock's channel. h_sub_read() waits up to timeout_ms

@@ -49,26 +49,13 @@ static long long publishes(redisContext *r)
 
 static long long scripts(redisContext *r)
 {
-    return h_commandstat_calls(r, "evalsha") + h_commandstat_calls(r, "eval");
+    return h_script_calls(r);
 }
 
-/* Waits until the actor's call has slept for a while (no script for quiet_ms). */
+/* Until the waiter has made its attempts and sleeps. */
 static void wait_asleep(redisContext *r, long long quiet_ms)
 {
-    long long last = scripts(r), since = h_now_ms(), deadline = h_now_ms() + H_MS(10000);
-    for (;;) {
-        long long v;
-        h_sleep_ms(10);
-        v = scripts(r);
-        if (v != last) {
-            last = v;
-            since = h_now_ms();
-        } else if (h_now_ms() - since >= quiet_ms) {
-            return;
-        }
-        if (h_now_ms() > deadline)
-            H_FAIL("the waiter never went to sleep");
-    }
+    h_scripts_quiet(r, quiet_ms, 10000);
 }
 
 /* A watchdog waiter gets the lock straight from the unlocking thread. */

@@ -25,31 +25,12 @@ static const char foreign_owner[] = "5c3a9e2b-7d41-4f0a-9b6e-1a2b3c4d5e6f:1";
 
 static long long script_calls(redisContext *r)
 {
-    return h_commandstat_calls(r, "evalsha") + h_commandstat_calls(r, "eval");
+    return h_script_calls(r);
 }
 
-/*
- * Waits until no script has run for quiet_ms (all waiters have made their
- * attempts and are asleep). Fails if that does not happen within timeout_ms.
- * Returns the script call count.
- */
 static long long wait_quiet(redisContext *r, long long quiet_ms, long long timeout_ms)
 {
-    long long deadline = h_now_ms() + h_scaled(timeout_ms);
-    long long last = script_calls(r), since = h_now_ms();
-    for (;;) {
-        long long v;
-        h_sleep_ms(10);
-        v = script_calls(r);
-        if (v != last) {
-            last = v;
-            since = h_now_ms();
-        } else if (h_now_ms() - since >= quiet_ms) {
-            return v;
-        }
-        if (h_now_ms() > deadline)
-            fail_msg("waiters never went quiet: %lld script calls and counting", v);
-    }
+    return h_scripts_quiet(r, quiet_ms, timeout_ms);
 }
 
 /* A raw (Redisson-style) holder of name, from another client. */
