@@ -223,9 +223,12 @@ static void on_message(rlock_client *c, rlock__channel *ch, const redisReply *pa
          * The ACQUIRE sent ahead *is* the attempt this message allows, made
          * now: it takes no permit, so a message arriving before the waiter
          * runs adds one and makes it try again (its early attempt may have
-         * run before that unlock).
+         * run before that unlock). Only for a lone waiter: when several
+         * threads here wait, hand-offs carry the load, and early attempts
+         * from every process would let the first subscriber Redis writes to
+         * win every race (docs/design.md section 4).
          */
-        if (w != NULL && (w->ahead = rlock__acquire_ahead(c, w)) != NULL) {
+        if (w != NULL && ch->waiters == 1 && (w->ahead = rlock__acquire_ahead(c, w)) != NULL) {
             wake(w);
             return;
         }

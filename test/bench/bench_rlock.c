@@ -38,6 +38,7 @@ typedef struct options {
     long long timeout; /* watchdog_timeout_ms */
     int settle_us;    /* handoff: pause before releasing to a waiter */
     int same_process;
+    int local_handoffs;  /* rlock_config.local_handoffs; -1 = the library's default */
     const char *samples; /* file for the latency distribution, or NULL */
 } options;
 
@@ -62,6 +63,8 @@ static rlock_client *open_client(const options *o, long long watchdog_ms, int po
         cfg.watchdog_timeout_ms = watchdog_ms;
     if (pool > cfg.pool_size)
         cfg.pool_size = pool > 1024 ? 1024 : pool;
+    if (o->local_handoffs >= 0)
+        cfg.local_handoffs = o->local_handoffs;
     int status = rlock_client_open(&cfg, &c);
     if (status != RLOCK_OK) {
         fprintf(stderr, "rlock_client_open(%s): %s\n", o->url, rlock_strerror(status));
@@ -1049,6 +1052,7 @@ static void usage(FILE *out) {
             "  herd        [-w WAITERS] [-r ROUNDS]\n"
             "  watchdog    [-n LOCKS] [-t THREADS] [--timeout MS] [-r ROUNDS]\n"
             "  memory      [-n LOCKS] [-w WAITERS]\n"
+            "Every subcommand takes --local-handoffs N (rlock_config.local_handoffs).\n"
             "URL defaults to $RLOCK_TEST_URL. Prints one JSON line on stdout.\n");
 }
 
@@ -1058,7 +1062,7 @@ static void parse_options(int argc, char **argv, options *o) {
         {"same-process", no_argument, NULL, 'S'},      {"settle-us", required_argument, NULL, 'U'},
         {"samples", required_argument, NULL, 'F'},     {"monitor", required_argument, NULL, 'M'},
         {"timeout", required_argument, NULL, 'T'},     {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+        {"local-handoffs", required_argument, NULL, 'H'}, {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "t:p:d:r:n:w:h", longopts, NULL)) != -1) {
         switch (ch) {
@@ -1075,6 +1079,7 @@ static void parse_options(int argc, char **argv, options *o) {
         case 'F': o->samples = optarg; break;
         case 'M': o->monitor_secs = arg_num("--monitor", optarg, 0, 600); break;
         case 'T': o->timeout = (long long)arg_num("--timeout", optarg, 30, 1e9); break;
+        case 'H': o->local_handoffs = (int)arg_num("--local-handoffs", optarg, 0, 1000); break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
@@ -1096,7 +1101,7 @@ int main(int argc, char **argv) {
     options o = {.url = default_url(), .threads = is_wd || is_cont ? 4 : 1, .procs = 4, .rounds = 3,
                  .waiters = is_mem ? 100 : 10, .count = is_wd ? 10000 : is_mem ? 10000 : 2000,
                  .secs = is_cont ? 10 : 1.5, .monitor_secs = 2,
-                 .timeout = 3000, .settle_us = 1000};
+                 .timeout = 3000, .settle_us = 1000, .local_handoffs = -1};
     if (is_wd)
         o.rounds = 9; /* three lease timeouts at one round per timeout/3 */
     parse_options(argc - 1, argv + 1, &o);
