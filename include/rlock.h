@@ -246,7 +246,10 @@ RLOCK_EXTERN int rlock_lock_lease(rlock *lock, long long lease_ms);
  * behind. If the reply to an acquisition was lost, the acquisition may
  * still have happened in Redis: calling rlock_try_lock()/rlock_lock() again
  * from the same thread then adopts it exactly once (the scripts are
- * idempotent per hold count); otherwise it expires after its lease.
+ * idempotent per hold count); otherwise it expires after its lease. A call
+ * whose wait ends while another thread of this client is handing it the lock
+ * (rlock_config.local_handoffs) waits for that unlock's outcome and returns
+ * RLOCK_OK if it got the lock: at most one unlock round trip after wait_ms.
  */
 RLOCK_EXTERN int rlock_try_lock(rlock *lock, long long wait_ms, long long lease_ms);
 
