@@ -188,7 +188,8 @@ static void stop_waiting(void *arg) {
         char owner[RLOCK__OWNER_MAX];
         redisReply *reply = NULL;
         size_t owner_len = rlock__owner(c, w->waiter.tid, owner);
-        if (send_release(w->lock, owner, owner_len, 1, &reply, NULL) == RLOCK_OK)
+        send_release(w->lock, owner, owner_len, 1, &reply, NULL); /* best effort */
+        if (reply != NULL)
             freeReplyObject(reply);
     }
     rlock__free(w->spare);
