@@ -308,6 +308,7 @@ typedef struct rlock__waiter {
     rlock__channel *channel;
     pthread_cond_t wakeup;      /* this waiter sleeps here, and only it */
     int sleeping;               /* asleep and not yet signalled: may be offered the lock */
+    int permit;                 /* an unlock message it has not acted on yet */
     int handoff;                /* RLOCK__HANDOFF_* */
     rlock__conn *ahead;         /* its ACQUIRE, sent ahead by the subscriber thread; the
                                    waiter reads the reply (rlock__acquire_ahead) */

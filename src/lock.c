@@ -118,20 +118,21 @@ static int acquire_once(rlock *lock, long long lease_ms, uint64_t tid, int64_t d
 
 /*
  * Sends a sleeping waiter's ACQUIRE ahead of its wake-up (the subscriber
- * thread, on an unlock message). Expected count 0: a waiter holds nothing
- * it knows of, and any other truth comes back as "stale" and is dealt with
- * by an ordinary attempt.
+ * thread, on an unlock message), with the same expected count the waiter's
+ * own attempt would send, so that attempt is a safe re-send of this one.
  */
 rlock__conn *rlock__acquire_ahead(rlock_client *c, const rlock__waiter *w) {
     acquire_cmd a;
-    acquire_cmd_init(&a, c, w->name, w->name_len, w->tid, w->lease_ms, 0);
+    long long expected = rlock__holds_expected(&c->holds, w->name, w->name_len, w->tid);
+    acquire_cmd_init(&a, c, w->name, w->name_len, w->tid, w->lease_ms, expected);
     return rlock__send_ahead(c, &a.cmd);
 }
 
 /*
  * Reads the reply of an ACQUIRE sent ahead. Stores its answer; RLOCK_OK only
  * for an answer an attempt would act on (held or busy), else the caller makes
- * an ordinary attempt (a re-send is always safe).
+ * an ordinary attempt (a re-send is always safe). RLOCK_EIO: no reply, so
+ * the outcome is unknown; RLOCK_EREDIS: any other answer (NOSCRIPT, stale).
  */
 static int read_acquire_ahead(rlock_client *c, rlock__conn *ahead, long long *kind,
                               long long *value) {
@@ -181,9 +182,12 @@ static void stop_waiting(void *arg) {
     int ignored;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &ignored); /* already so, unless cancelled */
     int unclaimed = rlock__pubsub_leave(c, &w->waiter, &ahead);
-    if (ahead != NULL && read_acquire_ahead(c, ahead, &kind, &value) == RLOCK_OK &&
-        kind == ACQUIRE_HELD)
-        unclaimed = 1;
+    if (ahead != NULL) {
+        /* Taken, or unknown (a RELEASE of a field that is not there changes nothing). */
+        int status = read_acquire_ahead(c, ahead, &kind, &value);
+        if (status == RLOCK_EIO || (status == RLOCK_OK && kind == ACQUIRE_HELD))
+            unclaimed = 1;
+    }
     if (unclaimed) {
         char owner[RLOCK__OWNER_MAX];
         redisReply *reply = NULL;

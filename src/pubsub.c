@@ -7,11 +7,12 @@
  * the channel is subscribed while it has waiters and unsubscribed when the
  * last one leaves.
  *
- * Wake-ups: each unlock message ("0") gives one permit to the channel and
- * wakes one waiter of this process (no thundering herd); "1" (Redisson's
- * read-unlock) wakes all. A permit given while nobody sleeps stays until a
- * waiter comes back, so a message that arrives between a waiter's failed
- * attempt and its sleep is not lost. A waiter does not retry until its
+ * Wake-ups: each unlock message ("0") gives one permit to one waiter of
+ * this process for each lock waited on through the channel (no thundering
+ * herd) -- the oldest asleep, else the oldest awake, which acts on it when
+ * it comes back, so a message that arrives between a waiter's failed attempt
+ * and its sleep is not lost; "1" (Redisson's read-unlock) gives every waiter
+ * one. A waiter does not retry until its
  * subscription is confirmed (or a short bound passes), so an unlock published
  * after that cannot be missed. Each waiter sleeps on its own condition
  * variable, so exactly the chosen one wakes, and it finds its ACQUIRE already
@@ -54,7 +55,6 @@ struct rlock__channel {
     rlock__channel *next;
     rlock__waiter *queue;   /* joined waiters, oldest first (not owned: on their stacks) */
     int waiters;            /* threads between join and leave */
-    int permits;            /* unlock messages not yet taken; <= waiters */
     int handoffs_in_row;    /* offers since this client last released to everybody */
     int subscribe_sent;     /* SUBSCRIBE sent on this connection, no UNSUBSCRIBE since */
     int pending;            /* SUBSCRIBE/UNSUBSCRIBE sent, reply not yet read */
@@ -133,27 +133,64 @@ static void wake_all(rlock__channel *ch) {
         pthread_cond_signal(&w->wakeup);
 }
 
-/* The oldest waiter asleep and free to take a permit, or NULL. */
-static rlock__waiter *first_sleeper(rlock__channel *ch) {
-    for (rlock__waiter *w = ch->queue; w != NULL; w = w->next)
-        if (w->sleeping && w->handoff == RLOCK__HANDOFF_NONE)
-            return w;
-    return NULL;
+/*
+ * Redisson's naming gives locks "X" and "{X}" one channel: its waiters are
+ * told apart by lock name, so one lock's wake-up never goes to the other's.
+ */
+static int same_lock(const rlock__waiter *a, const rlock__waiter *b) {
+    return a->name_len == b->name_len && memcmp(a->name, b->name, a->name_len) == 0;
 }
 
 /*
- * Wakes w for a permit. It no longer counts as asleep, so the next permit
- * wakes the next sleeper and no hand-off is offered to it.
+ * Who gets the permit of an unlock of like's lock: its oldest sleeping
+ * waiter, else its oldest waiter awake (whose attempt in flight may have run
+ * before the unlock: it tries again when it comes back), skipping waiters
+ * that have a permit already or are being handed the lock. NULL if none.
  */
-static void wake(rlock__waiter *w) {
+static rlock__waiter *permit_target(rlock__channel *ch, const rlock__waiter *like) {
+    rlock__waiter *awake = NULL;
+    for (rlock__waiter *w = ch->queue; w != NULL; w = w->next) {
+        if (!same_lock(w, like) || w->permit || w->handoff != RLOCK__HANDOFF_NONE)
+            continue;
+        if (w->sleeping)
+            return w;
+        if (awake == NULL)
+            awake = w;
+    }
+    return awake;
+}
+
+/*
+ * Gives w a permit and wakes it if it sleeps; it no longer counts as asleep,
+ * so the next permit goes to the next sleeper and no hand-off is offered to
+ * it. A lone sleeper gets its ACQUIRE sent ahead instead of a permit.
+ */
+static void give_permit(rlock_client *c, rlock__channel *ch, rlock__waiter *w, int send_ahead) {
+    if (!w->sleeping) {
+        w->permit = 1; /* acted on when it comes back to sleep */
+        return;
+    }
+    /*
+     * The ACQUIRE sent ahead *is* the attempt this unlock allows, made now:
+     * it takes no permit, so an unlock arriving before the waiter runs gives
+     * one and makes it try again (its early attempt may have run before that
+     * unlock). Only for a lone waiter: when several threads here wait,
+     * hand-offs carry the load, and early attempts from every process would
+     * let the first subscriber Redis writes to win every race
+     * (docs/design.md section 4).
+     */
+    if (!(send_ahead && ch->waiters == 1 && (w->ahead = rlock__acquire_ahead(c, w)) != NULL))
+        w->permit = 1;
     w->sleeping = 0;
     pthread_cond_signal(&w->wakeup);
 }
 
-static void wake_one(rlock__channel *ch) {
-    rlock__waiter *w = first_sleeper(ch);
-    if (w != NULL)
-        wake(w);
+/* 1 if no waiter before w in the queue waits for w's lock. */
+static int first_of_its_lock(const rlock__channel *ch, const rlock__waiter *w) {
+    for (const rlock__waiter *v = ch->queue; v != w; v = v->next)
+        if (same_lock(v, w))
+            return 0;
+    return 1;
 }
 
 /* Makes every waiter retry now (after a reconnect or a resubscription). */
@@ -208,33 +245,22 @@ static int send_changes(rlock__pubsub *ps, subscriber *s) {
 }
 
 /*
- * An unlock message. The sleeper it wakes gets its ACQUIRE sent ahead, so
- * the round trip runs while the thread is being scheduled, instead of after.
+ * An unlock message: one permit for each lock waited on through this
+ * channel (the message does not say which of them was unlocked), or, for
+ * "1" (Redisson's read unlock), one for every waiter.
  */
 static void on_message(rlock_client *c, rlock__channel *ch, const redisReply *payload) {
-    if (ch->waiters == 0)
-        return;
-    if (payload->type == REDIS_REPLY_STRING && payload->len == 1 && payload->str[0] == '1') {
-        ch->permits = ch->waiters; /* read unlock: everybody may try */
-        wake_all(ch);
-    } else if (ch->permits < ch->waiters) {
-        rlock__waiter *w = first_sleeper(ch);
-        /*
-         * The ACQUIRE sent ahead *is* the attempt this message allows, made
-         * now: it takes no permit, so a message arriving before the waiter
-         * runs adds one and makes it try again (its early attempt may have
-         * run before that unlock). Only for a lone waiter: when several
-         * threads here wait, hand-offs carry the load, and early attempts
-         * from every process would let the first subscriber Redis writes to
-         * win every race (docs/design.md section 4).
-         */
-        if (w != NULL && ch->waiters == 1 && (w->ahead = rlock__acquire_ahead(c, w)) != NULL) {
-            wake(w);
-            return;
+    int everybody = payload->type == REDIS_REPLY_STRING && payload->len == 1 &&
+                    payload->str[0] == '1';
+    for (rlock__waiter *w = ch->queue; w != NULL; w = w->next) {
+        if (everybody) {
+            if (!w->permit && w->handoff == RLOCK__HANDOFF_NONE)
+                give_permit(c, ch, w, 0);
+        } else if (first_of_its_lock(ch, w)) {
+            rlock__waiter *target = permit_target(ch, w);
+            if (target != NULL)
+                give_permit(c, ch, target, 1);
         }
-        ch->permits++;
-        if (w != NULL)
-            wake(w);
     }
 }
 
@@ -372,6 +398,7 @@ int rlock__pubsub_join(rlock_client *c, const char *channel, size_t len, int64_t
         confirm_by = deadline_ms;
     w->channel = NULL;
     w->sleeping = 0;
+    w->permit = 0;
     w->handoff = RLOCK__HANDOFF_NONE;
     w->ahead = NULL;
     if (rlock__cond_init(&w->wakeup) != 0)
@@ -454,14 +481,13 @@ unsigned rlock__pubsub_epoch(rlock_client *c, const rlock__waiter *w) {
 static int should_wake(const rlock__pubsub *ps, const rlock__waiter *w, unsigned epoch) {
     if (w->handoff == RLOCK__HANDOFF_OFFERED)
         return 0; /* the offer's outcome must reach us: nothing else counts */
-    return w->handoff != RLOCK__HANDOFF_NONE || w->ahead != NULL || w->channel->permits > 0 ||
+    return w->handoff != RLOCK__HANDOFF_NONE || w->ahead != NULL || w->permit ||
            w->channel->epoch != epoch || ps->stop;
 }
 
 int rlock__pubsub_wait(rlock_client *c, rlock__waiter *w, unsigned epoch, int64_t deadline_ms,
                        int cancel_state, int *granted, rlock__conn **ahead) {
     rlock__pubsub *ps = &c->pubsub;
-    rlock__channel *ch = w->channel;
     int status = RLOCK_OK;
 
     *granted = 0;
@@ -480,8 +506,8 @@ int rlock__pubsub_wait(rlock_client *c, rlock__waiter *w, unsigned epoch, int64_
     w->ahead = NULL;
     if (w->handoff == RLOCK__HANDOFF_GRANTED)
         *granted = 1;
-    else if (w->handoff == RLOCK__HANDOFF_NONE && *ahead == NULL && ch->permits > 0)
-        ch->permits--;
+    else if (w->handoff == RLOCK__HANDOFF_NONE && *ahead == NULL)
+        w->permit = 0; /* used by the attempt that follows */
     w->handoff = RLOCK__HANDOFF_NONE; /* declined: simply try again */
     if (ps->stop && !*granted)
         status = RLOCK_ECLOSED;
@@ -501,12 +527,12 @@ int rlock__pubsub_leave(rlock_client *c, rlock__waiter *w, rlock__conn **ahead) 
     w->ahead = NULL;
     dequeue(ch, w);
     ch->waiters--;
-    if (*ahead != NULL) /* a cancelled waiter's unused wake-up: pass it on */
-        ch->permits++;
-    if (ch->permits > ch->waiters)
-        ch->permits = ch->waiters;
-    if (ch->permits > 0) /* e.g. a cancelled waiter's: let another sleeper use it */
-        wake_one(ch);
+    /* A wake-up it did not use (cancelled, timed out): pass it on. */
+    if (w->permit || *ahead != NULL) {
+        rlock__waiter *target = permit_target(ch, w);
+        if (target != NULL)
+            give_permit(c, ch, target, 0);
+    }
     if (ch->waiters == 0 && !ps->stop) {
         ps->dirty = 1;
         wake_subscriber(ps);

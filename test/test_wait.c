@@ -256,6 +256,66 @@ static void test_wake_sends_acquire_ahead(void **state)
     rlock_client_close(c);
 }
 
+/*
+ * Locks "X" and "{X}" share one channel (Redisson's naming). The unlock
+ * message of one must wake a waiter of that lock even when a waiter of the
+ * other one has slept longer.
+ */
+static void test_shared_channel_wakeups(void **state)
+{
+    rlock_client *c = h_open(30000, 0);
+    const char *name = h_unique_name("sharedchan");
+    char braced[256];
+    rlock *lx, *lb;
+    redisContext *r = h_redis();
+    h_actor *wx = h_actor_start(), *wb = h_actor_start();
+    static struct h_try tx, tb; /* may outlive a failed test */
+    long long t0;
+    int round;
+    (void)state;
+
+    snprintf(braced, sizeof braced, "{%s}", name);
+    lx = h_get(c, name);
+    lb = h_get(c, braced);
+    for (round = 0; round < 2; round++) {
+        /* Round 0: the "{X}" waiter is the older one; round 1: the "X" waiter. */
+        const char *first = round == 0 ? braced : name;
+        const char *second = round == 0 ? name : braced;
+        h_actor *wfirst = round == 0 ? wb : wx, *wsecond = round == 0 ? wx : wb;
+        struct h_try *tfirst = round == 0 ? &tb : &tx, *tsecond = round == 0 ? &tx : &tb;
+        *tfirst = (struct h_try){round == 0 ? lb : lx, H_MS(20000), -1};
+        *tsecond = (struct h_try){round == 0 ? lx : lb, H_MS(20000), -1};
+        foreign_lock(r, first, 30000);
+        foreign_lock(r, second, 30000);
+        h_actor_post(wfirst, h_op_try_lock, tfirst);
+        wait_quiet(r, 150, 5000);
+        h_actor_post(wsecond, h_op_try_lock, tsecond);
+        wait_quiet(r, 150, 5000);
+
+        /* Unlock the lock of the younger waiter: it must wake at once. */
+        t0 = h_now_ms();
+        foreign_unlock(r, second);
+        H_ASSERT_RC((int)h_actor_wait(wsecond, 2000), RLOCK_OK);
+        print_message("      round %d: waiter of \"%s\" acquired %lld ms after its unlock "
+                      "(the other lock's waiter slept longer)\n", round,
+                      round == 0 ? "X" : "{X}", h_actor_finished_ms(wsecond) - t0);
+        assert_false(h_actor_done(wfirst));
+        H_ASSERT_RC((int)h_actor_call(wsecond, h_op_unlock, tsecond->lock), RLOCK_OK);
+        foreign_unlock(r, first);
+        H_ASSERT_RC((int)h_actor_wait(wfirst, 2000), RLOCK_OK);
+        H_ASSERT_RC((int)h_actor_call(wfirst, h_op_unlock, tfirst->lock), RLOCK_OK);
+        assert_int_equal(h_exists(r, name, strlen(name)), 0);
+        assert_int_equal(h_exists(r, braced, strlen(braced)), 0);
+    }
+
+    h_actor_stop(wx);
+    h_actor_stop(wb);
+    rlock_free(lx);
+    rlock_free(lb);
+    redisFree(r);
+    rlock_client_close(c);
+}
+
 /* A Redisson-style holder: BUSY, then its DEL + PUBLISH wakes our waiter. */
 static void foreign_holder(const char *name)
 {
@@ -721,6 +781,7 @@ int main(void)
         cmocka_unit_test(test_wake_other_client),
         cmocka_unit_test(test_foreign_holder),
         cmocka_unit_test(test_wake_sends_acquire_ahead),
+        cmocka_unit_test(test_shared_channel_wakeups),
         cmocka_unit_test(test_unbounded_waits),
         cmocka_unit_test(test_no_herd),
         cmocka_unit_test(test_no_herd_handoff),
