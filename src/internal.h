@@ -306,7 +306,8 @@ typedef struct rlock__waiter {
     /* The rest belongs to pubsub.c and is guarded by pubsub.mutex. */
     struct rlock__waiter *next; /* the channel's queue, oldest first */
     rlock__channel *channel;
-    pthread_cond_t wakeup;      /* this waiter sleeps here, and only it */
+    pthread_cond_t wakeup;      /* this waiter sleeps here, and only it; initialised by
+                                   join, destroyed by leave (with pubsub.mutex) */
     int sleeping;               /* asleep and not yet signalled: may be offered the lock */
     int permit;                 /* an unlock message it has not acted on yet */
     int handoff;                /* RLOCK__HANDOFF_* */

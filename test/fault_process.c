@@ -52,25 +52,6 @@ static int group_teardown(void **state)
     return 0;
 }
 
-/* The state letter of /proc/PID/stat ('T' when stopped), or 0. */
-static char proc_state(pid_t pid)
-{
-    char path[64], buf[512], *p;
-    ssize_t n;
-    int fd;
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return 0;
-    n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = 0;
-    p = strrchr(buf, ')');
-    return p && p[1] == ' ' ? p[2] : 0;
-}
-
 /* ---- the holder process ---------------------------------------------- */
 
 struct holder_args {
@@ -262,7 +243,7 @@ static void test_holder_sigstop(void **state)
 
     if (kill(ch.pid, SIGSTOP) != 0)
         H_FAIL("SIGSTOP: %s", strerror(errno));
-    H_WAIT_FOR(proc_state(ch.pid) == 'T', 2000);
+    H_WAIT_FOR(h_proc_state(ch.pid) == 'T', 2000);
     t_stop = h_now_ms();
 
     /* The second process (this one) acquires once the lease runs out. */

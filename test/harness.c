@@ -1139,8 +1139,7 @@ redisContext *h_server_redis(const h_server *s)
     return h_redis_url(s->url);
 }
 
-/* The state letter of /proc/PID/stat, or 0. */
-static char proc_state(pid_t pid)
+char h_proc_state(pid_t pid)
 {
     char path[64], buf[512];
     ssize_t n;
@@ -1167,7 +1166,7 @@ void h_server_pause(h_server *s)
         H_FAIL("h_server_pause: server not running");
     if (kill(s->pid, SIGSTOP) != 0)
         H_FAIL("kill(SIGSTOP): %s", strerror(errno));
-    H_WAIT_FOR(proc_state(s->pid) == 'T' || proc_state(s->pid) == 't', 2000);
+    H_WAIT_FOR(h_proc_state(s->pid) == 'T' || h_proc_state(s->pid) == 't', 2000);
 }
 
 void h_server_resume(h_server *s)
@@ -1176,7 +1175,7 @@ void h_server_resume(h_server *s)
         H_FAIL("h_server_resume: server not running");
     if (kill(s->pid, SIGCONT) != 0)
         H_FAIL("kill(SIGCONT): %s", strerror(errno));
-    H_WAIT_FOR(proc_state(s->pid) != 'T' && proc_state(s->pid) != 't', 2000);
+    H_WAIT_FOR(h_proc_state(s->pid) != 'T' && h_proc_state(s->pid) != 't', 2000);
 }
 
 void h_server_kill(h_server *s)

@@ -246,6 +246,8 @@ H_NORETURN void h_child_exit(int code);
 /* Exit code of a child that exited normally, else 1000 + signal number (or
  * 2000 for a timeout, i.e. status -1). */
 int h_child_code(int status);
+/* The state letter of /proc/PID/stat ('T' or 't' when stopped), or 0. */
+char h_proc_state(pid_t pid);
 
 /*
  * Actors: a helper thread that runs the functions the main thread posts to
