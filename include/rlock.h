@@ -58,21 +58,50 @@ extern "C" {
  * signature, a reordered field of rlock_config).
  */
 #define RLOCK_VERSION_MAJOR 0
-#define RLOCK_VERSION_MINOR 1
+#define RLOCK_VERSION_MINOR 2
 #define RLOCK_VERSION_PATCH 0
 #define RLOCK_VERSION_NUM                                                     \
     ((RLOCK_VERSION_MAJOR << 16) | (RLOCK_VERSION_MINOR << 8) |               \
      RLOCK_VERSION_PATCH)
-#define RLOCK_VERSION_STRING "0.1.0"
+#define RLOCK_VERSION_STRING "0.2.0"
 
-/* The library's version string ("0.1.0"); static, never NULL. */
+/* The library's version string ("0.2.0"); static, never NULL. */
 RLOCK_EXTERN const char *rlock_version(void);
 /* The library's RLOCK_VERSION_NUM, to compare with the header's. */
 RLOCK_EXTERN unsigned rlock_version_num(void);
 
 /*
- * Status codes: XX(name, value, message). One table; the #defines,
+ * Status codes: XX(name, value, message). One table; the enumerators,
  * rlock_strerror() and rlock_status_name() are all generated from it.
+ *
+ *   OK        success
+ *   BUSY      try_lock: another owner held the lock for the whole wait
+ *   EINVAL    a bad argument (NULL, empty or oversized name, bad lease, a
+ *             config field out of range, a malformed url)
+ *   ENOTOWNER unlock by a thread that holds nothing: never held, already
+ *             released, its lease ran out, or its loss was already reported
+ *             (on_lock_lost / RLOCK_EVENT_LOCK_LOST); nothing changed
+ *   EIO       Redis unreachable, connection lost, or no reply in time;
+ *             rlock_last_error() names host:port and the system error
+ *   EREDIS    Redis answered an error not listed below (WRONGTYPE, OOM,
+ *             READONLY, ...); rlock_last_error() has Redis's text
+ *   ENOMEM    an allocation of rlock's own failed
+ *   ECLOSED   client closed, or used in a forked child
+ *   ELOST     the calling thread believed it held the lock, and its hold is
+ *             gone (deleted, force-unlocked, expired while its watchdog could
+ *             not renew it, Redis restarted empty, replaced by another
+ *             owner). Returned once, by the first lock/try_lock after the
+ *             loss, or by an unlock that would have left the thread still
+ *             holding (hold count >= 2); that call changed nothing, and the
+ *             thread holds nothing: its next call starts afresh. (The last
+ *             unlock of a lost hold returns ENOTOWNER: the thread holds
+ *             nothing, as it wanted; the loss is reported to on_lock_lost.)
+ *   ENOTLOCK  the name holds a Redis hash that is not a lock (no TTL, or a
+ *             field not of the form "<owner id>:<decimal thread id>"): acquire, unlock and
+ *             force_unlock touch nothing
+ *   EAUTH     Redis refused the credentials (WRONGPASS, NOAUTH)
+ *   ENOPERM   an ACL refused a command, key or channel (NOPERM); nothing
+ *             was changed in Redis
  */
 #define RLOCK_STATUS_MAP(XX)                                                  \
     XX(OK, 0, "success")                                                      \
@@ -82,16 +111,18 @@ RLOCK_EXTERN unsigned rlock_version_num(void);
     XX(EIO, -3, "Redis unreachable, connection lost or command timed out")   \
     XX(EREDIS, -4, "Redis answered with an error")                           \
     XX(ENOMEM, -5, "out of memory")                                           \
-    XX(ECLOSED, -6, "client closed, or used in a forked child")
+    XX(ECLOSED, -6, "client closed, or used in a forked child")             \
+    XX(ELOST, -7, "the calling thread's hold was lost; it holds nothing now") \
+    XX(ENOTLOCK, -8, "the key under this name is not a lock; left untouched") \
+    XX(EAUTH, -9, "Redis refused the credentials (NOAUTH, WRONGPASS)")      \
+    XX(ENOPERM, -10, "Redis ACL refused a command, key or channel (NOPERM)")
 
-#define RLOCK_OK 0
-#define RLOCK_BUSY 1          /* try_lock: another owner held it for the whole wait */
-#define RLOCK_EINVAL -1       /* bad argument */
-#define RLOCK_ENOTOWNER -2    /* the calling thread does not hold the lock */
-#define RLOCK_EIO -3          /* Redis unreachable, connection lost, command timed out */
-#define RLOCK_EREDIS -4       /* Redis answered with an error (e.g. WRONGTYPE) */
-#define RLOCK_ENOMEM -5       /* an allocation of rlock's own failed */
-#define RLOCK_ECLOSED -6      /* client closed, or used in a forked child */
+/* RLOCK_OK, RLOCK_BUSY, RLOCK_EINVAL, ...: one enumerator per table row. */
+enum rlock_status {
+#define RLOCK__STATUS_ENUM(name, value, message) RLOCK_##name = (value),
+    RLOCK_STATUS_MAP(RLOCK__STATUS_ENUM)
+#undef RLOCK__STATUS_ENUM
+};
 
 /*
  * Static English text for any status: never NULL, never allocates. Unknown
@@ -118,29 +149,82 @@ typedef struct rlock rlock;               /* named lock handle; thread-safe, sha
  * this header. The client copies everything it needs (including the url
  * string) during rlock_client_open(); the struct may be freed afterwards.
  */
+/*
+ * Events: what the client tells the application as it happens, on the
+ * client's own event thread (never on the watchdog or subscriber thread, so
+ * a slow callback delays no renewal). Events are delivered one at a time, in
+ * the order they happened.
+ */
+typedef enum rlock_event_kind {
+    /* A renewal of the lock failed (I/O error, timeout, error reply); the
+     * watchdog keeps trying while lease_left_ms lasts. */
+    RLOCK_EVENT_RENEWAL_FAILED = 1,
+    /* The calling thread's hold of the lock is gone: found missing in Redis,
+     * or its lease ran out by the client's clock with no renewal confirmed
+     * (reported then even if Redis never answers again). Exactly once per
+     * hold; on_lock_lost is called for the same loss. */
+    RLOCK_EVENT_LOCK_LOST = 2,
+    /* A connection to Redis failed (command or subscriber connection). */
+    RLOCK_EVENT_CONNECTION_LOST = 3,
+    /* A connection to Redis works again after RLOCK_EVENT_CONNECTION_LOST. */
+    RLOCK_EVENT_RECONNECTED = 4,
+    /* Redis refused SUBSCRIBE on the lock's channel (ACL): the lock's waiters
+     * poll every 100 ms instead of sleeping until an unlock message. */
+    RLOCK_EVENT_SUBSCRIBE_REFUSED = 5
+} rlock_event_kind;
+
+typedef struct rlock_event {
+    rlock_event_kind kind;
+    /* The lock's name (RENEWAL_FAILED with more than 64 locks in the failed
+     * round: NULL, one event for the round), or NULL. */
+    const char *name;
+    /* RENEWAL_FAILED, LOCK_LOST: the lease left by the client's clock, from
+     * the send time of the last acquisition or renewal Redis confirmed
+     * (<= 0: run out). -1 for the other kinds. */
+    long long lease_left_ms;
+    int status;             /* the rlock status behind the event (RLOCK_EIO, ...) */
+    const char *detail;     /* for a person: Redis's error text or host:port and
+                               the system error; never NULL */
+} rlock_event;
+
+/*
+ * Client configuration. Always fill it with rlock_config_init() first, then
+ * change the fields you need: the init call records the struct's size, which
+ * lets later versions append fields without breaking binaries built against
+ * this header. The client copies everything it needs (including the url
+ * string) during rlock_client_open(); the struct may be freed afterwards.
+ * A field out of its range makes rlock_client_open() return RLOCK_EINVAL.
+ */
 typedef struct rlock_config {
     size_t struct_size; /* set by rlock_config_init(); do not change */
     /*
      * redis://[[user]:password@]host[:port][/db]  (user and password may be
-     * %-encoded; host may be [ipv6]) or unix:///path/to/socket[?db=N].
-     * Default "redis://127.0.0.1:6379".
+     * %-encoded; host may be [ipv6]; port 1..65535, default 6379; db >= 0)
+     * or unix:///path/to/socket[?db=N]. Default "redis://127.0.0.1:6379".
      */
     const char *url;
-    long long watchdog_timeout_ms; /* lease of watchdog locks; default 30000, renewed every third; >= 30 */
-    int connect_timeout_ms;        /* default 5000; > 0 */
-    int command_timeout_ms;        /* one round trip; default 3000; > 0 */
+    /* Lease of watchdog locks, renewed every third of it. Default 30000;
+     * 30..RLOCK_MAX_LEASE_MS. */
+    long long watchdog_timeout_ms;
+    /* Bound of one connection attempt (connect, AUTH, SELECT), and never more
+     * than the calling function's own bound. Default 5000; 1..3600000. */
+    int connect_timeout_ms;
+    /* Bound of one command: queueing for a pooled connection, connecting,
+     * sending and the reply, enforced with absolute deadlines (signals do not
+     * stretch it). Default 3000; 1..3600000. */
+    int command_timeout_ms;
     int pool_size;                 /* command connections; default 8; 1..1024 */
     int retry_attempts;            /* re-sends of a failed command; default 3; 0..100 */
-    int retry_interval_ms;         /* pause between re-sends; default 1000; >= 0 */
+    int retry_interval_ms;         /* longest pause between re-sends; default 1000; 0..3600000 */
     /*
-     * Called once on the watchdog thread when a watchdog-renewed lock is found
-     * gone from Redis (lease expired during a pause, key deleted, forced
-     * unlock, Redis restarted without persistence). name is valid only during
-     * the call. The callback must not call rlock_client_close() on this
-     * client; other rlock calls are allowed. NULL = no callback.
+     * Called once for each hold of the client's threads that is lost (see
+     * RLOCK_EVENT_LOCK_LOST), on the client's event thread. name is valid
+     * only during the call. The callback may call rlock functions (a blocking
+     * one delays later events, never renewals) but not rlock_client_close()
+     * on this client. NULL = no callback.
      */
     void (*on_lock_lost)(const char *name, void *arg);
-    void *callback_arg;
+    void *callback_arg;            /* passed to on_lock_lost and on_event */
     /*
      * In-process hand-off: when a thread's last unlock finds another thread of
      * this client sleeping in rlock_lock*()/rlock_try_lock() on the same lock,
@@ -152,6 +236,12 @@ typedef struct rlock_config {
      * does). Default 4; 0..1000.
      */
     int local_handoffs;
+    /*
+     * Called for every event (see rlock_event_kind) on the client's event
+     * thread; event and its strings are valid only during the call. Same
+     * rules as on_lock_lost. NULL = none. (Appended in 0.2.)
+     */
+    void (*on_event)(const rlock_event *event, void *arg);
 } rlock_config;
 
 /* Fills cfg with the defaults above. cfg must not be NULL. */
@@ -159,14 +249,17 @@ RLOCK_EXTERN void rlock_config_init(rlock_config *cfg);
 
 /*
  * Opens a client: parses the url, connects one pool connection (AUTH, SELECT),
- * loads the Lua scripts, and starts the watchdog and subscriber threads.
+ * loads the Lua scripts, and starts the watchdog, subscriber and event threads.
  * cfg NULL means all defaults. On success *out is the new client.
  *
  * Returns RLOCK_OK; RLOCK_EINVAL (NULL out, a field out of range, a malformed
- * url, cfg not initialised by rlock_config_init); RLOCK_EIO (cannot connect
- * within connect_timeout_ms); RLOCK_EREDIS (AUTH or SELECT refused);
- * RLOCK_ENOMEM. Blocks for at most connect_timeout_ms + command_timeout_ms.
- * Thread-safe.
+ * url, cfg not initialised by rlock_config_init); RLOCK_EIO (cannot resolve
+ * the host, connection refused, or no answer within connect_timeout_ms: see
+ * rlock_last_error_info()); RLOCK_EAUTH (wrong user or password, or a
+ * password is required); RLOCK_ENOPERM (the ACL user may not run a command
+ * rlock needs: SELECT, SCRIPT LOAD); RLOCK_EREDIS (any other refusal, e.g.
+ * SELECT of a db that does not exist); RLOCK_ENOMEM. Blocks for at most
+ * connect_timeout_ms + command_timeout_ms. Thread-safe.
  */
 RLOCK_EXTERN int rlock_client_open(const rlock_config *cfg, rlock_client **out);
 
@@ -218,10 +311,17 @@ RLOCK_EXTERN const char *rlock_name(const rlock *lock);
  * released, lost, the client closes, or the owning thread exits (then the
  * lock expires within watchdog_timeout_ms).
  *
- * Returns RLOCK_OK; RLOCK_EINVAL; RLOCK_EIO (Redis unreachable after the
- * retries); RLOCK_EREDIS (e.g. the key holds another type of value; it is left
- * untouched); RLOCK_ECLOSED; RLOCK_ENOMEM. Blocks until acquired or failed;
- * the wait is a cancellation point.
+ * A thread whose hold was lost (see RLOCK_ELOST) is never silently given a
+ * new hold in its place: its next lock/try_lock returns RLOCK_ELOST and
+ * acquires nothing, even when the loss was already reported to on_lock_lost;
+ * the call after that acquires afresh (hold count 1). A lease lock that
+ * simply ran out its lease is not "lost": the next call acquires afresh.
+ *
+ * Returns RLOCK_OK; RLOCK_ELOST; RLOCK_EINVAL; RLOCK_EIO (Redis unreachable
+ * after the retries); RLOCK_ENOTLOCK (a hash that is not a lock has the
+ * name); RLOCK_EREDIS (e.g. the key holds another type of value; it is left
+ * untouched); RLOCK_ENOPERM, RLOCK_EAUTH; RLOCK_ECLOSED; RLOCK_ENOMEM. Blocks
+ * until acquired or failed; the wait is a cancellation point.
  */
 RLOCK_EXTERN int rlock_lock(rlock *lock);
 
@@ -240,9 +340,13 @@ RLOCK_EXTERN int rlock_lock_lease(rlock *lock, long long lease_ms);
  * renewal.
  *
  * Returns RLOCK_OK (acquired); RLOCK_BUSY (another owner held it for the whole
- * wait); RLOCK_EINVAL; RLOCK_EIO (Redis unreachable: returned within
- * wait_ms + command_timeout_ms plus scheduling slack); RLOCK_EREDIS;
- * RLOCK_ECLOSED; RLOCK_ENOMEM. An error return never leaves a renewed hold
+ * wait); RLOCK_ELOST (as for rlock_lock()); RLOCK_EINVAL; RLOCK_EIO (Redis
+ * unreachable: returned within wait_ms + command_timeout_ms plus scheduling
+ * slack, whatever the signals, the pool's queue or a hanging connect);
+ * RLOCK_ENOTLOCK; RLOCK_EREDIS; RLOCK_ENOPERM; RLOCK_ECLOSED; RLOCK_ENOMEM.
+ * A command that surely never reached Redis (the pooled connection was
+ * closed by the server while idle, or the write failed) is sent again on a
+ * fresh connection even with wait_ms 0. An error return never leaves a renewed hold
  * behind. If the reply to an acquisition was lost, the acquisition may
  * still have happened in Redis: calling rlock_try_lock()/rlock_lock() again
  * from the same thread then adopts it exactly once (the scripts are
@@ -261,18 +365,28 @@ RLOCK_EXTERN int rlock_try_lock(rlock *lock, long long wait_ms, long long lease_
  * rlock_config.local_handoffs); either way the caller no longer holds it.
  *
  * Returns RLOCK_OK; RLOCK_ENOTOWNER (the calling thread does not hold it:
- * never held, already released, or lost; nothing in Redis is changed and
- * nothing is published); RLOCK_EIO (the outcome is unknown: calling
- * rlock_unlock() again from the same thread completes it exactly once);
- * RLOCK_EREDIS; RLOCK_ECLOSED; RLOCK_EINVAL. Blocks for one round trip (more
- * on retries). Thread-safe.
+ * never held, already released, its lease ran out, or lost while this was
+ * its last hold -- the loss is reported once through on_lock_lost/on_event
+ * if this call is the first to find it; nothing in Redis is changed and
+ * nothing is published); RLOCK_ELOST (the thread's hold was lost while it
+ * held it more than once: after this unlock it would still believe it held
+ * the lock; reported once, nothing changed); RLOCK_EIO (the outcome is unknown:
+ * calling rlock_unlock() again from the same thread completes it exactly
+ * once); RLOCK_ENOTLOCK; RLOCK_ENOPERM (e.g. the ACL forbids PUBLISH on the
+ * lock's channel: the lock is NOT released, still held and renewed);
+ * RLOCK_EREDIS; RLOCK_ECLOSED; RLOCK_EINVAL. Any error other than RLOCK_EIO
+ * means Redis was left unchanged. Blocks for at most command_timeout_ms per
+ * attempt. Thread-safe.
  */
 RLOCK_EXTERN int rlock_unlock(rlock *lock);
 
 /*
  * Deletes the lock whoever holds it, and wakes waiters. Returns 1 (it was
- * locked and is now deleted), 0 (it was not locked) or a negative error. The
- * previous holder learns of the loss at its next renewal or unlock.
+ * locked and is now deleted), 0 (it was not locked) or a negative error:
+ * RLOCK_ENOTLOCK (the name holds a hash that is not a lock: left untouched),
+ * RLOCK_EREDIS (another type of value: untouched), RLOCK_ENOPERM, RLOCK_EIO,
+ * RLOCK_ECLOSED, RLOCK_EINVAL. The previous holder learns of the loss at its
+ * next renewal, lock or unlock.
  */
 RLOCK_EXTERN int rlock_force_unlock(rlock *lock);
 
@@ -281,7 +395,10 @@ RLOCK_EXTERN int rlock_is_locked(rlock *lock);
 
 /*
  * 1 if the calling thread holds the lock, 0 if not, or a negative error.
- * Asks Redis (HEXISTS), so a lost lease shows as 0.
+ * Answers 0 without a round trip once the hold's lease has run out by the
+ * client's clock (send time of the last confirmed acquisition or renewal +
+ * lease) or its loss was reported; otherwise asks Redis (HEXISTS), so a
+ * deleted lock shows as 0.
  */
 RLOCK_EXTERN int rlock_is_held_by_current_thread(rlock *lock);
 
@@ -293,6 +410,30 @@ RLOCK_EXTERN int rlock_hold_count(rlock *lock);
  * expiry, -2 if it is not locked. Returns RLOCK_OK or a negative error.
  */
 RLOCK_EXTERN int rlock_remain_ttl(rlock *lock, long long *ttl_ms);
+
+/*
+ * Detail of the calling thread's last failed rlock call, for a program
+ * (status, errno, Redis's error) and for a person (message). Every rlock
+ * call that returns an error (< 0) records it; a call that succeeds leaves
+ * the previous detail in place. Per thread; no locking needed.
+ */
+typedef struct rlock_error_info {
+    int status;             /* that call's status; RLOCK_OK if none failed yet */
+    int sys_errno;          /* errno of the failed system call (ECONNREFUSED,
+                               ETIMEDOUT, ECONNRESET, ...), else 0 */
+    int host_not_found;     /* 1 when the url's host name could not be resolved */
+    const char *redis_error; /* Redis's own error reply ("WRONGPASS invalid ...",
+                               "NOPERM ...", "READONLY ..."), or "" */
+    const char *message;    /* one line: what failed, where (host:port), why; "" if none */
+} rlock_error_info;
+
+/*
+ * Fills *out with the calling thread's last error detail. The strings stay
+ * valid until the thread's next failing rlock call. out NULL: no-op.
+ */
+RLOCK_EXTERN void rlock_last_error_info(rlock_error_info *out);
+/* The calling thread's last error message (as above); never NULL. */
+RLOCK_EXTERN const char *rlock_last_error(void);
 
 #ifdef __cplusplus
 }

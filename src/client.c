@@ -80,17 +80,24 @@ static int inherited(const rlock_client *c) {
 
 int rlock__enter(rlock__guard *g, rlock_client *c) {
     if (c == NULL || c->magic != RLOCK__CLIENT_MAGIC)
-        return RLOCK_EINVAL;
+        return rlock__fail(RLOCK_EINVAL, 0, "NULL or invalid client");
     if (inherited(c))
-        return RLOCK_ECLOSED;
+        return rlock__fail(RLOCK_ECLOSED, 0, "client inherited across fork(): open a new one");
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &g->cancel_state);
     g->client = c;
+    g->error_mark = rlock__error_mark();
     atomic_fetch_add(&c->calls, 1);
     if (atomic_load(&c->state) != RLOCK__OPEN) {
         rlock__leave(g);
-        return RLOCK_ECLOSED;
+        return rlock__fail(RLOCK_ECLOSED, 0, "client closed");
     }
     return RLOCK_OK;
+}
+
+int rlock__leave_status(rlock__guard *g, int status) {
+    unsigned mark = g->error_mark;
+    rlock__leave(g);
+    return rlock__fail_default(status, mark);
 }
 
 void rlock__leave(rlock__guard *g) {
@@ -106,7 +113,7 @@ void rlock__leave(rlock__guard *g) {
 
 int rlock__enter_lock(rlock__guard *g, rlock *lock) {
     if (lock == NULL || lock->magic != RLOCK__LOCK_MAGIC)
-        return RLOCK_EINVAL;
+        return rlock__fail(RLOCK_EINVAL, 0, "NULL or freed lock handle");
     return rlock__enter(g, lock->client);
 }
 
@@ -122,26 +129,47 @@ size_t rlock__owner(const rlock_client *c, uint64_t tid, char *buf) {
 
 /* ---- open ------------------------------------------------------------------ */
 
+#define HOUR_MS 3600000
+
+/* 1 if lo <= v <= hi; else records which field is out of range. */
+static int in_range(long long v, long long lo, long long hi, const char *field) {
+    if (v >= lo && v <= hi)
+        return 1;
+    rlock__fail(RLOCK_EINVAL, 0, "%s %lld: must be %lld..%lld", field, v, lo, hi);
+    return 0;
+}
+
+/* Whether the caller's struct (of its struct_size) has the field at offset. */
+static int has_field(const rlock_config *cfg, size_t offset, size_t size) {
+    return cfg->struct_size >= offset + size;
+}
+
 static int copy_settings(const rlock_config *cfg, rlock__settings *s) {
     rlock_config defaults;
     rlock_config_init(&defaults);
     if (cfg == NULL)
         cfg = &defaults;
     /* A struct not made by rlock_config_init, or by a header older than the first. */
-    if (cfg->struct_size < offsetof(rlock_config, callback_arg) + sizeof(void *))
-        return RLOCK_EINVAL;
-    if (cfg->watchdog_timeout_ms < 30 || cfg->watchdog_timeout_ms > RLOCK_MAX_LEASE_MS ||
-        cfg->connect_timeout_ms <= 0 || cfg->command_timeout_ms <= 0 || cfg->pool_size < 1 ||
-        cfg->pool_size > 1024 || cfg->retry_attempts < 0 || cfg->retry_attempts > 100 ||
-        cfg->retry_interval_ms < 0 || cfg->retry_interval_ms > 3600000)
+    if (!has_field(cfg, offsetof(rlock_config, callback_arg), sizeof(void *)))
+        return rlock__fail(RLOCK_EINVAL, 0, "config not initialised by rlock_config_init()");
+    if (cfg->watchdog_timeout_ms < 30 || cfg->watchdog_timeout_ms > RLOCK_MAX_LEASE_MS)
+        return rlock__fail(RLOCK_EINVAL, 0, "watchdog_timeout_ms %lld: must be 30..%lld",
+                           cfg->watchdog_timeout_ms, (long long)RLOCK_MAX_LEASE_MS);
+    if (!in_range(cfg->connect_timeout_ms, 1, HOUR_MS, "connect_timeout_ms") ||
+        !in_range(cfg->command_timeout_ms, 1, HOUR_MS, "command_timeout_ms") ||
+        !in_range(cfg->pool_size, 1, 1024, "pool_size") ||
+        !in_range(cfg->retry_attempts, 0, 100, "retry_attempts") ||
+        !in_range(cfg->retry_interval_ms, 0, HOUR_MS, "retry_interval_ms"))
         return RLOCK_EINVAL;
     /* Fields appended after the first release: absent from an older caller's struct. */
-    int local_handoffs = defaults.local_handoffs;
-    if (cfg->struct_size >= offsetof(rlock_config, local_handoffs) + sizeof(int))
-        local_handoffs = cfg->local_handoffs;
-    if (local_handoffs < 0 || local_handoffs > 1000)
+    s->local_handoffs = defaults.local_handoffs;
+    if (has_field(cfg, offsetof(rlock_config, local_handoffs), sizeof(int)))
+        s->local_handoffs = cfg->local_handoffs;
+    if (!in_range(s->local_handoffs, 0, 1000, "local_handoffs"))
         return RLOCK_EINVAL;
-    s->local_handoffs = local_handoffs;
+    s->on_event = NULL;
+    if (has_field(cfg, offsetof(rlock_config, on_event), sizeof(cfg->on_event)))
+        s->on_event = cfg->on_event;
     s->watchdog_timeout_ms = cfg->watchdog_timeout_ms;
     s->connect_timeout_ms = cfg->connect_timeout_ms;
     s->command_timeout_ms = cfg->command_timeout_ms;
@@ -150,7 +178,11 @@ static int copy_settings(const rlock_config *cfg, rlock__settings *s) {
     s->retry_interval_ms = cfg->retry_interval_ms;
     s->on_lock_lost = cfg->on_lock_lost;
     s->callback_arg = cfg->callback_arg;
-    return rlock__parse_url(cfg->url, &s->endpoint);
+    int status = rlock__parse_url(cfg->url, &s->endpoint);
+    if (status == RLOCK_EINVAL)
+        return rlock__fail(status, 0, "malformed url (expected redis://[[user]:password@]host"
+                                      "[:port][/db] or unix:///path[?db=N])");
+    return status;
 }
 
 /* Frees whatever part of a client has been built; the struct too. */
@@ -168,10 +200,12 @@ static void client_release(rlock_client *c) {
 /* The first pool connection: proves the url works and loads the scripts. */
 static int first_connection(rlock_client *c) {
     redisContext *ctx = NULL;
-    int status = rlock__connect(&c->settings, c->settings.connect_timeout_ms, &ctx);
+    int64_t deadline_ms = rlock__deadline_after(c->settings.connect_timeout_ms);
+    int status = rlock__connect(&c->settings, deadline_ms, &ctx);
     if (status != RLOCK_OK)
         return status;
-    status = rlock__scripts_load(ctx, &c->scripts);
+    status = rlock__scripts_load(ctx, rlock__deadline_after(c->settings.command_timeout_ms),
+                                 &c->scripts);
     if (status != RLOCK_OK) {
         redisFree(ctx);
         return status;
@@ -193,14 +227,17 @@ static int client_build(rlock_client *c, const rlock_config *cfg) {
         return status;
     if ((status = first_connection(c)) != RLOCK_OK)
         return status;
+    if ((status = rlock__events_start(c)) != RLOCK_OK)
+        return status;
     if ((status = rlock__pubsub_start(c)) != RLOCK_OK)
         return status;
     return rlock__watchdog_start(c);
 }
 
 int rlock_client_open(const rlock_config *cfg, rlock_client **out) {
+    unsigned mark = rlock__error_mark();
     if (out == NULL)
-        return RLOCK_EINVAL;
+        return rlock__fail(RLOCK_EINVAL, 0, "rlock_client_open: NULL out");
     *out = NULL;
     rlock__fork_init();
     rlock_client *c = rlock__calloc(1, sizeof(*c));
@@ -218,8 +255,9 @@ int rlock_client_open(const rlock_config *cfg, rlock_client **out) {
         atomic_store(&c->state, RLOCK__CLOSING);
         rlock__pubsub_stop(c);
         rlock__pool_abort(&c->pool);
+        rlock__events_stop(c);
         client_release(c);
-        return status;
+        return rlock__fail_default(status, mark);
     }
     registry_add(c);
     *out = c;
@@ -245,6 +283,7 @@ void rlock_client_close(rlock_client *c) {
     while (atomic_load(&c->calls) > 0)
         pthread_cond_wait(&c->idle, &c->mutex);
     pthread_mutex_unlock(&c->mutex);
+    rlock__events_stop(c);      /* what was found lost is still told */
 
     /* Still CLOSING: rlock_free leaves the struct to us until we say CLOSED. */
     rlock__pubsub_destroy(c);
@@ -310,7 +349,8 @@ int rlock_get(rlock_client *client, const char *name, rlock **out) {
     size_t len = name != NULL ? strnlen(name, RLOCK_MAX_NAME_LEN + 1) : 0;
     rlock *lock = NULL;
     if (len == 0 || len > RLOCK_MAX_NAME_LEN) {
-        status = RLOCK_EINVAL;
+        status = rlock__fail(RLOCK_EINVAL, 0, "lock name: NULL, empty or longer than %d bytes",
+                             RLOCK_MAX_NAME_LEN);
         goto out;
     }
     lock = rlock__calloc(1, sizeof(*lock));
@@ -330,8 +370,7 @@ int rlock_get(rlock_client *client, const char *name, rlock **out) {
 out:
     if (lock != NULL)
         free_handle(lock);
-    rlock__leave(&g);
-    return status;
+    return rlock__leave_status(&g, status);
 }
 
 void rlock_free(rlock *lock) {

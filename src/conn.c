@@ -1,21 +1,33 @@
 /*
- * conn.c - reaching Redis: url parsing, connecting (AUTH, SELECT, timeouts),
- * the command connection pool, and running commands with safe retries.
+ * conn.c - reaching Redis: url parsing, connecting (AUTH, SELECT), the
+ * command connection pool, and running commands with safe retries, all
+ * within absolute deadlines.
  *
  * This is the one place the lock code goes through to reach Redis
  * (rlock__exec / rlock__exec_pipeline: "run this for this key"). Sentinel
  * discovery and Cluster slot routing belong here, behind the same calls.
  *
+ * Deadlines: every context is non-blocking (REDIS_BLOCK cleared) for its
+ * whole life, and every wait -- connecting, writing, reading -- is a poll()
+ * on its socket with the time left to an absolute deadline, recomputed after
+ * each wake-up. hiredis's own blocking read restarts on EINTR with its full
+ * socket timeout, so a signal every few ms would stretch a call for ever;
+ * here no signal pattern can. Queueing for a pooled connection counts too.
+ *
  * Threads: every application thread calling rlock_* and the watchdog thread
- * take connections from the pool; rlock_client_close aborts them.
+ * take connections from the pool; the subscriber thread connects through
+ * rlock__connect and sends ahead; rlock_client_close aborts them.
  * Locking: pool.mutex guards the slots' busy flags, pool.closing, and every
  * write of a slot's ctx pointer. A slot's ctx is used only by the thread that
  * holds the slot (busy), outside the mutex, except that close may shutdown()
- * its socket under pool.mutex to abort a command in flight. A context that saw any error is freed, never returned to the pool
- * (hiredis contexts are unusable after an error).
+ * its socket under pool.mutex to abort a command in flight. A context that
+ * saw any error or timed out is freed, never returned to the pool (a hiredis
+ * context is unusable after an error).
  */
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -182,63 +194,193 @@ void rlock__endpoint_clear(rlock__endpoint *ep) {
     memset(ep, 0, sizeof(*ep));
 }
 
-/* ---- connecting ---------------------------------------------------------- */
+/* ---- deadline-bounded I/O --------------------------------------------- */
 
-static struct timeval ms_to_timeval(int ms) {
-    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
-    return tv;
+/* Milliseconds left to deadline_ms for poll(): -1 = no deadline, 0 = passed. */
+static int ms_left(int64_t deadline_ms) {
+    if (deadline_ms == RLOCK__NO_DEADLINE)
+        return -1;
+    int64_t left = deadline_ms - rlock__now_ms();
+    if (left <= 0)
+        return 0;
+    return left > INT_MAX ? INT_MAX : (int)left;
 }
 
-/* Runs one setup command; RLOCK_EREDIS if Redis refuses it. */
-static int setup_command(redisContext *ctx, int argc, const char **argv) {
-    redisReply *reply = redisCommandArgv(ctx, argc, argv, NULL);
+/*
+ * Waits until fd is ready for events or deadline_ms passes. A signal only
+ * makes it recompute the time left. Returns RLOCK_OK, or RLOCK_EIO with
+ * errno ETIMEDOUT (deadline) or poll's errno.
+ */
+static int wait_ready(int fd, short events, int64_t deadline_ms) {
+    for (;;) {
+        struct pollfd pfd = {.fd = fd, .events = events};
+        int timeout = ms_left(deadline_ms);
+        int n = poll(&pfd, 1, timeout);
+        if (n > 0)
+            return RLOCK_OK;
+        if (n == 0) {
+            errno = ETIMEDOUT;
+            return RLOCK_EIO;
+        }
+        if (errno != EINTR)
+            return RLOCK_EIO;
+    }
+}
+
+int rlock__io_flush(redisContext *ctx, int64_t deadline_ms) {
+    int done = 0;
+    for (;;) {
+        if (redisBufferWrite(ctx, &done) != REDIS_OK)
+            return RLOCK_EIO;
+        if (done)
+            return RLOCK_OK;
+        if (wait_ready(ctx->fd, POLLOUT, deadline_ms) != RLOCK_OK)
+            return RLOCK_EIO;
+    }
+}
+
+int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply) {
+    *reply = NULL;
+    for (;;) {
+        void *raw = NULL;
+        if (redisGetReplyFromReader(ctx, &raw) != REDIS_OK)
+            return RLOCK_EIO;
+        if (raw != NULL) {
+            *reply = raw;
+            return RLOCK_OK;
+        }
+        if (wait_ready(ctx->fd, POLLIN, deadline_ms) != RLOCK_OK)
+            return RLOCK_EIO;
+        if (redisBufferRead(ctx) != REDIS_OK)
+            return RLOCK_EIO;
+    }
+}
+
+/* ---- connecting ---------------------------------------------------------- */
+
+/* "host:port" or the socket path, for messages. */
+static const char *where(const rlock__endpoint *ep, char *buf, size_t size) {
+    if (ep->unix_path != NULL)
+        snprintf(buf, size, "%s", ep->unix_path);
+    else if (strchr(ep->host, ':') != NULL)
+        snprintf(buf, size, "[%s]:%d", ep->host, ep->port);
+    else
+        snprintf(buf, size, "%s:%d", ep->host, ep->port);
+    return buf;
+}
+
+#define WHERE_MAX 300
+
+/*
+ * The errno behind a hiredis I/O error (hiredis 0.14 keeps only its text):
+ * matched against the errors a connection can meet. 0 if none matches.
+ */
+static int errno_of(const redisContext *ctx) {
+    static const int candidates[] = {ECONNREFUSED, ETIMEDOUT,  EHOSTUNREACH, ENETUNREACH,
+                                     ECONNRESET,   EPIPE,      ENOENT,       EACCES,
+                                     EADDRNOTAVAIL, ECONNABORTED, EAGAIN,    ENOTCONN};
+    for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++)
+        if (strstr(ctx->errstr, strerror(candidates[i])) != NULL)
+            return candidates[i];
+    return 0;
+}
+
+/* Records an I/O failure of ctx (or of the call, with sys_errno) and returns RLOCK_EIO. */
+static int fail_io(const rlock__endpoint *ep, const redisContext *ctx, int sys_errno,
+                   const char *what) {
+    char at[WHERE_MAX];
+    where(ep, at, sizeof(at));
+    if (ctx != NULL && ctx->err != 0 && sys_errno == 0) {
+        int err = errno_of(ctx);
+        if (err != 0)
+            return rlock__fail(RLOCK_EIO, err, "%s %s", what, at);
+        return rlock__fail(RLOCK_EIO, 0, "%s %s: %s", what, at, ctx->errstr);
+    }
+    return rlock__fail(RLOCK_EIO, sys_errno, "%s %s", what, at);
+}
+
+/* Runs one setup command (AUTH, SELECT) by deadline_ms; error replies mapped. */
+static int setup_command(const rlock__endpoint *ep, redisContext *ctx, int argc,
+                         const char **argv, int64_t deadline_ms) {
+    redisReply *reply = NULL;
+    char at[WHERE_MAX], what[WHERE_MAX + 64];
     int status = RLOCK_OK;
-    if (reply == NULL)
-        return RLOCK_EIO;
-    if (reply->type == REDIS_REPLY_ERROR)
-        status = RLOCK_EREDIS;
+    if (redisAppendCommandArgv(ctx, argc, argv, NULL) != REDIS_OK)
+        return rlock__fail(RLOCK_ENOMEM, 0, "%s: out of memory", argv[0]);
+    if (rlock__io_flush(ctx, deadline_ms) != RLOCK_OK ||
+        rlock__io_read(ctx, deadline_ms, &reply) != RLOCK_OK)
+        return fail_io(ep, ctx, ctx->err != 0 ? 0 : errno, argv[0]);
+    if (reply->type == REDIS_REPLY_ERROR) {
+        snprintf(what, sizeof(what), "%s%s%s at %s", argv[0],
+                 argc == 3 ? " as user " : "", argc == 3 ? argv[1] : "",
+                 where(ep, at, sizeof(at)));
+        status = rlock__fail_reply(reply, what);
+    }
     freeReplyObject(reply);
     return status;
 }
 
-static int authenticate(const rlock__endpoint *ep, redisContext *ctx) {
+static int authenticate(const rlock__endpoint *ep, redisContext *ctx, int64_t deadline_ms) {
     char db[24];
     int status = RLOCK_OK;
     if (ep->password != NULL) {
         const char *auth_user[] = {"AUTH", ep->user, ep->password};
         const char *auth[] = {"AUTH", ep->password};
-        status = ep->user != NULL ? setup_command(ctx, 3, auth_user) : setup_command(ctx, 2, auth);
+        status = ep->user != NULL ? setup_command(ep, ctx, 3, auth_user, deadline_ms)
+                                  : setup_command(ep, ctx, 2, auth, deadline_ms);
     }
     if (status == RLOCK_OK && ep->db != 0) {
         rlock__fmt_u64(db, (uint64_t)ep->db);
         const char *select[] = {"SELECT", db};
-        status = setup_command(ctx, 2, select);
+        status = setup_command(ep, ctx, 2, select, deadline_ms);
     }
     return status;
 }
 
-int rlock__connect(const rlock__settings *s, int timeout_ms, redisContext **out) {
+/* Completes a non-blocking connect by deadline_ms (SO_ERROR tells the outcome). */
+static int finish_connect(const rlock__endpoint *ep, redisContext *ctx, int64_t deadline_ms) {
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (wait_ready(ctx->fd, POLLOUT, deadline_ms) != RLOCK_OK)
+        return fail_io(ep, NULL, errno, "connect to");
+    if (getsockopt(ctx->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+        err = errno;
+    return err != 0 ? fail_io(ep, NULL, err, "connect to") : RLOCK_OK;
+}
+
+/* A hiredis context that failed before any socket: a name that did not resolve? */
+static int failed_resolving(const rlock__endpoint *ep, const redisContext *ctx) {
+    return ep->unix_path == NULL && ctx->err == REDIS_ERR_OTHER;
+}
+
+int rlock__connect(const rlock__settings *s, int64_t deadline_ms, redisContext **out) {
     const rlock__endpoint *ep = &s->endpoint;
-    struct timeval tv = ms_to_timeval(timeout_ms);
-    redisContext *ctx = ep->unix_path != NULL ? redisConnectUnixWithTimeout(ep->unix_path, tv)
-                                              : redisConnectWithTimeout(ep->host, ep->port, tv);
+    int64_t connect_by = rlock__deadline_after(s->connect_timeout_ms);
     int status = RLOCK_EIO;
 
     *out = NULL;
-    if (ctx == NULL || ctx->err != 0)
+    if (connect_by > deadline_ms)
+        connect_by = deadline_ms;
+    redisContext *ctx = ep->unix_path != NULL ? redisConnectUnixNonBlock(ep->unix_path)
+                                              : redisConnectNonBlock(ep->host, ep->port);
+    if (ctx == NULL)
+        return rlock__fail(RLOCK_ENOMEM, 0, "connect: out of memory");
+    if (ctx->err != 0) {
+        status = fail_io(ep, ctx, 0, failed_resolving(ep, ctx) ? "resolve" : "connect to");
+        if (failed_resolving(ep, ctx))
+            rlock__fail_host_not_found();
         goto fail;
-    if (redisSetTimeout(ctx, ms_to_timeval(s->command_timeout_ms)) != REDIS_OK)
+    }
+    if ((status = finish_connect(ep, ctx, connect_by)) != RLOCK_OK)
         goto fail;
     if (ep->unix_path == NULL)
         redisEnableKeepAlive(ctx);
-    status = authenticate(ep, ctx);
-    if (status != RLOCK_OK)
+    if ((status = authenticate(ep, ctx, connect_by)) != RLOCK_OK)
         goto fail;
     *out = ctx;
     return RLOCK_OK;
 fail:
-    if (ctx != NULL)
-        redisFree(ctx);
+    redisFree(ctx);
     return status;
 }
 
@@ -294,12 +436,13 @@ void rlock__pool_destroy(rlock__pool *pool) {
 }
 
 /*
- * Takes a slot, preferring one that is already connected. Waits while all
- * slots are busy (each is held for one bounded round trip). Returns the slot
- * or NULL if the client is closing.
+ * Takes a slot, preferring one that is already connected, waiting while all
+ * are busy until deadline_ms. NULL with *status RLOCK_ECLOSED (closing) or
+ * RLOCK_EIO (no slot free in time).
  */
-static rlock__conn *pool_take(rlock__pool *pool) {
+static rlock__conn *pool_take(rlock__pool *pool, int64_t deadline_ms, int *status) {
     rlock__conn *conn = NULL;
+    *status = RLOCK_ECLOSED;
     pthread_mutex_lock(&pool->mutex);
     while (!pool->closing) {
         rlock__conn *idle_unconnected = NULL;
@@ -316,9 +459,14 @@ static rlock__conn *pool_take(rlock__pool *pool) {
             conn = idle_unconnected;
         if (conn != NULL) {
             conn->busy = 1;
+            *status = RLOCK_OK;
             break;
         }
-        pthread_cond_wait(&pool->available, &pool->mutex);
+        if (rlock__cond_wait_until(&pool->available, &pool->mutex, deadline_ms) == ETIMEDOUT &&
+            rlock__now_ms() >= deadline_ms) {
+            *status = RLOCK_EIO;
+            break;
+        }
     }
     pthread_mutex_unlock(&pool->mutex);
     return conn;
@@ -340,15 +488,39 @@ static void pool_give(rlock__pool *pool, rlock__conn *conn, int healthy) {
 }
 
 /*
- * Connects the slot we hold if needed. The new context is published under
- * pool.mutex (close reads busy slots' contexts to abort them); if close began
- * while we connected, it is shut down at once so the caller fails fast.
+ * Whether an idle pooled connection can still be used: nothing to read on
+ * it (a closed peer reads as 0, an error as an error; any data would be a
+ * reply nobody asked for). A server `timeout` or a NAT closes idle sockets.
  */
-static int ensure_connected(rlock_client *c, rlock__conn *conn) {
+static int still_open(const redisContext *ctx) {
+    char byte;
+    ssize_t n = recv(ctx->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+/* Drops the slot's context (the slot is ours). */
+static void drop_context(rlock_client *c, rlock__conn *conn) {
+    redisContext *ctx;
+    pthread_mutex_lock(&c->pool.mutex);
+    ctx = conn->ctx;
+    conn->ctx = NULL;
+    pthread_mutex_unlock(&c->pool.mutex);
+    if (ctx != NULL)
+        redisFree(ctx);
+}
+
+/*
+ * Connects the slot we hold if needed (by deadline_ms). The new context is
+ * published under pool.mutex (close reads busy slots' contexts to abort
+ * them); if close began while we connected, it is shut down at once so the
+ * caller fails fast. An idle connection the server closed is replaced.
+ */
+static int ensure_connected(rlock_client *c, rlock__conn *conn, int64_t deadline_ms) {
     redisContext *ctx = NULL;
-    if (conn->ctx != NULL)
+    if (conn->ctx != NULL && still_open(conn->ctx))
         return RLOCK_OK;
-    int status = rlock__connect(&c->settings, c->settings.connect_timeout_ms, &ctx);
+    drop_context(c, conn);
+    int status = rlock__connect(&c->settings, deadline_ms, &ctx);
     if (status != RLOCK_OK)
         return status;
     pthread_mutex_lock(&c->pool.mutex);
@@ -373,21 +545,28 @@ static int is_transient_error(const redisReply *reply) {
     return 0;
 }
 
+/* What a round trip did: the command surely never reached Redis, or may have. */
+enum { REACHED_NONE, REACHED_MAYBE };
+
 /*
- * Sends cmd and reads its reply on ctx. An EVALSHA answered NOSCRIPT is sent
- * again as EVAL (which also caches the script): one extra round trip after a
- * restart or SCRIPT FLUSH.
+ * Sends cmd and reads its reply on ctx by deadline_ms. An EVALSHA answered
+ * NOSCRIPT is sent again as EVAL (which also caches the script): one extra
+ * round trip after a restart or SCRIPT FLUSH. *reached says whether a
+ * failure may have let the command run (a failed write sends nothing that
+ * Redis would run: a partial command is never executed).
  */
 static int round_trip(rlock_client *c, redisContext *ctx, const rlock__cmd *cmd, int use_body,
-                      redisReply **reply) {
+                      int64_t deadline_ms, redisReply **reply, int *reached) {
+    *reached = REACHED_NONE;
     for (; use_body < 2; use_body++) {
-        void *raw = NULL;
         int status = rlock__append_cmd(ctx, &c->scripts, cmd, use_body);
         if (status != RLOCK_OK)
             return status;
-        if (redisGetReply(ctx, &raw) != REDIS_OK)
+        if (rlock__io_flush(ctx, deadline_ms) != RLOCK_OK)
             return RLOCK_EIO;
-        *reply = raw;
+        *reached = REACHED_MAYBE;
+        if (rlock__io_read(ctx, deadline_ms, reply) != RLOCK_OK)
+            return RLOCK_EIO;
         if (cmd->script < 0 || use_body || !rlock__is_noscript(*reply))
             return RLOCK_OK;
         freeReplyObject(*reply);
@@ -415,37 +594,92 @@ static void retry_sleep(rlock_client *c, int64_t until_ms) {
     pthread_mutex_unlock(&c->pool.mutex);
 }
 
+static int64_t min_deadline(int64_t a, int64_t b) {
+    return a < b ? a : b;
+}
+
+/* deadline_ms + ms, saturating (RLOCK__NO_DEADLINE stays). */
+static int64_t extend(int64_t deadline_ms, int ms) {
+    return deadline_ms >= RLOCK__NO_DEADLINE - ms ? RLOCK__NO_DEADLINE : deadline_ms + ms;
+}
+
+/* A short name of the command for messages: the script's, or the verb. */
+static const char *cmd_name(const rlock__cmd *cmd) {
+    return cmd->script >= 0 ? rlock__script_name(cmd->script) : cmd->argv[0];
+}
+
+/* Records an I/O failure of a command at the client's endpoint. */
+static int fail_cmd_io(rlock_client *c, const redisContext *ctx, const rlock__cmd *cmd) {
+    char what[64];
+    snprintf(what, sizeof(what), "%s at", cmd_name(cmd));
+    int status = fail_io(&c->settings.endpoint, ctx, ctx != NULL && ctx->err != 0 ? 0 : errno,
+                         what);
+    rlock__link_down(c, status, rlock__last_message());
+    return status;
+}
+
+/*
+ * One attempt: a pooled connection (queueing by the attempt's deadline), a
+ * connection if needed, the round trip. *reached as for round_trip.
+ */
+static int attempt_once(rlock_client *c, const rlock__cmd *cmd, int64_t hard_ms,
+                        redisReply **reply, int *reached) {
+    const rlock__settings *s = &c->settings;
+    int64_t start = rlock__now_ms();
+    int64_t by = min_deadline(start + s->command_timeout_ms, hard_ms);
+    int status;
+    *reached = REACHED_NONE;
+    rlock__conn *conn = pool_take(&c->pool, by, &status);
+    if (conn == NULL)
+        return status == RLOCK_ECLOSED ? RLOCK_ECLOSED
+                                       : rlock__fail(RLOCK_EIO, ETIMEDOUT,
+                                                     "%s: no pooled connection free within %lld ms "
+                                                     "(pool_size %d)", cmd_name(cmd),
+                                                     (long long)(by - start), s->pool_size);
+    status = ensure_connected(c, conn, min_deadline(start + s->connect_timeout_ms, hard_ms));
+    if (status == RLOCK_EIO)
+        rlock__link_down(c, status, rlock__last_message());
+    if (status == RLOCK_OK) {
+        status = round_trip(c, conn->ctx, cmd, 0, by, reply, reached);
+        if (status == RLOCK_EIO)
+            status = fail_cmd_io(c, conn->ctx, cmd);
+        else if (status == RLOCK_OK)
+            rlock__link_up(c);
+    }
+    pool_give(&c->pool, conn, status == RLOCK_OK);
+    return status;
+}
+
 int rlock__exec(rlock_client *c, const rlock__cmd *cmd, int64_t deadline_ms, redisReply **reply,
                 int *resent) {
-    int status = RLOCK_EIO, maybe_sent = 0;
+    int64_t hard_ms = extend(deadline_ms, c->settings.command_timeout_ms);
+    int status = RLOCK_EIO, maybe_sent = 0, reached, unsent_retries = 0;
     *reply = NULL;
     if (resent != NULL)
         *resent = 0;
-    for (int attempt = 0;; attempt++) {
-        rlock__conn *conn = pool_take(&c->pool);
-        if (conn == NULL)
-            return RLOCK_ECLOSED;
+    for (int attempt = 0;;) {
         if (resent != NULL && maybe_sent)
             *resent = 1;
-        status = ensure_connected(c, conn);
-        int sent = status == RLOCK_OK;
-        if (sent)
-            status = round_trip(c, conn->ctx, cmd, 0, reply);
-        pool_give(&c->pool, conn, status == RLOCK_OK);
+        status = attempt_once(c, cmd, hard_ms, reply, &reached);
         if (rlock__closing(c)) {
             if (*reply != NULL)
                 freeReplyObject(*reply);
             *reply = NULL;
-            return RLOCK_ECLOSED;
+            return rlock__fail(RLOCK_ECLOSED, 0, "client closed during %s", cmd_name(cmd));
         }
         if (status == RLOCK_OK && !is_transient_error(*reply))
-            return (*reply)->type == REDIS_REPLY_ERROR ? RLOCK_EREDIS : RLOCK_OK;
+            return (*reply)->type == REDIS_REPLY_ERROR ? rlock__fail_reply(*reply, cmd_name(cmd))
+                                                       : RLOCK_OK;
         if (status != RLOCK_OK && status != RLOCK_EIO)
             return status;
-        maybe_sent |= sent && status == RLOCK_EIO; /* a "try again" reply never ran */
-        if (attempt >= c->settings.retry_attempts)
+        /* A write that failed sent nothing Redis would run: at once, on a fresh connection. */
+        if (status == RLOCK_EIO && reached == REACHED_NONE && unsent_retries++ == 0 &&
+            rlock__now_ms() < hard_ms)
+            continue;
+        maybe_sent |= status == RLOCK_EIO && reached == REACHED_MAYBE;
+        if (attempt++ >= c->settings.retry_attempts)
             break;
-        int64_t resume = rlock__now_ms() + retry_pause_ms(&c->settings, attempt);
+        int64_t resume = rlock__now_ms() + retry_pause_ms(&c->settings, attempt - 1);
         if (resume >= deadline_ms)
             break;
         if (*reply != NULL)
@@ -454,36 +688,56 @@ int rlock__exec(rlock_client *c, const rlock__cmd *cmd, int64_t deadline_ms, red
         retry_sleep(c, resume);
     }
     if (*reply != NULL) /* still "try again" after the last attempt */
-        return RLOCK_EREDIS;
+        return rlock__fail_reply(*reply, cmd_name(cmd));
     return status;
 }
 
-int rlock__exec_pipeline(rlock_client *c, const rlock__cmd *cmds, int n, redisReply **replies) {
-    rlock__conn *conn = pool_take(&c->pool);
-    int status, i = 0;
-    if (conn == NULL)
-        return RLOCK_ECLOSED;
-    status = ensure_connected(c, conn);
+/* Sends the pipeline on ctx and reads its n replies by deadline_ms; NOSCRIPT re-run as EVAL. */
+static int pipeline_round_trip(rlock_client *c, redisContext *ctx, const rlock__cmd *cmds, int n,
+                               int64_t deadline_ms, redisReply **replies) {
+    int reached, status = RLOCK_OK;
     for (int j = 0; j < n && status == RLOCK_OK; j++)
-        status = rlock__append_cmd(conn->ctx, &c->scripts, &cmds[j], 0);
-    for (; i < n && status == RLOCK_OK; i++) {
-        void *raw = NULL;
-        if (redisGetReply(conn->ctx, &raw) != REDIS_OK)
+        status = rlock__append_cmd(ctx, &c->scripts, &cmds[j], 0);
+    if (status == RLOCK_OK && rlock__io_flush(ctx, deadline_ms) != RLOCK_OK)
+        status = RLOCK_EIO;
+    for (int i = 0; i < n && status == RLOCK_OK; i++)
+        if (rlock__io_read(ctx, deadline_ms, &replies[i]) != RLOCK_OK)
             status = RLOCK_EIO;
-        replies[i] = raw;
-    }
     /* Scripts flushed meanwhile: re-run the ones answered NOSCRIPT as EVAL. */
-    for (int j = 0; j < i && status == RLOCK_OK; j++) {
+    for (int j = 0; j < n && status == RLOCK_OK; j++) {
         if (!rlock__is_noscript(replies[j]))
             continue;
         freeReplyObject(replies[j]);
         replies[j] = NULL;
-        status = round_trip(c, conn->ctx, &cmds[j], 1, &replies[j]);
+        status = round_trip(c, ctx, &cmds[j], 1, deadline_ms, &replies[j], &reached);
+    }
+    return status;
+}
+
+int rlock__exec_pipeline(rlock_client *c, const rlock__cmd *cmds, int n, int64_t deadline_ms,
+                         redisReply **replies) {
+    int status;
+    for (int j = 0; j < n; j++)
+        replies[j] = NULL;
+    rlock__conn *conn = pool_take(&c->pool, deadline_ms, &status);
+    if (conn == NULL)
+        return status == RLOCK_ECLOSED
+                   ? RLOCK_ECLOSED
+                   : rlock__fail(RLOCK_EIO, ETIMEDOUT, "renewal: no pooled connection free");
+    status = ensure_connected(c, conn, deadline_ms);
+    if (status == RLOCK_OK) {
+        status = pipeline_round_trip(c, conn->ctx, cmds, n, deadline_ms, replies);
+        if (status == RLOCK_EIO)
+            status = fail_cmd_io(c, conn->ctx, &cmds[0]);
+        else if (status == RLOCK_OK)
+            rlock__link_up(c);
+    } else if (status == RLOCK_EIO) {
+        rlock__link_down(c, status, rlock__last_message());
     }
     pool_give(&c->pool, conn, status == RLOCK_OK);
     if (status != RLOCK_OK) {
         for (int j = 0; j < n; j++) {
-            if (j < i && replies[j] != NULL)
+            if (replies[j] != NULL)
                 freeReplyObject(replies[j]);
             replies[j] = NULL;
         }
@@ -494,7 +748,6 @@ int rlock__exec_pipeline(rlock_client *c, const rlock__cmd *cmds, int n, redisRe
 rlock__conn *rlock__send_ahead(rlock_client *c, const rlock__cmd *cmd) {
     rlock__pool *pool = &c->pool;
     rlock__conn *conn = NULL;
-    int done = 0;
     pthread_mutex_lock(&pool->mutex);
     for (int i = 0; i < pool->size && !pool->closing && conn == NULL; i++)
         if (!pool->slots[i].busy && pool->slots[i].ctx != NULL)
@@ -504,22 +757,17 @@ rlock__conn *rlock__send_ahead(rlock_client *c, const rlock__cmd *cmd) {
     pthread_mutex_unlock(&pool->mutex);
     if (conn == NULL)
         return NULL;
-    /* An idle slot has nothing buffered: this small write does not block. */
-    if (rlock__append_cmd(conn->ctx, &c->scripts, cmd, 0) == RLOCK_OK)
-        while (!done)
-            if (redisBufferWrite(conn->ctx, &done) != REDIS_OK)
-                break;
-    if (!done) {
+    /* An idle slot has nothing buffered: this small write does not wait. */
+    if (!still_open(conn->ctx) || rlock__append_cmd(conn->ctx, &c->scripts, cmd, 0) != RLOCK_OK ||
+        rlock__io_flush(conn->ctx, rlock__now_ms()) != RLOCK_OK) {
         pool_give(pool, conn, 0);
         return NULL;
     }
     return conn;
 }
 
-int rlock__read_ahead(rlock_client *c, rlock__conn *conn, redisReply **reply) {
-    void *raw = NULL;
-    int status = redisGetReply(conn->ctx, &raw) == REDIS_OK ? RLOCK_OK : RLOCK_EIO;
+int rlock__read_ahead(rlock_client *c, rlock__conn *conn, int64_t deadline_ms, redisReply **reply) {
+    int status = rlock__io_read(conn->ctx, deadline_ms, reply);
     pool_give(&c->pool, conn, status == RLOCK_OK);
-    *reply = raw;
     return status;
 }

@@ -1,33 +1,46 @@
 /*
- * holds.c - the table of locks this client holds, by name.
+ * holds.c - the table of holds this client's threads have, one entry per
+ * (lock name, owner thread).
  *
- * One entry per lock name (a lock is exclusive, so at most one thread of the
- * process holds it at a time): the owning thread, its last known hold count
- * (sent to the scripts as "expected", which makes re-sends idempotent), and
- * whether the watchdog renews it. Reentries and all threads of one lock share
- * the entry; a watchdog acquisition marks it renewed until it is fully
- * released, lost, or its thread exits.
+ * Per owner, not per lock: a lock is exclusive in Redis, but the client's
+ * view of it is not. Thread A may still believe it holds X after losing it
+ * while thread B acquires X; each keeps its own entry, so A's loss is
+ * reported to A and B's hold is renewed untouched (and read-write locks
+ * will have many owners of one name).
  *
- * Each time a lock is created afresh in Redis (hold count 1) the entry gets a
- * new serial, so a watchdog round that found an *older* hold gone cannot drop
- * the new one.
+ * An entry records the owner's last known hold count (sent to the scripts as
+ * "expected", which makes re-sends idempotent), whether the watchdog renews
+ * it, and when its lease ends by the client's clock: the send time of the
+ * last acquisition or renewal Redis confirmed plus the lease. Past that
+ * time the hold is treated as gone without asking Redis.
  *
- * Threads: application threads (after each acquire/release reply), the
- * watchdog thread (snapshots and lost locks), exiting threads (TLS destructor).
- * Locking: holds.mutex guards the table and every entry. Nothing here blocks
- * or talks to Redis.
+ * A hold found gone (by the watchdog, or by the clock) becomes a tombstone:
+ * it is reported once, and stays until the owner's next lock/unlock, which
+ * learns of it (RLOCK_ELOST / RLOCK_ENOTOWNER) and starts afresh. Each
+ * entry created afresh gets a new serial, so a renewal result about an
+ * older hold cannot touch a newer one.
+ *
+ * Threads: application threads (around each acquire/release), the watchdog
+ * thread (snapshots, renewals, sweeps), the subscriber thread (expected
+ * counts), exiting threads (TLS destructor). Locking: holds.mutex guards the
+ * table and every entry. Nothing here blocks or talks to Redis.
  */
 #include <string.h>
 
 #include "internal.h"
 
+enum { ENTRY_HELD, ENTRY_LOST };
+
 struct rlock__hold {
     rlock__hold *next;   /* bucket chain */
-    uint64_t owner_tid;  /* thread holding it */
-    uint64_t serial;     /* changes when the lock is re-created in Redis */
+    uint64_t owner_tid;  /* the thread whose hold this is */
+    uint64_t serial;     /* new for every entry created */
     long long count;     /* last hold count Redis reported to the owner */
+    int64_t expires_ms;  /* lease end by the client's clock (monotonic ms) */
+    int state;           /* ENTRY_HELD, or ENTRY_LOST: a reported tombstone */
     int renew;           /* the watchdog renews it */
     int releasing;       /* unlocks in flight: the watchdog must not call it lost */
+    int unsure;          /* an unlock's outcome is unknown: Redis may hold count - 1 */
     uint32_t hash;
     size_t name_len;
     char name[];         /* not NUL-terminated */
@@ -72,13 +85,15 @@ void rlock__holds_destroy(rlock__holds *h) {
     pthread_mutex_destroy(&h->mutex);
 }
 
-/* Finds the entry for name; *link receives the pointer that points to it. */
-static rlock__hold *find(rlock__holds *h, const char *name, size_t len, rlock__hold ***link) {
+/* Finds tid's entry for name; *link receives the pointer that points to it. */
+static rlock__hold *find(rlock__holds *h, const char *name, size_t len, uint64_t tid,
+                         rlock__hold ***link) {
     uint32_t hash = hash_name(name, len);
     rlock__hold **p = &h->buckets[hash & (h->nbuckets - 1)];
     for (; *p != NULL; p = &(*p)->next) {
         rlock__hold *e = *p;
-        if (e->hash == hash && e->name_len == len && memcmp(e->name, name, len) == 0)
+        if (e->hash == hash && e->owner_tid == tid && e->name_len == len &&
+            memcmp(e->name, name, len) == 0)
             break;
     }
     if (link != NULL)
@@ -108,23 +123,94 @@ static void maybe_grow(rlock__holds *h) {
     h->nbuckets *= 2;
 }
 
+static void set_renew(rlock__holds *h, rlock__hold *e, int renew) {
+    if (e->renew == renew)
+        return;
+    e->renew = renew;
+    if (renew)
+        h->renewed++;
+    else
+        h->renewed--;
+}
+
 static void unlink_entry(rlock__holds *h, rlock__hold **link) {
     rlock__hold *e = *link;
     *link = e->next;
     h->count--;
-    if (e->renew)
-        h->renewed--;
+    set_renew(h, e, 0);
     rlock__free(e);
+}
+
+/* Makes e a reported tombstone: no longer renewed, kept for its owner to learn. */
+static void bury(rlock__holds *h, rlock__hold *e) {
+    e->state = ENTRY_LOST;
+    set_renew(h, e, 0);
+}
+
+int rlock__holds_get(rlock__holds *h, const char *name, size_t len, uint64_t tid, int64_t now_ms,
+                     rlock__hold_info *info) {
+    rlock__hold **link;
+    int state = RLOCK__HOLD_NONE;
+    memset(info, 0, sizeof(*info));
+    pthread_mutex_lock(&h->mutex);
+    rlock__hold *e = find(h, name, len, tid, &link);
+    if (e == NULL) {
+        /* nothing known */
+    } else if (e->state == ENTRY_LOST) {
+        info->count = e->count;
+        info->lease_left_ms = e->expires_ms - now_ms;
+        state = RLOCK__HOLD_LOST;
+    } else if (now_ms >= e->expires_ms && e->releasing == 0 && !e->renew) {
+        unlink_entry(h, link); /* a lease lock that ran its lease: over, not lost */
+        state = RLOCK__HOLD_EXPIRED;
+    } else if (now_ms >= e->expires_ms && e->releasing == 0) {
+        info->count = e->count;
+        info->lease_left_ms = e->expires_ms - now_ms;
+        info->report = 1; /* found by the clock before the watchdog swept it */
+        bury(h, e);
+        state = RLOCK__HOLD_LOST;
+    } else {
+        info->count = e->count;
+        info->unsure = e->unsure;
+        info->renew = e->renew;
+        info->lease_left_ms = e->expires_ms - now_ms;
+        state = RLOCK__HOLD_HELD;
+    }
+    pthread_mutex_unlock(&h->mutex);
+    return state;
 }
 
 long long rlock__holds_expected(rlock__holds *h, const char *name, size_t len, uint64_t tid) {
     long long count = 0;
     pthread_mutex_lock(&h->mutex);
-    rlock__hold *e = find(h, name, len, NULL);
-    if (e != NULL && e->owner_tid == tid)
+    rlock__hold *e = find(h, name, len, tid, NULL);
+    if (e != NULL && e->state == ENTRY_HELD)
         count = e->count;
     pthread_mutex_unlock(&h->mutex);
     return count;
+}
+
+void rlock__holds_forget(rlock__holds *h, const char *name, size_t len, uint64_t tid) {
+    rlock__hold **link;
+    pthread_mutex_lock(&h->mutex);
+    if (find(h, name, len, tid, &link) != NULL)
+        unlink_entry(h, link);
+    pthread_mutex_unlock(&h->mutex);
+}
+
+int rlock__holds_found_gone(rlock__holds *h, const char *name, size_t len, uint64_t tid,
+                            long long *lease_left_ms, int64_t now_ms) {
+    rlock__hold **link;
+    int report = 0;
+    pthread_mutex_lock(&h->mutex);
+    rlock__hold *e = find(h, name, len, tid, &link);
+    if (e != NULL) {
+        report = e->state == ENTRY_HELD;
+        *lease_left_ms = e->expires_ms - now_ms;
+        unlink_entry(h, link); /* the caller tells its thread now: nothing to keep */
+    }
+    pthread_mutex_unlock(&h->mutex);
+    return report;
 }
 
 rlock__hold *rlock__holds_spare(const char *name, size_t len) {
@@ -139,54 +225,56 @@ rlock__hold *rlock__holds_spare(const char *name, size_t len) {
 }
 
 void rlock__holds_acquired(rlock__holds *h, const char *name, size_t len, uint64_t tid,
-                           long long count, int renew, rlock__hold **spare) {
+                           const rlock__grant *grant, rlock__hold **spare) {
     rlock__hold **link;
     pthread_mutex_lock(&h->mutex);
-    rlock__hold *e = find(h, name, len, &link);
+    rlock__hold *e = find(h, name, len, tid, &link);
     if (e == NULL) {
         e = *spare;
         *spare = NULL;
+        e->owner_tid = tid;
+        e->next = NULL;
         *link = e;
         h->count++;
         maybe_grow(h);
     }
-    if (e->owner_tid != tid || count == 1 || e->count == 0) {
-        /* A new hold in Redis: it must not inherit an older hold's fate. */
+    if (e->serial == 0 || e->state == ENTRY_LOST || grant->count == 1) {
+        /* A new hold in Redis must not inherit an older hold's fate. */
         e->serial = ++h->next_serial;
-        if (e->renew)
-            h->renewed--;
-        e->renew = 0;
-        e->releasing = 0; /* a previous owner's unlock in flight is not ours */
+        e->releasing = 0;
+        set_renew(h, e, 0);
     }
-    e->owner_tid = tid;
-    e->count = count;
-    if (renew && !e->renew) {
-        e->renew = 1;
-        h->renewed++;
-    }
+    e->state = ENTRY_HELD;
+    e->count = grant->count;
+    e->unsure = 0;
+    e->expires_ms = grant->sent_ms + grant->lease_ms;
+    if (grant->renew)
+        set_renew(h, e, 1);
     pthread_mutex_unlock(&h->mutex);
 }
 
 void rlock__holds_begin_release(rlock__holds *h, const char *name, size_t len, uint64_t tid) {
     pthread_mutex_lock(&h->mutex);
-    rlock__hold *e = find(h, name, len, NULL);
-    if (e != NULL && e->owner_tid == tid)
+    rlock__hold *e = find(h, name, len, tid, NULL);
+    if (e != NULL)
         e->releasing++;
     pthread_mutex_unlock(&h->mutex);
 }
 
 void rlock__holds_released(rlock__holds *h, const char *name, size_t len, uint64_t tid,
                            long long count) {
-    pthread_mutex_lock(&h->mutex);
     rlock__hold **link;
-    rlock__hold *e = find(h, name, len, &link);
-    if (e != NULL && e->owner_tid == tid) {
+    pthread_mutex_lock(&h->mutex);
+    rlock__hold *e = find(h, name, len, tid, &link);
+    if (e != NULL) {
         if (e->releasing > 0)
             e->releasing--;
         if (count == 0)
             unlink_entry(h, link);
         else if (count > 0)
             e->count = count;
+        else if (count == RLOCK__RELEASE_UNKNOWN)
+            e->unsure = 1;
     }
     pthread_mutex_unlock(&h->mutex);
 }
@@ -205,6 +293,17 @@ void rlock__holds_thread_exited(rlock__holds *h, uint64_t tid) {
     pthread_mutex_unlock(&h->mutex);
 }
 
+/* Copies e into the next snapshot slot (names into the arena). */
+static void snap(rlock__renewal *r, char *arena, size_t *used, const rlock__hold *e) {
+    memcpy(arena + *used, e->name, e->name_len);
+    r->name = arena + *used;
+    r->name_len = e->name_len;
+    r->owner_tid = e->owner_tid;
+    r->serial = e->serial;
+    r->expires_ms = e->expires_ms;
+    *used += e->name_len;
+}
+
 int rlock__holds_snapshot(rlock__holds *h, rlock__buf *entries, rlock__buf *names, size_t *n) {
     int status = RLOCK_OK;
     size_t bytes = 0, k = 0;
@@ -221,20 +320,82 @@ int rlock__holds_snapshot(rlock__holds *h, rlock__buf *entries, rlock__buf *name
         status = rlock__buf_reserve(names, bytes + 1);
     if (status != RLOCK_OK)
         goto out;
-    rlock__renewal *r = entries->data;
-    char *arena = names->data;
     bytes = 0;
+    for (size_t i = 0; i < h->nbuckets; i++)
+        for (rlock__hold *e = h->buckets[i]; e != NULL; e = e->next)
+            if (e->renew)
+                snap((rlock__renewal *)entries->data + k++, names->data, &bytes, e);
+    *n = k;
+out:
+    pthread_mutex_unlock(&h->mutex);
+    return status;
+}
+
+/* The live, renewed entry a snapshot record was taken from, or NULL. */
+static rlock__hold *still_there(rlock__holds *h, const rlock__renewal *r) {
+    rlock__hold *e = find(h, r->name, r->name_len, r->owner_tid, NULL);
+    return e != NULL && e->renew && e->state == ENTRY_HELD && e->serial == r->serial ? e : NULL;
+}
+
+void rlock__holds_renewed(rlock__holds *h, const rlock__renewal *r, int64_t expires_ms) {
+    pthread_mutex_lock(&h->mutex);
+    rlock__hold *e = still_there(h, r);
+    if (e != NULL && expires_ms > e->expires_ms)
+        e->expires_ms = expires_ms;
+    pthread_mutex_unlock(&h->mutex);
+}
+
+int rlock__holds_drop_lost(rlock__holds *h, const rlock__renewal *r) {
+    int dropped = 0;
+    pthread_mutex_lock(&h->mutex);
+    rlock__hold *e = still_there(h, r);
+    /* An unlock in flight may have deleted the key itself: its reply decides. */
+    if (e != NULL && e->releasing == 0) {
+        bury(h, e);
+        dropped = 1;
+    }
+    pthread_mutex_unlock(&h->mutex);
+    return dropped;
+}
+
+/* Whether the watchdog's sweep reports e now: renewed, past its lease, no unlock in flight. */
+static int overdue(const rlock__hold *e, int64_t now_ms) {
+    return e->renew && now_ms >= e->expires_ms && e->releasing == 0;
+}
+
+int rlock__holds_sweep(rlock__holds *h, int64_t now_ms, rlock__buf *entries, rlock__buf *names,
+                       size_t *n, int64_t *next_expiry_ms) {
+    int status = RLOCK_OK;
+    size_t bytes = 0, k = 0;
+    *n = 0;
+    *next_expiry_ms = RLOCK__NO_DEADLINE;
+    pthread_mutex_lock(&h->mutex);
     for (size_t i = 0; i < h->nbuckets; i++) {
         for (rlock__hold *e = h->buckets[i]; e != NULL; e = e->next) {
-            if (!e->renew)
+            if (overdue(e, now_ms)) {
+                k++;
+                bytes += e->name_len;
+            } else if (e->renew && e->expires_ms > now_ms && e->expires_ms < *next_expiry_ms) {
+                *next_expiry_ms = e->expires_ms;
+            }
+        }
+    }
+    if (k == 0)
+        goto out;
+    if (rlock__buf_reserve(entries, sizeof(rlock__renewal) * k) != RLOCK_OK ||
+        rlock__buf_reserve(names, bytes + 1) != RLOCK_OK) {
+        status = RLOCK_ENOMEM; /* found again by the next sweep */
+        *next_expiry_ms = now_ms;
+        goto out;
+    }
+    bytes = 0;
+    k = 0;
+    for (size_t i = 0; i < h->nbuckets; i++) {
+        for (rlock__hold *e = h->buckets[i]; e != NULL; e = e->next) {
+            if (!overdue(e, now_ms))
                 continue;
-            memcpy(arena + bytes, e->name, e->name_len);
-            r[k].name = arena + bytes;
-            r[k].name_len = e->name_len;
-            r[k].owner_tid = e->owner_tid;
-            r[k].serial = e->serial;
-            bytes += e->name_len;
-            k++;
+            snap((rlock__renewal *)entries->data + k++, names->data, &bytes, e);
+            bury(h, e);
         }
     }
     *n = k;
@@ -243,22 +404,7 @@ out:
     return status;
 }
 
-int rlock__holds_drop_lost(rlock__holds *h, const rlock__renewal *r) {
-    int dropped = 0;
-    pthread_mutex_lock(&h->mutex);
-    rlock__hold **link;
-    rlock__hold *e = find(h, r->name, r->name_len, &link);
-    /* An unlock in flight may have deleted the key itself: its reply decides. */
-    if (e != NULL && e->renew && e->releasing == 0 && e->serial == r->serial &&
-        e->owner_tid == r->owner_tid) {
-        unlink_entry(h, link);
-        dropped = 1;
-    }
-    pthread_mutex_unlock(&h->mutex);
-    return dropped;
-}
-
-size_t rlock__holds_renewed(rlock__holds *h) {
+size_t rlock__holds_renewed_count(rlock__holds *h) {
     pthread_mutex_lock(&h->mutex);
     size_t n = h->renewed;
     pthread_mutex_unlock(&h->mutex);

@@ -5,6 +5,8 @@
  * Map of the sources (each file's opening comment says which threads enter
  * it and which mutex guards what):
  *   status.c     status table, version, config defaults
+ *   error.c      the per-thread error detail (rlock_last_error)
+ *   events.c     the event thread: on_event / on_lock_lost, link up/down
  *   util.c       monotonic time, condition variables, number formatting
  *   alloc.c      allocation wrappers with a failure hook for tests
  *   thread_id.c  per-thread owner ids, thread-exit notification, fork generation
@@ -66,6 +68,40 @@ int rlock__cond_init(pthread_cond_t *cond);
  */
 int rlock__cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mutex, int64_t deadline_ms);
 
+/* ---- error.c: the calling thread's error detail ---------------------------- */
+
+#if defined(__GNUC__)
+#define RLOCK__PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define RLOCK__PRINTF(fmt, args)
+#endif
+
+/*
+ * Records the calling thread's error detail (what rlock_last_error_info
+ * shows) and returns status, so a failing path reads
+ * `return rlock__fail(RLOCK_EIO, errno, "connect to %s:%d", host, port);`.
+ * sys_errno 0 = none. The message says what failed and where; the errno text
+ * is appended by the function.
+ */
+int rlock__fail(int status, int sys_errno, const char *fmt, ...) RLOCK__PRINTF(3, 4);
+/*
+ * For an error reply of Redis: maps its code to a status (NOAUTH, WRONGPASS
+ * -> EAUTH; NOPERM -> ENOPERM; NOTALOCK -> ENOTLOCK; else EREDIS), records
+ * Redis's text and `where` (e.g. "EVALSHA at 127.0.0.1:6379"), returns the status.
+ */
+int rlock__fail_reply(const redisReply *reply, const char *where);
+/* The status an error reply's text maps to (as above). */
+int rlock__reply_status(const char *error_text);
+/* Marks the last recorded error as "host could not be resolved". */
+void rlock__fail_host_not_found(void);
+/* The calling thread's last message (for event details); never NULL. */
+const char *rlock__last_message(void);
+/* Records status with its rlock_strerror text unless an error of that same
+ * status was recorded since rlock__error_mark(); returns status. */
+int rlock__fail_default(int status, unsigned mark);
+/* A counter bumped by every recorded error, to tell whether a call recorded one. */
+unsigned rlock__error_mark(void);
+
 /* ---- thread_id.c ---------------------------------------------------------- */
 
 /* The calling thread's owner id: unique for the life of the process, never 0. */
@@ -107,6 +143,7 @@ typedef struct rlock__settings {
     void (*on_lock_lost)(const char *name, void *arg);
     void *callback_arg;
     int local_handoffs;         /* in-process hand-offs in a row; 0 = off */
+    void (*on_event)(const rlock_event *event, void *arg);
 } rlock__settings;
 
 /* ---- conn.c: connections and the pool ------------------------------------ */
@@ -131,7 +168,19 @@ typedef struct rlock__pool {
 } rlock__pool;
 
 /* Opens a connection: connect, timeouts, AUTH, SELECT. RLOCK_EIO/EREDIS. */
-int rlock__connect(const rlock__settings *s, int timeout_ms, redisContext **out);
+/*
+ * Opens a connection within deadline_ms (and never longer than
+ * connect_timeout_ms): resolve, connect, AUTH, SELECT, each bounded by poll()
+ * on the socket, so signals cannot stretch it. The context is non-blocking
+ * (REDIS_BLOCK cleared): use it only through rlock__io_* below or
+ * redisBufferRead/Write after poll(). Records the error detail.
+ * RLOCK_EIO / EAUTH / ENOPERM / EREDIS.
+ */
+int rlock__connect(const rlock__settings *s, int64_t deadline_ms, redisContext **out);
+/* Writes ctx's output buffer by deadline_ms (poll + redisBufferWrite). RLOCK_EIO on failure. */
+int rlock__io_flush(redisContext *ctx, int64_t deadline_ms);
+/* Reads one reply by deadline_ms (poll + redisBufferRead). RLOCK_EIO on failure/timeout. */
+int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply);
 int rlock__pool_init(rlock__pool *pool, int size);
 /* Aborts commands in flight (shutdown of busy sockets) and wakes pool waiters. */
 void rlock__pool_abort(rlock__pool *pool);
@@ -159,12 +208,25 @@ typedef struct rlock__cmd {
  */
 int rlock__exec(rlock_client *c, const rlock__cmd *cmd, int64_t deadline_ms, redisReply **reply,
                 int *resent);
+/*
+ * Deadlines of rlock__exec: re-sends happen while deadline_ms lasts, and the
+ * whole call ends by deadline_ms + command_timeout_ms (RLOCK__NO_DEADLINE:
+ * each attempt by its start + command_timeout_ms, connecting by its start +
+ * connect_timeout_ms). Queueing for a pooled connection, connecting, writing
+ * and reading all count. A command that surely never reached Redis (the
+ * pooled connection was found closed, or the write failed) is sent again at
+ * once on a fresh connection, also past deadline_ms (within the hard bound).
+ * An error reply records its detail (rlock__fail_reply) and returns its
+ * mapped status (EAUTH, ENOPERM, ENOTLOCK, EREDIS). I/O failures record
+ * host:port and errno, and tell events.c (rlock__link_down / _up).
+ */
 
 /*
  * Runs n script calls in one pipeline (one round trip) on one connection, no
  * retries (the watchdog retries next round). replies[i] set on success.
  */
-int rlock__exec_pipeline(rlock_client *c, const rlock__cmd *cmds, int n, redisReply **replies);
+int rlock__exec_pipeline(rlock_client *c, const rlock__cmd *cmds, int n, int64_t deadline_ms,
+                         redisReply **replies);
 
 /*
  * Sending ahead: a thread that knows a command will be needed sends it on an
@@ -175,7 +237,7 @@ int rlock__exec_pipeline(rlock_client *c, const rlock__cmd *cmds, int n, redisRe
  * through rlock__exec (every rlock command is safe to re-send).
  */
 rlock__conn *rlock__send_ahead(rlock_client *c, const rlock__cmd *cmd);
-int rlock__read_ahead(rlock_client *c, rlock__conn *conn, redisReply **reply);
+int rlock__read_ahead(rlock_client *c, rlock__conn *conn, int64_t deadline_ms, redisReply **reply);
 
 /* ---- scripts.c ------------------------------------------------------------ */
 
@@ -194,8 +256,10 @@ typedef struct rlock__scripts {
 
 /* The Lua text of a script (the bench baseline runs the very same). */
 const char *rlock__script_body(int script);
-/* SCRIPT LOAD of every script on ctx; fills the SHA1s. */
-int rlock__scripts_load(redisContext *ctx, rlock__scripts *scripts);
+/* "ACQUIRE", "RELEASE", ...: the script's name for messages. */
+const char *rlock__script_name(int script);
+/* SCRIPT LOAD of every script on ctx by deadline_ms; fills the SHA1s. */
+int rlock__scripts_load(redisContext *ctx, int64_t deadline_ms, rlock__scripts *scripts);
 /* Appends cmd to ctx as EVALSHA (use_body 0) or EVAL (use_body 1). */
 int rlock__append_cmd(redisContext *ctx, const rlock__scripts *scripts, const rlock__cmd *cmd,
                       int use_body);
@@ -214,32 +278,75 @@ typedef struct rlock__holds {
     uint64_t next_serial;
 } rlock__holds;
 
-/* A snapshot of one renewed lock for a watchdog round. */
+/* A snapshot of one renewed hold for a watchdog round. */
 typedef struct rlock__renewal {
     const char *name;           /* points into the snapshot's arena */
     size_t name_len;
     uint64_t owner_tid;
     uint64_t serial;
+    int64_t expires_ms;         /* its lease end by the client's clock */
 } rlock__renewal;
+
+/* What the client knows of one thread's hold (rlock__holds_get). */
+enum {
+    RLOCK__HOLD_NONE,           /* nothing known */
+    RLOCK__HOLD_HELD,           /* held, lease not run out by the client's clock */
+    RLOCK__HOLD_LOST,           /* lost: reported (or to be reported: info.report) */
+    RLOCK__HOLD_EXPIRED         /* a lease lock whose lease ran out: over, dropped */
+};
+
+typedef struct rlock__hold_info {
+    long long count;            /* HELD, LOST: the hold count (believed, for LOST) */
+    long long lease_left_ms;    /* HELD, LOST: lease end - now */
+    int unsure;                 /* HELD: an unlock's outcome is unknown */
+    int renew;                  /* HELD: renewed by the watchdog */
+    int report;                 /* LOST: found by the clock in this call: report it */
+} rlock__hold_info;
+
+/* A confirmed acquisition, for rlock__holds_acquired. */
+typedef struct rlock__grant {
+    long long count;            /* hold count Redis reported */
+    int64_t sent_ms;            /* when the acquiring command was sent */
+    long long lease_ms;         /* the TTL it set */
+    int renew;                  /* watchdog lock */
+} rlock__grant;
+
+/* rlock__holds_released's count when the unlock's outcome is unknown. */
+#define RLOCK__RELEASE_UNKNOWN -1
 
 int rlock__holds_init(rlock__holds *h);
 void rlock__holds_destroy(rlock__holds *h);
-/* The calling thread's last known hold count of name (0 = none known). */
+/*
+ * The calling thread's hold of name as of now_ms (one of RLOCK__HOLD_*).
+ * A renewed hold past its lease becomes LOST with info->report set: the
+ * caller reports it (exactly once). A lease hold past its lease is dropped.
+ */
+int rlock__holds_get(rlock__holds *h, const char *name, size_t len, uint64_t tid, int64_t now_ms,
+                     rlock__hold_info *info);
+/* tid's last known hold count of name (0 = none or lost). */
 long long rlock__holds_expected(rlock__holds *h, const char *name, size_t len, uint64_t tid);
+/* Drops tid's entry (a tombstone its thread has now learnt of). */
+void rlock__holds_forget(rlock__holds *h, const char *name, size_t len, uint64_t tid);
+/*
+ * A call of tid found its hold gone from Redis: drops the entry and returns 1
+ * if the loss was not reported yet (the caller reports it), else 0.
+ */
+int rlock__holds_found_gone(rlock__holds *h, const char *name, size_t len, uint64_t tid,
+                            long long *lease_left_ms, int64_t now_ms);
 /*
  * An unlinked entry allocated before the round trip, so that recording the
  * acquisition afterwards cannot fail. Free a leftover one with rlock__free.
  */
 rlock__hold *rlock__holds_spare(const char *name, size_t len);
-/* Records a successful acquisition that left the hold count at count; may
- * consume *spare (then sets it to NULL). */
+/* Records a confirmed acquisition; may consume *spare (then sets it to NULL). */
 void rlock__holds_acquired(rlock__holds *h, const char *name, size_t len, uint64_t tid,
-                           long long count, int renew, rlock__hold **spare);
+                           const rlock__grant *grant, rlock__hold **spare);
 /*
  * Brackets an unlock: begin before sending RELEASE, then released() with the
- * remaining count (0 = fully released, entry dropped; < 0 = outcome unknown,
- * entry kept). While an unlock is in flight the watchdog never reports the
- * lock lost: a key missing then may be the unlock's own doing.
+ * remaining count (0 = fully released, entry dropped; RLOCK__RELEASE_UNKNOWN
+ * = outcome unknown, entry kept and marked unsure; other < 0 = unchanged).
+ * While an unlock is in flight the watchdog never reports the lock lost: a
+ * key missing then may be the unlock's own doing.
  */
 void rlock__holds_begin_release(rlock__holds *h, const char *name, size_t len, uint64_t tid);
 void rlock__holds_released(rlock__holds *h, const char *name, size_t len, uint64_t tid,
@@ -251,9 +358,17 @@ void rlock__holds_thread_exited(rlock__holds *h, uint64_t tid);
  * into names; both buffers belong to the caller and are reused across calls.
  */
 int rlock__holds_snapshot(rlock__holds *h, rlock__buf *entries, rlock__buf *names, size_t *n);
-/* Drops the entry if it is still the one snapshotted; returns 1 if dropped. */
+/* A renewal of the snapshotted hold r was confirmed: its lease now ends at expires_ms. */
+void rlock__holds_renewed(rlock__holds *h, const rlock__renewal *r, int64_t expires_ms);
+/* Makes the snapshotted hold a tombstone if it is still that hold; 1 if so (report it). */
 int rlock__holds_drop_lost(rlock__holds *h, const rlock__renewal *r);
-size_t rlock__holds_renewed(rlock__holds *h);
+/*
+ * Makes every renewed hold past its lease at now_ms a tombstone and copies
+ * them out (to report); *next_expiry_ms receives the earliest lease end left.
+ */
+int rlock__holds_sweep(rlock__holds *h, int64_t now_ms, rlock__buf *entries, rlock__buf *names,
+                       size_t *n, int64_t *next_expiry_ms);
+size_t rlock__holds_renewed_count(rlock__holds *h);
 
 /* ---- watchdog.c ----------------------------------------------------------- */
 
@@ -313,6 +428,8 @@ typedef struct rlock__waiter {
     int handoff;                /* RLOCK__HANDOFF_* */
     rlock__conn *ahead;         /* its ACQUIRE, sent ahead by the subscriber thread; the
                                    waiter reads the reply (rlock__acquire_ahead) */
+    int64_t sent_ms;            /* when that ACQUIRE, or a granted hand-off's TRANSFER,
+                                   was sent: the start of the waiter's lease */
 } rlock__waiter;
 
 /* An open offer, held by the releasing thread until it settles it. */
@@ -349,7 +466,7 @@ unsigned rlock__pubsub_epoch(rlock_client *c, const rlock__waiter *w);
  * *granted set).
  */
 int rlock__pubsub_wait(rlock_client *c, rlock__waiter *w, unsigned epoch, int64_t deadline_ms,
-                       int cancel_state, int *granted, rlock__conn **ahead);
+                       int cancel_state, int *granted, rlock__conn **ahead, int64_t *sent_ms);
 /*
  * Unregisters w. If a hand-off to w is still open (w's thread was cancelled
  * while offered), first waits for it to settle. Returns 1 if w was granted a
@@ -368,9 +485,40 @@ int rlock__pubsub_queued(rlock_client *c, const rlock *lock);
  */
 int rlock__pubsub_offer(rlock_client *c, const rlock *lock, rlock__offer *offer);
 /* Tells the offered waiter the outcome and wakes it. */
-void rlock__pubsub_settle(rlock_client *c, const rlock__offer *offer, int granted);
+void rlock__pubsub_settle(rlock_client *c, const rlock__offer *offer, int granted,
+                          int64_t sent_ms);
 /* Frees the channels and the pipe once the thread is stopped and no call is left. */
 void rlock__pubsub_destroy(rlock_client *c);
+
+/* ---- events.c ------------------------------------------------------------- */
+
+typedef struct rlock__event_item rlock__event_item;
+
+typedef struct rlock__events {
+    pthread_mutex_t mutex;      /* guards the queue and stop */
+    pthread_cond_t wake;        /* signalled on a new event and on stop */
+    rlock__event_item *head;    /* owned queue, oldest first */
+    rlock__event_item *tail;
+    pthread_t thread;           /* joined by rlock__events_stop */
+    int started;
+    int stop;
+    atomic_int link_down;       /* a connection failed and none has worked since */
+} rlock__events;
+
+int rlock__events_start(rlock_client *c);
+/* Delivers what is queued, then stops the thread (close, after the watchdog). */
+void rlock__events_stop(rlock_client *c);
+/*
+ * Queues an event for the event thread (any thread; never blocks on a
+ * callback). name may be NULL; name and detail are copied. A LOCK_LOST
+ * event also goes to on_lock_lost. Dropped if out of memory.
+ */
+void rlock__event_post(rlock_client *c, rlock_event_kind kind, const char *name, size_t name_len,
+                       long long lease_left_ms, int status, const char *detail);
+/* A connection failed: CONNECTION_LOST, once until rlock__link_up. */
+void rlock__link_down(rlock_client *c, int status, const char *detail);
+/* A connection works: RECONNECTED if the link was down. Cheap when it was not. */
+void rlock__link_up(rlock_client *c);
 
 /* ---- client.c ------------------------------------------------------------- */
 
@@ -389,6 +537,7 @@ struct rlock_client {
     rlock__holds holds;
     rlock__watchdog watchdog;
     rlock__pubsub pubsub;
+    rlock__events events;
 
     pthread_mutex_t mutex;      /* guards state, calls, handles */
     pthread_cond_t idle;        /* signalled when calls drops to 0 while closing */
@@ -412,10 +561,13 @@ struct rlock {
 typedef struct rlock__guard {
     rlock_client *client;
     int cancel_state;           /* the caller's cancel state, restored on leave */
+    unsigned error_mark;        /* rlock__error_mark() at entry */
 } rlock__guard;
 
 int rlock__enter(rlock__guard *g, rlock_client *c);
 void rlock__leave(rlock__guard *g);
+/* Leaves, and makes sure an error status comes with a recorded message. */
+int rlock__leave_status(rlock__guard *g, int status);
 /* Validates a handle and enters its client. */
 int rlock__enter_lock(rlock__guard *g, rlock *lock);
 int rlock__closing(rlock_client *c);

@@ -44,6 +44,7 @@ static int parse_acquire(const redisReply *reply, long long *kind, long long *va
 
 /* An ACQUIRE command with its argument strings. */
 typedef struct acquire_cmd {
+    long long lease_ms;         /* the TTL it sets */
     char lease[24], owner[RLOCK__OWNER_MAX], expected[24];
     const char *argv[4];
     size_t argvlen[4];
@@ -53,6 +54,7 @@ typedef struct acquire_cmd {
 static void acquire_cmd_init(acquire_cmd *a, rlock_client *c, const char *name, size_t name_len,
                              uint64_t tid, long long lease_ms, long long expected) {
     long long lease = lease_ms == RLOCK_LEASE_WATCHDOG ? c->settings.watchdog_timeout_ms : lease_ms;
+    a->lease_ms = lease;
     a->argv[0] = name;
     a->argvlen[0] = name_len;
     a->argv[1] = a->lease;
@@ -82,35 +84,94 @@ static int send_acquire(rlock_client *c, const acquire_cmd *a, int64_t deadline_
 }
 
 /*
+ * Tells the calling thread's loss of lock: one LOCK_LOST event (and
+ * on_lock_lost) when this call is the first to know, and RLOCK_ELOST.
+ */
+static int lost(rlock *lock, int report, long long lease_left_ms, const char *how) {
+    if (report)
+        rlock__event_post(lock->client, RLOCK_EVENT_LOCK_LOST, lock->name, lock->name_len,
+                          lease_left_ms, RLOCK_ELOST, how);
+    return rlock__fail(RLOCK_ELOST, 0, "lock '%.200s': %s; the calling thread holds nothing now",
+                       lock->name, how);
+}
+
+/*
+ * What the calling thread's hold tells before an acquire: RLOCK_OK with its
+ * count (0: none), or RLOCK_ELOST when its hold was lost since its last call
+ * (the tombstone is cleared: the next call starts afresh).
+ */
+static int hold_before_acquire(rlock *lock, uint64_t tid, rlock__hold_info *info) {
+    rlock__holds *holds = &lock->client->holds;
+    int state = rlock__holds_get(holds, lock->name, lock->name_len, tid, rlock__now_ms(), info);
+    if (state != RLOCK__HOLD_LOST) {
+        if (state != RLOCK__HOLD_HELD)
+            info->count = 0;
+        return RLOCK_OK;
+    }
+    rlock__holds_forget(holds, lock->name, lock->name_len, tid);
+    return lost(lock, info->report, info->lease_left_ms,
+                info->report ? "its lease ran out with no renewal confirmed"
+                             : "its hold was lost earlier (reported then)");
+}
+
+/*
+ * An ACQUIRE answered "stale": Redis has count holds, the caller expected
+ * others. Fewer than expected means the hold is gone -- unless the caller's
+ * last unlock had an unknown outcome and Redis shows exactly that unlock
+ * applied. Returns RLOCK_OK to re-base on count, or RLOCK_ELOST.
+ */
+static int check_stale(rlock *lock, uint64_t tid, const rlock__hold_info *info,
+                       long long expected, long long count) {
+    long long lease_left = 0;
+    if (expected == 0 || count >= expected || (info->unsure && count == expected - 1))
+        return RLOCK_OK;
+    int report = rlock__holds_found_gone(&lock->client->holds, lock->name, lock->name_len, tid,
+                                         &lease_left, rlock__now_ms());
+    return lost(lock, report, lease_left, "its hold is gone from Redis");
+}
+
+/*
  * One acquisition attempt for the calling thread. RLOCK_OK when it holds the
  * lock (the holds table updated, renewal registered for watchdog locks),
- * RLOCK_BUSY with *ttl_ms (the holder's PTTL) when another owner holds it, or
- * an error.
+ * RLOCK_BUSY with *ttl_ms (the holder's PTTL) when another owner holds it,
+ * RLOCK_ELOST when the thread's own hold was lost (nothing acquired), or an
+ * error.
  */
 static int acquire_once(rlock *lock, long long lease_ms, uint64_t tid, int64_t deadline_ms,
                         long long *ttl_ms) {
     rlock_client *c = lock->client;
-    int renew = lease_ms == RLOCK_LEASE_WATCHDOG, status = RLOCK_EREDIS;
+    int status = RLOCK_EREDIS;
     long long kind = ACQUIRE_STALE, value = 0;
+    rlock__hold_info info;
     acquire_cmd a;
 
     rlock__hold *spare = rlock__holds_spare(lock->name, lock->name_len);
     if (spare == NULL || rlock__thread_watch_exit() != RLOCK_OK) {
         rlock__free(spare);
-        return RLOCK_ENOMEM;
+        return rlock__fail(RLOCK_ENOMEM, 0, "lock '%.200s': out of memory", lock->name);
     }
-    long long expected = rlock__holds_expected(&c->holds, lock->name, lock->name_len, tid);
+    status = hold_before_acquire(lock, tid, &info);
+    long long expected = info.count;
     acquire_cmd_init(&a, c, lock->name, lock->name_len, tid, lease_ms, expected);
-    for (int i = 0; i < MAX_REBASES && kind == ACQUIRE_STALE; i++) {
+    int64_t sent_ms = rlock__now_ms();
+    for (int i = 0; status == RLOCK_OK && i < MAX_REBASES && kind == ACQUIRE_STALE; i++) {
+        sent_ms = rlock__now_ms();
         status = send_acquire(c, &a, deadline_ms, &kind, &value);
-        if (status != RLOCK_OK)
-            break;
+        if (status == RLOCK_OK && kind == ACQUIRE_STALE)
+            status = check_stale(lock, tid, &info, expected, value);
+        expected = value;
         acquire_cmd_expect(&a, value); /* used only if stale */
     }
-    if (status == RLOCK_OK && kind == ACQUIRE_HELD)
-        rlock__holds_acquired(&c->holds, lock->name, lock->name_len, tid, value, renew, &spare);
-    else if (status == RLOCK_OK)
-        status = kind == ACQUIRE_BUSY ? RLOCK_BUSY : RLOCK_EREDIS;
+    if (status == RLOCK_OK && kind == ACQUIRE_HELD) {
+        rlock__grant grant = {.count = value, .sent_ms = sent_ms, .lease_ms = a.lease_ms,
+                              .renew = lease_ms == RLOCK_LEASE_WATCHDOG};
+        rlock__holds_acquired(&c->holds, lock->name, lock->name_len, tid, &grant, &spare);
+    } else if (status == RLOCK_OK && kind == ACQUIRE_BUSY) {
+        status = RLOCK_BUSY;
+    } else if (status == RLOCK_OK) {
+        status = rlock__fail(RLOCK_EREDIS, 0, "lock '%.200s': ACQUIRE kept finding a stale count",
+                             lock->name);
+    }
     *ttl_ms = value;
     rlock__free(spare);
     return status;
@@ -137,7 +198,8 @@ rlock__conn *rlock__acquire_ahead(rlock_client *c, const rlock__waiter *w) {
 static int read_acquire_ahead(rlock_client *c, rlock__conn *ahead, long long *kind,
                               long long *value) {
     redisReply *reply = NULL;
-    int status = rlock__read_ahead(c, ahead, &reply);
+    int status = rlock__read_ahead(c, ahead, rlock__deadline_after(c->settings.command_timeout_ms),
+                                   &reply);
     if (status == RLOCK_OK)
         status = parse_acquire(reply, kind, value); /* NOSCRIPT, errors: not parsed */
     if (status == RLOCK_OK && *kind != ACQUIRE_HELD && *kind != ACQUIRE_BUSY)
@@ -154,10 +216,10 @@ static int read_acquire_ahead(rlock_client *c, rlock__conn *ahead, long long *ki
 static int send_release(rlock *lock, const char *owner, size_t owner_len, long long expected,
                         redisReply **reply, int *resent) {
     char expected_str[24];
-    const char *argv[] = {lock->name, lock->channel, owner, expected_str};
-    size_t argvlen[] = {lock->name_len, lock->channel_len, owner_len,
-                        rlock__fmt_i64(expected_str, expected)};
-    rlock__cmd cmd = {.script = RLOCK__SCRIPT_RELEASE, .argc = 4, .nkeys = 2,
+    const char *argv[] = {lock->name, owner, expected_str, lock->channel};
+    size_t argvlen[] = {lock->name_len, owner_len, rlock__fmt_i64(expected_str, expected),
+                        lock->channel_len};
+    rlock__cmd cmd = {.script = RLOCK__SCRIPT_RELEASE, .argc = 4, .nkeys = 1,
                       .argv = argv, .argvlen = argvlen};
     return rlock__exec(lock->client, &cmd, RLOCK__NO_DEADLINE, reply, resent);
 }
@@ -218,11 +280,20 @@ static int64_t sleep_until(long long ttl_ms, int64_t deadline_ms) {
  */
 #define QUEUED_FIRST_SLEEP_MS 100
 
-/* Records a hold the waiter got without an attempt of its own. */
-static int took_over(waiting *w, long long count) {
+/*
+ * Records a hold the waiter got without an attempt of its own (a hand-off,
+ * or its ACQUIRE sent ahead at sent_ms).
+ */
+static int took_over(waiting *w, long long count, int64_t sent_ms) {
     rlock *lock = w->lock;
-    rlock__holds_acquired(&lock->client->holds, lock->name, lock->name_len, w->waiter.tid, count,
-                          w->waiter.lease_ms == RLOCK_LEASE_WATCHDOG, &w->spare);
+    rlock_client *c = lock->client;
+    long long lease_ms = w->waiter.lease_ms;
+    rlock__grant grant = {.count = count, .sent_ms = sent_ms,
+                          .lease_ms = lease_ms == RLOCK_LEASE_WATCHDOG
+                                          ? c->settings.watchdog_timeout_ms
+                                          : lease_ms,
+                          .renew = lease_ms == RLOCK_LEASE_WATCHDOG};
+    rlock__holds_acquired(&c->holds, lock->name, lock->name_len, w->waiter.tid, &grant, &w->spare);
     return RLOCK_OK;
 }
 
@@ -240,6 +311,7 @@ static int retry_until_acquired(rlock__guard *g, waiting *w, int queued, int64_t
     unsigned epoch = rlock__pubsub_epoch(c, &w->waiter);
     for (;;) {
         int granted = 0, status = RLOCK_BUSY;
+        int64_t sent_ms = 0;
         rlock__conn *ahead = NULL;
         if (attempt) {
             epoch = rlock__pubsub_epoch(c, &w->waiter);
@@ -248,13 +320,13 @@ static int retry_until_acquired(rlock__guard *g, waiting *w, int queued, int64_t
         if (status != RLOCK_BUSY || rlock__now_ms() >= deadline_ms)
             return status;
         status = rlock__pubsub_wait(c, &w->waiter, epoch, sleep_until(ttl_ms, deadline_ms),
-                                    g->cancel_state, &granted, &ahead);
+                                    g->cancel_state, &granted, &ahead, &sent_ms);
         if (granted)
-            return took_over(w, 1);
+            return took_over(w, 1, sent_ms);
         attempt = 1;
         if (ahead != NULL && read_acquire_ahead(c, ahead, &kind, &value) == RLOCK_OK) {
             if (kind == ACQUIRE_HELD)
-                return took_over(w, value);
+                return took_over(w, value, sent_ms);
             ttl_ms = value; /* busy: that answer was this round's attempt */
             attempt = 0;
         }
@@ -309,23 +381,27 @@ static int should_queue(rlock *lock, long long wait_ms, uint64_t tid) {
 
 static int acquire(rlock *lock, long long wait_ms, long long lease_ms) {
     rlock__guard g;
+    rlock__hold_info info;
     long long ttl_ms;
     if (!valid_lease(lease_ms))
-        return RLOCK_EINVAL;
+        return rlock__fail(RLOCK_EINVAL, 0, "lease_ms %lld: must be 1..%lld or RLOCK_LEASE_WATCHDOG",
+                           lease_ms, (long long)RLOCK_MAX_LEASE_MS);
     int status = rlock__enter_lock(&g, lock);
     if (status != RLOCK_OK)
         return status;
     int64_t deadline_ms = rlock__deadline_after(wait_ms);
     uint64_t tid = rlock__thread_id();
-    if (should_queue(lock, wait_ms, tid)) {
+    /* A lost hold is told before anything else: queueing could hand us the lock. */
+    if ((status = hold_before_acquire(lock, tid, &info)) != RLOCK_OK) {
+        /* told: RLOCK_ELOST */
+    } else if (should_queue(lock, wait_ms, tid)) {
         status = wait_and_acquire(&g, lock, lease_ms, tid, 1, deadline_ms);
     } else {
         status = acquire_once(lock, lease_ms, tid, deadline_ms, &ttl_ms);
         if (status == RLOCK_BUSY && wait_ms != 0)
             status = wait_and_acquire(&g, lock, lease_ms, tid, 0, deadline_ms);
     }
-    rlock__leave(&g);
-    return status;
+    return rlock__leave_status(&g, status);
 }
 
 int rlock_lock(rlock *lock) {
@@ -351,13 +427,16 @@ static int is_stale_release(const redisReply *reply, long long *count) {
 
 /*
  * Releases one hold (RELEASE script). Stores in *remaining the hold count
- * left (0 = released), or -1 when the outcome is unknown.
+ * left (0 = released), or RLOCK__RELEASE_UNKNOWN when the outcome is unknown
+ * (I/O), or -2 when Redis refused and changed nothing. *gone is set when the
+ * caller's field is not in Redis.
  */
 static int release(rlock *lock, const char *owner, size_t owner_len, long long expected,
-                   long long *remaining) {
+                   long long *remaining, int *gone) {
     redisReply *reply = NULL;
     int resent = 0, status = RLOCK_EREDIS;
-    *remaining = -1;
+    *remaining = -2;
+    *gone = 0;
     for (int i = 0; i < MAX_REBASES; i++) {
         status = send_release(lock, owner, owner_len, expected, &reply, &resent);
         if (status != RLOCK_OK || !is_stale_release(reply, &expected))
@@ -366,17 +445,18 @@ static int release(rlock *lock, const char *owner, size_t owner_len, long long e
         reply = NULL;
         status = RLOCK_EREDIS;
     }
-    if (status != RLOCK_OK) {
-        /* Unknown outcome: the caller keeps the entry (and its renewal) as it was. */
+    if (status == RLOCK_EIO) {
+        *remaining = RLOCK__RELEASE_UNKNOWN; /* the entry stays, marked unsure */
+    } else if (status != RLOCK_OK) {
+        /* Refused (an error reply): Redis is unchanged, the hold stays as it was. */
     } else if (reply->type == REDIS_REPLY_INTEGER) {
         *remaining = reply->integer;
     } else if (reply->type == REDIS_REPLY_NIL) {
         /* Gone: lost, or (on a re-send of our last hold) released by the first send. */
         *remaining = 0;
-        if (!(resent && expected == 1))
-            status = RLOCK_ENOTOWNER;
+        *gone = !(resent && expected == 1);
     } else {
-        status = RLOCK_EREDIS;
+        status = rlock__fail_reply(reply, "RELEASE");
     }
     if (reply != NULL)
         freeReplyObject(reply);
@@ -385,11 +465,13 @@ static int release(rlock *lock, const char *owner, size_t owner_len, long long e
 
 /*
  * Moves the caller's last hold to the offered waiter (TRANSFER script).
- * Stores in *remaining 0 (ours is gone) or -1 (outcome unknown), and in
- * *granted whether the waiter now holds the lock.
+ * Stores in *remaining 0 (ours is gone), RLOCK__RELEASE_UNKNOWN or -2 (an
+ * error reply: nothing changed), in *granted whether the waiter now holds
+ * the lock, in *gone whether our field was not there, and in *sent_ms when
+ * the script was sent.
  */
 static int hand_over(rlock *lock, const char *owner, size_t owner_len, const rlock__offer *offer,
-                     long long *remaining, int *granted) {
+                     long long *remaining, int *granted, int *gone, int64_t *sent_ms) {
     rlock_client *c = lock->client;
     char to[RLOCK__OWNER_MAX], lease[24];
     redisReply *reply = NULL;
@@ -400,47 +482,103 @@ static int hand_over(rlock *lock, const char *owner, size_t owner_len, const rlo
                         rlock__fmt_i64(lease, lease_ms)};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_TRANSFER, .argc = 4, .nkeys = 1,
                       .argv = argv, .argvlen = argvlen};
-    *remaining = -1;
+    *remaining = -2;
     *granted = 0;
+    *gone = 0;
+    *sent_ms = rlock__now_ms();
     int status = rlock__exec(c, &cmd, RLOCK__NO_DEADLINE, &reply, NULL);
-    if (status == RLOCK_OK && reply->type == REDIS_REPLY_INTEGER) {
+    if (status == RLOCK_EIO) {
+        *remaining = RLOCK__RELEASE_UNKNOWN;
+    } else if (status == RLOCK_OK && reply->type == REDIS_REPLY_INTEGER) {
         *remaining = 0;
         *granted = reply->integer == 1;
-        status = *granted ? RLOCK_OK : RLOCK_ENOTOWNER;
+        *gone = !*granted;
     } else if (status == RLOCK_OK) {
-        status = RLOCK_EREDIS;
+        status = rlock__fail_reply(reply, "TRANSFER");
     }
     if (reply != NULL)
         freeReplyObject(reply);
     return status;
 }
 
+/*
+ * The unlock of a lost hold of count holds: reported once (report), and
+ * RLOCK_ELOST when the thread would still believe it held the lock after
+ * this unlock (count >= 2); for its last hold the thread holds nothing, as
+ * it wanted: RLOCK_ENOTOWNER.
+ */
+static int unlock_lost(rlock *lock, int report, long long count, long long lease_left_ms,
+                       const char *how) {
+    if (count >= 2)
+        return lost(lock, report, lease_left_ms, how);
+    if (report)
+        rlock__event_post(lock->client, RLOCK_EVENT_LOCK_LOST, lock->name, lock->name_len,
+                          lease_left_ms, RLOCK_ELOST, how);
+    return rlock__fail(RLOCK_ENOTOWNER, 0, "lock '%.200s': not held by the calling thread (%s)",
+                       lock->name, how);
+}
+
+/*
+ * Before an unlock: RLOCK_OK with the expected count (0: nothing known, let
+ * Redis say), or the unlock's answer for a hold already known to be over
+ * (its lease ran out, or it was lost: see unlock_lost).
+ */
+static int hold_before_release(rlock *lock, uint64_t tid, long long *expected) {
+    rlock__holds *holds = &lock->client->holds;
+    rlock__hold_info info;
+    int state = rlock__holds_get(holds, lock->name, lock->name_len, tid, rlock__now_ms(), &info);
+    *expected = state == RLOCK__HOLD_HELD ? info.count : 0;
+    if (state == RLOCK__HOLD_EXPIRED)
+        return rlock__fail(RLOCK_ENOTOWNER, 0, "lock '%.200s': its lease ran out before the unlock",
+                           lock->name);
+    if (state != RLOCK__HOLD_LOST)
+        return RLOCK_OK;
+    rlock__holds_forget(holds, lock->name, lock->name_len, tid);
+    return unlock_lost(lock, info.report, info.count, info.lease_left_ms,
+                       info.report ? "its lease ran out with no renewal confirmed"
+                                   : "its hold was lost earlier (reported then)");
+}
+
+/* The unlock found the caller's field gone: a loss if it believed it held. */
+static int unlock_found_gone(rlock *lock, uint64_t tid, long long expected) {
+    long long lease_left = 0;
+    if (expected == 0)
+        return rlock__fail(RLOCK_ENOTOWNER, 0, "lock '%.200s': not held by the calling thread",
+                           lock->name);
+    int report = rlock__holds_found_gone(&lock->client->holds, lock->name, lock->name_len, tid,
+                                         &lease_left, rlock__now_ms());
+    return unlock_lost(lock, report, expected, lease_left, "its hold is gone from Redis");
+}
+
 int rlock_unlock(rlock *lock) {
     rlock__guard g;
     char owner[RLOCK__OWNER_MAX];
     rlock__offer offer;
+    long long expected, remaining;
+    int64_t sent_ms = 0;
+    int granted = 0, gone = 0, offered = 0;
     int status = rlock__enter_lock(&g, lock);
     if (status != RLOCK_OK)
         return status;
     rlock_client *c = lock->client;
     uint64_t tid = rlock__thread_id();
     size_t owner_len = rlock__owner(c, tid, owner);
-    long long expected = rlock__holds_expected(&c->holds, lock->name, lock->name_len, tid);
-    long long remaining;
-    int granted = 0;
-    int offered = expected == 1 &&
-                  rlock__pubsub_offer(c, lock, &offer);
+    status = hold_before_release(lock, tid, &expected);
+    if (status != RLOCK_OK)
+        return rlock__leave_status(&g, status);
+    offered = expected == 1 && rlock__pubsub_offer(c, lock, &offer);
     rlock__holds_begin_release(&c->holds, lock->name, lock->name_len, tid);
     if (offered)
-        status = hand_over(lock, owner, owner_len, &offer, &remaining, &granted);
+        status = hand_over(lock, owner, owner_len, &offer, &remaining, &granted, &gone, &sent_ms);
     else
-        status = release(lock, owner, owner_len, expected, &remaining);
+        status = release(lock, owner, owner_len, expected, &remaining, &gone);
     /* Our entry goes before the waiter records its own under the same name. */
-    rlock__holds_released(&c->holds, lock->name, lock->name_len, tid, remaining);
+    rlock__holds_released(&c->holds, lock->name, lock->name_len, tid, gone ? -2 : remaining);
     if (offered)
-        rlock__pubsub_settle(c, &offer, granted);
-    rlock__leave(&g);
-    return status;
+        rlock__pubsub_settle(c, &offer, granted, sent_ms);
+    if (gone)
+        status = unlock_found_gone(lock, tid, expected);
+    return rlock__leave_status(&g, status);
 }
 
 int rlock_force_unlock(rlock *lock) {
@@ -451,15 +589,15 @@ int rlock_force_unlock(rlock *lock) {
         return status;
     const char *argv[] = {lock->name, lock->channel};
     size_t argvlen[] = {lock->name_len, lock->channel_len};
-    rlock__cmd cmd = {.script = RLOCK__SCRIPT_FORCE_UNLOCK, .argc = 2, .nkeys = 2,
+    rlock__cmd cmd = {.script = RLOCK__SCRIPT_FORCE_UNLOCK, .argc = 2, .nkeys = 1,
                       .argv = argv, .argvlen = argvlen};
     status = rlock__exec(lock->client, &cmd, RLOCK__NO_DEADLINE, &reply, NULL);
     if (status == RLOCK_OK)
-        status = reply->type == REDIS_REPLY_INTEGER ? (int)(reply->integer != 0) : RLOCK_EREDIS;
+        status = reply->type == REDIS_REPLY_INTEGER ? (int)(reply->integer != 0)
+                                                    : rlock__fail_reply(reply, "FORCE_UNLOCK");
     if (reply != NULL)
         freeReplyObject(reply);
-    rlock__leave(&g);
-    return status;
+    return rlock__leave_status(&g, status);
 }
 
 /*
@@ -488,12 +626,11 @@ static int query(rlock *lock, const char *verb, int with_owner, long long *value
         else if (reply->type == REDIS_REPLY_STRING)
             *value = strtoll(reply->str, NULL, 10);
         else
-            status = RLOCK_EREDIS;
+            status = rlock__fail_reply(reply, verb);
     }
     if (reply != NULL)
         freeReplyObject(reply);
-    rlock__leave(&g);
-    return status;
+    return rlock__leave_status(&g, status);
 }
 
 int rlock_is_locked(rlock *lock) {
@@ -502,9 +639,34 @@ int rlock_is_locked(rlock *lock) {
     return status != RLOCK_OK ? status : fields > 0;
 }
 
+/*
+ * 1 if the client's own view already says the calling thread does not hold
+ * the lock: its loss was found, or its lease ran out by the client's clock.
+ * A lost hold stays a tombstone, so the thread's next lock still learns of it.
+ */
+static int known_not_held(rlock *lock) {
+    rlock__hold_info info;
+    uint64_t tid = rlock__thread_id();
+    int state = rlock__holds_get(&lock->client->holds, lock->name, lock->name_len, tid,
+                                 rlock__now_ms(), &info);
+    if (state == RLOCK__HOLD_LOST && info.report)
+        rlock__event_post(lock->client, RLOCK_EVENT_LOCK_LOST, lock->name, lock->name_len,
+                          info.lease_left_ms, RLOCK_ELOST,
+                          "lease ran out by the client's clock with no renewal confirmed");
+    return state == RLOCK__HOLD_LOST || state == RLOCK__HOLD_EXPIRED;
+}
+
 int rlock_is_held_by_current_thread(rlock *lock) {
+    rlock__guard g;
     long long held = 0;
-    int status = query(lock, "HEXISTS", 1, &held);
+    int status = rlock__enter_lock(&g, lock);
+    if (status != RLOCK_OK)
+        return status;
+    int known = known_not_held(lock);
+    rlock__leave(&g);
+    if (known)
+        return 0;
+    status = query(lock, "HEXISTS", 1, &held);
     return status != RLOCK_OK ? status : held != 0;
 }
 

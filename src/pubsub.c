@@ -32,6 +32,14 @@
  * and wakes them once more when confirmed. Meanwhile waiters still progress:
  * each sleep is bounded by the lock's TTL.
  *
+ * Refused subscriptions: an ACL may forbid SUBSCRIBE (or the channel). The
+ * error reply names no channel, so the thread keeps the order of what it
+ * sent (the `sent` queue) and pins the refusal on the command it answers:
+ * the channel is marked refused, an RLOCK_EVENT_SUBSCRIBE_REFUSED is posted,
+ * and its waiters poll every REFUSED_POLL_MS instead of sleeping until the
+ * holder's TTL. A refused channel is not asked again on this connection, and
+ * it is freed like any other once its last waiter leaves.
+ *
  * The thread sleeps in poll() on the socket and a wake-up pipe, never in a
  * socket timeout (a timed-out hiredis 0.14 context is broken for good).
  *
@@ -59,6 +67,7 @@ struct rlock__channel {
     int subscribe_sent;     /* SUBSCRIBE sent on this connection, no UNSUBSCRIBE since */
     int pending;            /* SUBSCRIBE/UNSUBSCRIBE sent, reply not yet read */
     int confirmed;          /* subscribed, nothing pending */
+    int refused;            /* Redis refused SUBSCRIBE on this connection: waiters poll */
     unsigned epoch;         /* bumped to make sleeping waiters retry at once */
     pthread_cond_t ready;   /* joiners wait here for confirmation */
     size_t len;
@@ -67,6 +76,14 @@ struct rlock__channel {
 
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 2000
+/* How often a waiter on a refused channel tries again. */
+#define REFUSED_POLL_MS 100
+
+/* A command sent whose reply has not come yet (replies come in order). */
+typedef struct sent_command {
+    rlock__channel *channel;    /* kept alive by its pending count */
+    int subscribe;              /* SUBSCRIBE, else UNSUBSCRIBE */
+} sent_command;
 
 /* The subscriber thread's own state; only it touches this. */
 typedef struct subscriber {
@@ -74,7 +91,44 @@ typedef struct subscriber {
     redisContext *ctx;
     int backoff_ms;
     int64_t next_connect_ms;
+    rlock__buf sent;            /* sent_command ring, oldest at sent_head */
+    size_t sent_head;
+    size_t sent_count;
 } subscriber;
+
+static sent_command *sent_at(subscriber *s, size_t i) {
+    size_t cap = s->sent.cap / sizeof(sent_command);
+    return (sent_command *)s->sent.data + (s->sent_head + i) % cap;
+}
+
+/* Appends to the ring, growing it (a grown ring is re-packed from its head). */
+static int sent_push(subscriber *s, rlock__channel *ch, int subscribe) {
+    size_t cap = s->sent.cap / sizeof(sent_command);
+    if (s->sent_count == cap) {
+        rlock__buf bigger = {NULL, 0};
+        size_t new_cap = cap < 16 ? 16 : cap * 2;
+        if (rlock__buf_reserve(&bigger, new_cap * sizeof(sent_command)) != RLOCK_OK)
+            return RLOCK_ENOMEM;
+        for (size_t i = 0; i < s->sent_count; i++)
+            ((sent_command *)bigger.data)[i] = *sent_at(s, i);
+        rlock__buf_free(&s->sent);
+        s->sent = bigger;
+        s->sent_head = 0;
+    }
+    *sent_at(s, s->sent_count++) = (sent_command){ch, subscribe};
+    return RLOCK_OK;
+}
+
+/* The oldest command still waiting for its reply (NULL channel if none). */
+static sent_command sent_pop(subscriber *s) {
+    sent_command oldest = {NULL, 0};
+    if (s->sent_count == 0)
+        return oldest;
+    oldest = *sent_at(s, 0);
+    s->sent_head = (s->sent_head + 1) % (s->sent.cap / sizeof(sent_command));
+    s->sent_count--;
+    return oldest;
+}
 
 static void wake_subscriber(rlock__pubsub *ps) {
     ssize_t rc = write(ps->wake_pipe[1], "x", 1);
@@ -179,6 +233,7 @@ static void give_permit(rlock_client *c, rlock__channel *ch, rlock__waiter *w, i
      * let the first subscriber Redis writes to win every race
      * (docs/design.md section 4).
      */
+    w->sent_ms = rlock__now_ms();
     if (!(send_ahead && ch->waiters == 1 && (w->ahead = rlock__acquire_ahead(c, w)) != NULL))
         w->permit = 1;
     w->sleeping = 0;
@@ -203,14 +258,18 @@ static void nudge(rlock__channel *ch) {
 /* ---- the subscriber thread (pubsub.mutex held unless said otherwise) ---- */
 
 static void drop_connection(rlock__pubsub *ps, subscriber *s) {
-    if (s->ctx != NULL)
+    if (s->ctx != NULL) {
         redisFree(s->ctx);
+        rlock__link_down(s->client, RLOCK_EIO, "subscriber connection lost");
+    }
     s->ctx = NULL;
+    s->sent_count = 0;
     ps->connected = 0;
     for (rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next) {
         ch->subscribe_sent = 0;
         ch->pending = 0;
         ch->confirmed = 0;
+        ch->refused = 0; /* asked again on the next connection */
         nudge(ch);
     }
     reap_channels(ps);
@@ -225,12 +284,13 @@ static int send_command(redisContext *ctx, const char *verb, const rlock__channe
 
 /* Sends SUBSCRIBE/UNSUBSCRIBE for every channel whose wish changed. */
 static int send_changes(rlock__pubsub *ps, subscriber *s) {
-    int done = 0;
+    rlock_client *c = s->client;
     for (rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next) {
-        int want = ch->waiters > 0;
+        int want = ch->waiters > 0 && !ch->refused;
         if (want == ch->subscribe_sent)
             continue;
-        if (send_command(s->ctx, want ? "SUBSCRIBE" : "UNSUBSCRIBE", ch) != RLOCK_OK)
+        if (sent_push(s, ch, want) != RLOCK_OK ||
+            send_command(s->ctx, want ? "SUBSCRIBE" : "UNSUBSCRIBE", ch) != RLOCK_OK)
             return RLOCK_EIO;
         ch->subscribe_sent = want;
         ch->pending++;
@@ -238,10 +298,8 @@ static int send_changes(rlock__pubsub *ps, subscriber *s) {
     }
     ps->dirty = 0;
     reap_channels(ps);
-    while (!done)
-        if (redisBufferWrite(s->ctx, &done) != REDIS_OK)
-            return RLOCK_EIO;
-    return RLOCK_OK;
+    /* A few small commands: the socket buffer takes them at once. */
+    return rlock__io_flush(s->ctx, rlock__deadline_after(c->settings.command_timeout_ms));
 }
 
 /*
@@ -264,7 +322,30 @@ static void on_message(rlock_client *c, rlock__channel *ch, const redisReply *pa
     }
 }
 
-static void on_reply(rlock_client *c, rlock__pubsub *ps, const redisReply *r) {
+/* Redis refused the oldest command still pending (an ACL refusal of SUBSCRIBE). */
+static void on_refused(rlock_client *c, rlock__pubsub *ps, subscriber *s, const redisReply *r) {
+    sent_command cmd = sent_pop(s);
+    rlock__channel *ch = cmd.channel;
+    if (ch == NULL)
+        return;
+    if (ch->pending > 0)
+        ch->pending--;
+    if (cmd.subscribe) {
+        ch->subscribe_sent = 0;
+        ch->refused = 1;
+        ch->confirmed = 0;
+        nudge(ch); /* joiners stop waiting for a confirmation that will not come */
+        rlock__event_post(c, RLOCK_EVENT_SUBSCRIBE_REFUSED, ch->name, ch->len, -1,
+                          rlock__reply_status(r->str), r->str);
+    }
+    reap_channels(ps);
+}
+
+static void on_reply(rlock_client *c, rlock__pubsub *ps, subscriber *s, const redisReply *r) {
+    if (r->type == REDIS_REPLY_ERROR) {
+        on_refused(c, ps, s, r);
+        return;
+    }
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
         r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING)
         return;
@@ -278,6 +359,7 @@ static void on_reply(rlock_client *c, rlock__pubsub *ps, const redisReply *r) {
     }
     if (strcmp(kind, "subscribe") != 0 && strcmp(kind, "unsubscribe") != 0)
         return;
+    sent_pop(s); /* replies come in the order of the commands: this one's */
     if (ch->pending > 0)
         ch->pending--;
     ch->confirmed = ch->pending == 0 && ch->subscribe_sent;
@@ -293,7 +375,7 @@ static int read_replies(rlock__pubsub *ps, subscriber *s) {
             return RLOCK_EIO;
         if (raw == NULL)
             return RLOCK_OK;
-        on_reply(s->client, ps, raw);
+        on_reply(s->client, ps, s, raw);
         freeReplyObject(raw);
     }
 }
@@ -302,10 +384,16 @@ static void try_connect(rlock__pubsub *ps, subscriber *s) {
     rlock_client *c = s->client;
     redisContext *ctx = NULL;
     pthread_mutex_unlock(&ps->mutex);
-    int status = rlock__connect(&c->settings, c->settings.connect_timeout_ms, &ctx);
+    int status = rlock__connect(&c->settings, rlock__deadline_after(c->settings.connect_timeout_ms),
+                                &ctx);
+    if (status == RLOCK_OK)
+        rlock__link_up(c);
+    else
+        rlock__link_down(c, status, rlock__last_message());
     pthread_mutex_lock(&ps->mutex);
     if (status == RLOCK_OK) {
         s->ctx = ctx;
+        s->sent_count = 0;
         s->backoff_ms = BACKOFF_MIN_MS;
         ps->connected = 1;
         ps->dirty = 1;
@@ -367,6 +455,7 @@ static void *subscriber_main(void *arg) {
         redisFree(s.ctx);
     ps->connected = 0;
     pthread_mutex_unlock(&ps->mutex);
+    rlock__buf_free(&s.sent);
     return NULL;
 }
 
@@ -424,7 +513,7 @@ int rlock__pubsub_join(rlock_client *c, const char *channel, size_t len, int64_t
         wake_subscriber(ps);
     }
     /* Without a confirmed subscription we still go on: TTL-bounded sleeps. */
-    while (!ch->confirmed && !ps->stop)
+    while (!ch->confirmed && !ch->refused && !ps->stop)
         if (rlock__cond_wait_until(&ch->ready, &ps->mutex, confirm_by) == ETIMEDOUT)
             break;
     if (ps->stop) {
@@ -486,12 +575,18 @@ static int should_wake(const rlock__pubsub *ps, const rlock__waiter *w, unsigned
 }
 
 int rlock__pubsub_wait(rlock_client *c, rlock__waiter *w, unsigned epoch, int64_t deadline_ms,
-                       int cancel_state, int *granted, rlock__conn **ahead) {
+                       int cancel_state, int *granted, rlock__conn **ahead, int64_t *sent_ms) {
     rlock__pubsub *ps = &c->pubsub;
     int status = RLOCK_OK;
 
     *granted = 0;
     pthread_mutex_lock(&ps->mutex);
+    /* No unlock message will come on a refused channel: poll instead. */
+    if (w->channel->refused) {
+        int64_t poll_at = rlock__deadline_after(REFUSED_POLL_MS);
+        if (poll_at < deadline_ms)
+            deadline_ms = poll_at;
+    }
     while (!should_wake(ps, w, epoch)) {
         /* Again on every round: a wake-up whose permit another waiter took
          * must leave us a sleeper, to be woken by the next one. */
@@ -503,6 +598,7 @@ int rlock__pubsub_wait(rlock_client *c, rlock__waiter *w, unsigned epoch, int64_
     }
     w->sleeping = 0;
     *ahead = w->ahead;
+    *sent_ms = w->sent_ms;
     w->ahead = NULL;
     if (w->handoff == RLOCK__HANDOFF_GRANTED)
         *granted = 1;
@@ -594,9 +690,11 @@ out:
     return offered;
 }
 
-void rlock__pubsub_settle(rlock_client *c, const rlock__offer *offer, int granted) {
+void rlock__pubsub_settle(rlock_client *c, const rlock__offer *offer, int granted,
+                          int64_t sent_ms) {
     pthread_mutex_lock(&c->pubsub.mutex);
     offer->waiter->handoff = granted ? RLOCK__HANDOFF_GRANTED : RLOCK__HANDOFF_DECLINED;
+    offer->waiter->sent_ms = sent_ms;
     pthread_cond_signal(&offer->waiter->wakeup);
     pthread_mutex_unlock(&c->pubsub.mutex);
 }

@@ -2,6 +2,11 @@
  * scripts.c - the Lua scripts that are the only writers of a lock's hash, and
  * how they are sent (EVALSHA, falling back to EVAL on NOSCRIPT).
  *
+ * Every script names one key, the lock: the channel it publishes on is an
+ * argument, not a key, so an ACL user needs key access to its lock names only
+ * (and channel access to the channel), and the script stays in one Cluster
+ * slot whatever the name.
+ *
  * Data layout (Redisson's, so Java Redisson clients can share our locks):
  *   key   <name>            HASH  "<client uuid>:<thread id>" -> hold count; PEXPIRE = lease
  *   chan  redisson_lock__channel:{<name>}   "0" published when a lock is freed
@@ -23,6 +28,39 @@
 #include "internal.h"
 
 /*
+ * Every mutating script keeps one rule: an error return means Redis is
+ * unchanged. Redis does not roll a script back, so a script checks, before
+ * its first write, everything that could make a later step fail: that the
+ * key is a lock (not_a_lock), and that the ACL lets the caller run each
+ * later write (redis.acl_check_cmd, Redis >= 7.0; older servers have no
+ * per-command channel or key rules that could refuse half a script). A
+ * PUBLISH goes before the DEL it announces: a refused PUBLISH (no channel
+ * permission) then fails the unlock before anything changed, and the
+ * message still reaches subscribers after the script, when the key is gone.
+ *
+ * A lock, ours or Redisson's, is a hash with a TTL whose fields are all
+ * "<id>:<thread>". A hash without a TTL, or with another field, is somebody's
+ * data under the same name: NOTALOCK, untouched.
+ */
+#define PRELUDE_LUA                                                                               \
+    "local function not_a_lock(key)\n"                                                            \
+    "  if redis.call('pttl', key) == -1 then return true end\n"                                   \
+    "  for _, field in ipairs(redis.call('hkeys', key)) do\n"                                     \
+    "    if not string.find(field, '^.+:%d+$') then return true end\n"                       \
+    "  end\n"                                                                                     \
+    "  return false\n"                                                                            \
+    "end\n"                                                                                       \
+    "local function not_a_lock_error(key)\n"                                                      \
+    "  return redis.error_reply('NOTALOCK the hash ' .. key .. ' has no TTL or a field that is '" \
+    " .. 'not <id>:<thread>: not a lock, left untouched')\n"                                      \
+    "end\n"                                                                                       \
+    "local function refused(...)\n"                                                               \
+    "  if redis.acl_check_cmd == nil or redis.acl_check_cmd(...) then return nil end\n"           \
+    "  return redis.error_reply('NOPERM this user has no permissions to run ' .. select(1, ...)\n" \
+    "    .. ' on the lock (rlock checked before changing anything)')\n"                           \
+    "end\n"
+
+/*
  * ACQUIRE  KEYS[1] = name
  *          ARGV[1] = lease ms, ARGV[2] = owner field, ARGV[3] = expected count
  * -> {1, count}  the caller holds it: acquired or re-entered (Redis had the
@@ -31,12 +69,15 @@
  *    {0, pttl}   another owner holds it.
  *    {2, count}  the caller's expected count is stale (its hold was lost, or
  *                an earlier call's outcome is unknown): nothing changed; the
- *                caller re-bases on count and sends again.
+ *                caller decides (a loss, or a re-base and a new send).
+ *    NOTALOCK    the key is a hash that is not a lock.
  */
 static const char acquire_lua[] =
+    PRELUDE_LUA
     "local count = redis.call('hget', KEYS[1], ARGV[2])\n"
     "if count == false then\n"
     "  if redis.call('exists', KEYS[1]) == 1 then\n"
+    "    if not_a_lock(KEYS[1]) then return not_a_lock_error(KEYS[1]) end\n"
     "    return {0, redis.call('pttl', KEYS[1])}\n"
     "  end\n"
     "  count = 0\n"
@@ -45,6 +86,8 @@ static const char acquire_lua[] =
     "end\n"
     "local expected = tonumber(ARGV[3])\n"
     "if count == expected then\n"
+    "  local no = refused('pexpire', KEYS[1], ARGV[1])\n"
+    "  if no then return no end\n"
     "  count = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "elseif count ~= expected + 1 then\n"
     "  return {2, count}\n"
@@ -53,14 +96,15 @@ static const char acquire_lua[] =
     "return {1, count}\n";
 
 /*
- * RELEASE  KEYS[1] = name, KEYS[2] = channel
- *          ARGV[1] = owner field, ARGV[2] = expected count
+ * RELEASE  KEYS[1] = name
+ *          ARGV[1] = owner field, ARGV[2] = expected count, ARGV[3] = channel
  * -> nil      the caller holds nothing: nothing changed, nothing published.
- *    n >= 0   the remaining count (0 = deleted and "0" published), or, when
+ *    n >= 0   the remaining count (0 = "0" published and deleted), or, when
  *             Redis has expected - 1, an earlier send of this same call
  *             already applied and n is reported unchanged.
  *    {count}  Redis has fewer holds than the caller believes (stale): nothing
  *             changed; the caller re-bases on count and sends again.
+ *    NOTALOCK the key is a hash that is not a lock; NOPERM before any change.
  *    More holds than expected can only come from an acquisition of ours
  *    whose reply was lost (the call returned an error): the caller's view
  *    wins, the count becomes expected - 1, so an error never leaves an extra
@@ -68,8 +112,12 @@ static const char acquire_lua[] =
  *    from the last acquisition).
  */
 static const char release_lua[] =
+    PRELUDE_LUA
     "local count = redis.call('hget', KEYS[1], ARGV[1])\n"
     "if count == false then\n"
+    "  if redis.call('exists', KEYS[1]) == 1 and not_a_lock(KEYS[1]) then\n"
+    "    return not_a_lock_error(KEYS[1])\n"
+    "  end\n"
     "  return nil\n"
     "end\n"
     "count = tonumber(count)\n"
@@ -84,8 +132,10 @@ static const char release_lua[] =
     "  redis.call('hset', KEYS[1], ARGV[1], expected - 1)\n"
     "  return expected - 1\n"
     "end\n"
+    "local no = refused('publish', ARGV[3], '0') or refused('del', KEYS[1])\n"
+    "if no then return no end\n"
+    "redis.call('publish', ARGV[3], '0')\n"
     "redis.call('del', KEYS[1])\n"
-    "redis.call('publish', KEYS[2], '0')\n"
     "return 0\n";
 
 /*
@@ -104,12 +154,15 @@ static const char release_lua[] =
  *    of its own) are given up with the rest.
  */
 static const char transfer_lua[] =
+    PRELUDE_LUA
     "if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then\n"
     "  if redis.call('hget', KEYS[1], ARGV[2]) == '1' then\n"
     "    return 1\n"
     "  end\n"
     "  return 0\n"
     "end\n"
+    "local no = refused('hset', KEYS[1], ARGV[2], '1') or refused('pexpire', KEYS[1], ARGV[3])\n"
+    "if no then return no end\n"
     "redis.call('del', KEYS[1])\n"
     "redis.call('hset', KEYS[1], ARGV[2], 1)\n"
     "redis.call('pexpire', KEYS[1], ARGV[3])\n"
@@ -119,7 +172,7 @@ static const char transfer_lua[] =
  * RENEW    KEYS = names, ARGV[1] = lease ms, ARGV[1 + i] = owner field of KEYS[i]
  * -> one 1/0 per key: 1 = our field is there and the TTL was reset; 0 = gone
  *    (never re-created). A key of another type counts as gone without failing
- *    the whole batch.
+ *    the whole batch. One write per key: nothing to check first.
  */
 static const char renew_lua[] =
     "local result = {}\n"
@@ -135,11 +188,12 @@ static const char renew_lua[] =
     "return result\n";
 
 /*
- * FORCE_UNLOCK  KEYS[1] = name, KEYS[2] = channel
+ * FORCE_UNLOCK  KEYS[1] = name, ARGV[1] = channel
  * -> 1 deleted (and "0" published), 0 not locked; WRONGTYPE for a key that is
- *    not a lock, which is left untouched.
+ *    not a hash, NOTALOCK for a hash that is not a lock; both left untouched.
  */
 static const char force_unlock_lua[] =
+    PRELUDE_LUA
     "local kind = redis.call('type', KEYS[1])['ok']\n"
     "if kind == 'none' then\n"
     "  return 0\n"
@@ -147,8 +201,11 @@ static const char force_unlock_lua[] =
     "if kind ~= 'hash' then\n"
     "  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')\n"
     "end\n"
+    "if not_a_lock(KEYS[1]) then return not_a_lock_error(KEYS[1]) end\n"
+    "local no = refused('publish', ARGV[1], '0') or refused('del', KEYS[1])\n"
+    "if no then return no end\n"
+    "redis.call('publish', ARGV[1], '0')\n"
     "redis.call('del', KEYS[1])\n"
-    "redis.call('publish', KEYS[2], '0')\n"
     "return 1\n";
 
 static const char *const script_body[RLOCK__SCRIPT_COUNT] = {
@@ -163,22 +220,32 @@ const char *rlock__script_body(int script) {
     return script >= 0 && script < RLOCK__SCRIPT_COUNT ? script_body[script] : NULL;
 }
 
-int rlock__scripts_load(redisContext *ctx, rlock__scripts *scripts) {
+const char *rlock__script_name(int script) {
+    static const char *const names[RLOCK__SCRIPT_COUNT] = {
+        [RLOCK__SCRIPT_ACQUIRE] = "ACQUIRE", [RLOCK__SCRIPT_RELEASE] = "RELEASE",
+        [RLOCK__SCRIPT_TRANSFER] = "TRANSFER", [RLOCK__SCRIPT_RENEW] = "RENEW",
+        [RLOCK__SCRIPT_FORCE_UNLOCK] = "FORCE_UNLOCK"};
+    return script >= 0 && script < RLOCK__SCRIPT_COUNT ? names[script] : "command";
+}
+
+int rlock__scripts_load(redisContext *ctx, int64_t deadline_ms, rlock__scripts *scripts) {
     int status = RLOCK_OK;
     for (int i = 0; i < RLOCK__SCRIPT_COUNT; i++) {
         const char *argv[] = {"SCRIPT", "LOAD", script_body[i]};
         if (redisAppendCommandArgv(ctx, 3, argv, NULL) != REDIS_OK)
-            return RLOCK_EIO;
+            return rlock__fail(RLOCK_ENOMEM, 0, "SCRIPT LOAD: out of memory");
     }
+    if (rlock__io_flush(ctx, deadline_ms) != RLOCK_OK)
+        return rlock__fail(RLOCK_EIO, 0, "SCRIPT LOAD: %s", ctx->err ? ctx->errstr : "timed out");
     for (int i = 0; i < RLOCK__SCRIPT_COUNT; i++) {
-        void *raw = NULL;
-        if (redisGetReply(ctx, &raw) != REDIS_OK)
-            return RLOCK_EIO;
-        redisReply *reply = raw;
+        redisReply *reply = NULL;
+        if (rlock__io_read(ctx, deadline_ms, &reply) != RLOCK_OK)
+            return rlock__fail(RLOCK_EIO, 0, "SCRIPT LOAD: %s",
+                               ctx->err ? ctx->errstr : "no reply in time");
         if (reply->type == REDIS_REPLY_STRING && reply->len == 40)
             memcpy(scripts->sha[i], reply->str, 41);
         else if (status == RLOCK_OK)
-            status = RLOCK_EREDIS;
+            status = rlock__fail_reply(reply, "SCRIPT LOAD");
         freeReplyObject(reply);
     }
     return status;

@@ -4,17 +4,26 @@
  * Every watchdog_timeout/3 it snapshots the renewed entries of the holds
  * table and resets their TTL to watchdog_timeout in one pipelined round trip
  * (RENEW scripts of up to RENEW_BATCH keys each). The script only extends a
- * field that is still ours; it never re-creates a lock. A key reported gone
- * drops its entry and calls on_lock_lost exactly once (holds.c's serials make
- * sure a newer hold of the same name is not dropped by an older result, and
- * an unlock in flight is left to decide for itself). An I/O error keeps every
- * entry and is retried after interval/6: the lease may still be alive, and
- * the next successful round tells.
+ * field that is still ours; it never re-creates a lock. A confirmed renewal
+ * moves the hold's lease end (client clock) to the round's send time +
+ * timeout. A key reported gone makes its entry a tombstone and posts one
+ * LOCK_LOST event (holds.c's serials make sure a newer hold is not touched
+ * by an older result, and an unlock in flight is left to decide for
+ * itself). A failed round posts RENEWAL_FAILED, keeps every entry and is
+ * retried after interval/6: the lease may still be alive.
  *
- * Threads: the watchdog thread runs renew_round and the callback; close
+ * The lease end by the client's clock is a hard limit: the thread wakes at
+ * the earliest one, and a hold past it with no renewal confirmed is reported
+ * lost then, even if Redis never answers again; a round's round trip never
+ * outlasts the earliest lease end either.
+ *
+ * Callbacks never run here (events.c has its own thread), so a slow
+ * callback cannot delay a renewal.
+ *
+ * Threads: the watchdog thread runs renew_round and sweep_expired; close
  * stops it (watchdog.stop under watchdog.mutex, then join). Locking:
  * watchdog.mutex guards stop; the holds table has its own mutex. No mutex is
- * held during the round trip or the callback.
+ * held during the round trip.
  */
 #include <signal.h>
 #include <string.h>
@@ -112,30 +121,60 @@ static int build_round(rlock_client *c, round_buffers *b, size_t n, const char *
     return ncmds;
 }
 
-static void report_lost(rlock_client *c, const rlock__renewal *r) {
-    if (!rlock__holds_drop_lost(&c->holds, r) || c->settings.on_lock_lost == NULL)
-        return;
-    char *name = rlock__memdup0(r->name, r->name_len);
-    if (name == NULL)
-        return; /* out of memory: the entry is dropped, the callback skipped */
-    c->settings.on_lock_lost(name, c->settings.callback_arg);
-    rlock__free(name);
+static void report_lost(rlock_client *c, const rlock__renewal *r, int64_t now_ms, int status,
+                        const char *detail) {
+    rlock__event_post(c, RLOCK_EVENT_LOCK_LOST, r->name, r->name_len, r->expires_ms - now_ms,
+                      status, detail);
 }
 
 /*
- * Applies one batch's reply: a 0 for key i means that lock is gone. An error
+ * Applies one batch's reply: 1 for key i extends that hold's lease by the
+ * client's clock from the round's send time; 0 means it is gone. An error
  * reply keeps the entries (RLOCK_EREDIS: try again soon).
  */
 static int apply_reply(rlock_client *c, const redisReply *reply, const rlock__renewal *r,
-                       size_t k) {
+                       size_t k, int64_t sent_ms) {
     if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements != k)
         return RLOCK_EREDIS;
+    int64_t now = rlock__now_ms();
     for (size_t i = 0; i < k; i++) {
         const redisReply *e = reply->element[i];
-        if (e->type == REDIS_REPLY_INTEGER && e->integer == 0)
-            report_lost(c, &r[i]);
+        if (e->type != REDIS_REPLY_INTEGER)
+            continue;
+        if (e->integer == 1)
+            rlock__holds_renewed(&c->holds, &r[i], sent_ms + c->settings.watchdog_timeout_ms);
+        else if (rlock__holds_drop_lost(&c->holds, &r[i]))
+            report_lost(c, &r[i], now, RLOCK_ELOST, "the lock's field is gone from Redis");
     }
     return RLOCK_OK;
+}
+
+/* Most callers want a name per failed renewal; a huge round gets one event. */
+#define RENEWAL_EVENTS_MAX 64
+
+static void report_failed_round(rlock_client *c, const rlock__renewal *r, size_t n, int status) {
+    int64_t now = rlock__now_ms();
+    const char *detail = rlock__last_message();
+    if (n <= RENEWAL_EVENTS_MAX) {
+        for (size_t i = 0; i < n; i++)
+            rlock__event_post(c, RLOCK_EVENT_RENEWAL_FAILED, r[i].name, r[i].name_len,
+                              r[i].expires_ms - now, status, detail);
+        return;
+    }
+    int64_t earliest = r[0].expires_ms;
+    for (size_t i = 1; i < n; i++)
+        if (r[i].expires_ms < earliest)
+            earliest = r[i].expires_ms;
+    rlock__event_post(c, RLOCK_EVENT_RENEWAL_FAILED, NULL, 0, earliest - now, status, detail);
+}
+
+/* The round's deadline: a reply after the first lease ends can save nothing for it. */
+static int64_t round_deadline(const rlock_client *c, const rlock__renewal *r, size_t n) {
+    int64_t deadline = rlock__deadline_after(c->settings.command_timeout_ms);
+    for (size_t i = 0; i < n; i++)
+        if (r[i].expires_ms < deadline)
+            deadline = r[i].expires_ms;
+    return deadline;
 }
 
 /* One renewal round; RLOCK_OK when every batch got its answer. */
@@ -155,18 +194,38 @@ static int renew_round(rlock_client *c, round_buffers *b) {
     const rlock__cmd *cmds = b->cmds.data;
     redisReply **replies = b->replies.data;
     memset(replies, 0, (size_t)ncmds * sizeof(*replies)); /* reused: no stale pointers */
-    status = rlock__exec_pipeline(c, cmds, ncmds, replies);
+    int64_t sent_ms = rlock__now_ms();
+    status = rlock__exec_pipeline(c, cmds, ncmds, round_deadline(c, r, n), replies);
     for (int i = 0; status == RLOCK_OK && i < ncmds; i++) {
         const rlock__renewal *batch = r + (size_t)i * RENEW_BATCH;
-        if (apply_reply(c, replies[i], batch, (size_t)cmds[i].nkeys) != RLOCK_OK)
-            status = RLOCK_EREDIS; /* the other batches are still applied */
+        if (apply_reply(c, replies[i], batch, (size_t)cmds[i].nkeys, sent_ms) != RLOCK_OK)
+            status = rlock__fail_reply(replies[i], "renewal (RENEW script)");
     }
     for (int i = 0; i < ncmds; i++)
         if (replies[i] != NULL)
             freeReplyObject(replies[i]);
+    if (status != RLOCK_OK && status != RLOCK_ECLOSED)
+        report_failed_round(c, r, n, status);
 out:
     atomic_fetch_add(&c->watchdog.rounds, 1);
     return status;
+}
+
+/*
+ * Reports every renewed hold whose lease has run out by the client's clock
+ * (no renewal confirmed in time: Redis may be paused or unreachable, and the
+ * lock may already belong to someone else). Returns the earliest lease end
+ * of the holds left.
+ */
+static int64_t sweep_expired(rlock_client *c, round_buffers *b) {
+    size_t n = 0;
+    int64_t now = rlock__now_ms(), next_expiry;
+    rlock__holds_sweep(&c->holds, now, &b->entries, &b->names, &n, &next_expiry);
+    const rlock__renewal *r = b->entries.data;
+    for (size_t i = 0; i < n; i++)
+        report_lost(c, &r[i], now, RLOCK_ELOST,
+                    "lease ran out by the client's clock with no renewal confirmed");
+    return next_expiry;
 }
 
 static void *watchdog_main(void *arg) {
@@ -186,15 +245,20 @@ static void *watchdog_main(void *arg) {
     pthread_mutex_lock(&wd->mutex);
     int64_t next_round = rlock__now_ms() + interval;
     while (!wd->stop) {
-        if (rlock__now_ms() < next_round) {
-            rlock__cond_wait_until(&wd->wake, &wd->mutex, next_round);
+        pthread_mutex_unlock(&wd->mutex);
+        int64_t next_expiry = sweep_expired(c, &buffers);
+        pthread_mutex_lock(&wd->mutex);
+        int64_t now = rlock__now_ms();
+        if (now < next_round) {
+            int64_t until = next_expiry < next_round ? next_expiry : next_round;
+            if (until > now)
+                rlock__cond_wait_until(&wd->wake, &wd->mutex, until);
             continue;
         }
-        int64_t started = rlock__now_ms();
         pthread_mutex_unlock(&wd->mutex);
         int status = renew_round(c, &buffers);
         pthread_mutex_lock(&wd->mutex);
-        next_round = status == RLOCK_OK ? started + interval : rlock__now_ms() + retry_after;
+        next_round = status == RLOCK_OK ? now + interval : rlock__now_ms() + retry_after;
     }
     pthread_mutex_unlock(&wd->mutex);
     free_buffers(&buffers);

@@ -129,8 +129,10 @@ static void test_acl_user(void **state) {
     snprintf(url, sizeof url, "redis://alice:al1ce%%3Apw@127.0.0.1:%d/2", port);
     lock_in_db(url, 2, NULL);
     snprintf(url, sizeof url, "redis://alice:wrong@127.0.0.1:%d", port);
-    H_ASSERT_RC(open_url(url, &c), RLOCK_EREDIS);
+    H_ASSERT_RC(open_url(url, &c), RLOCK_EAUTH);
     assert_null(c);
+    assert_int_equal(strncmp(rlock_last_error(), "AUTH as user alice", 18), 0);
+    assert_non_null(strstr(rlock_last_error(), "WRONGPASS"));
 }
 
 /* Runs last: it puts a password on the default user. */
@@ -144,9 +146,10 @@ static void test_password(void **state) {
     snprintf(url, sizeof url, "redis://:p%%40ss%%20word@127.0.0.1:%d", port);
     lock_in_db(url, 0, "p@ss word");
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", port); /* no password given */
-    H_ASSERT_RC(open_url(url, &c), RLOCK_EREDIS);
+    H_ASSERT_RC(open_url(url, &c), RLOCK_EAUTH);
+    assert_non_null(strstr(rlock_last_error(), "NOAUTH"));
     snprintf(url, sizeof url, "redis://:nope@127.0.0.1:%d", port);
-    H_ASSERT_RC(open_url(url, &c), RLOCK_EREDIS);
+    H_ASSERT_RC(open_url(url, &c), RLOCK_EAUTH);
     assert_null(c);
 }
 

@@ -80,7 +80,7 @@ static void *base_init(void *arg, int index) {
     snprintf(t->channel, sizeof t->channel, "redisson_lock__channel:{%s}", t->key);
     snprintf(t->owner, sizeof t->owner, "%s:%d", cfg->uuid, index + 1);
     const char *acq[] = {"EVALSHA", cfg->acquire_sha, "1", t->key, "30000", t->owner, "0"};
-    const char *rel[] = {"EVALSHA", cfg->release_sha, "2", t->key, t->channel, t->owner, "1"};
+    const char *rel[] = {"EVALSHA", cfg->release_sha, "1", t->key, t->owner, "1", t->channel};
     set_args(t->acq_argv, t->acq_len, 7, acq);
     set_args(t->rel_argv, t->rel_len, 7, rel);
     return t;
@@ -152,7 +152,7 @@ static int floor_open(floor_party *p, const config *cfg, const char *key) {
     snprintf(p->mine, sizeof p->mine, "redisson_lock__channel:{%s}:%d", key, p->me);
     snprintf(p->peers, sizeof p->peers, "redisson_lock__channel:{%s}:%d", key, 1 - p->me);
     const char *acq[] = {"EVALSHA", cfg->acquire_sha, "1", p->key, "30000", p->owner, "0"};
-    const char *rel[] = {"EVALSHA", cfg->release_sha, "2", p->key, p->peers, p->owner, "1"};
+    const char *rel[] = {"EVALSHA", cfg->release_sha, "1", p->key, p->owner, "1", p->peers};
     set_args(p->acq_argv, p->acq_len, 7, acq);
     set_args(p->rel_argv, p->rel_len, 7, rel);
     p->cmd = raw_connect(cfg->url);

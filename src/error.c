@@ -1,0 +1,123 @@
+/*
+ * error.c - the per-thread detail of the last failed call: its status, the
+ * errno of a failed system call, Redis's own error text, and one line for a
+ * person (rlock_last_error_info, rlock_last_error).
+ *
+ * Threads: any; everything here is thread-local, so no locking. Library
+ * threads (watchdog, subscriber) record too, and read their own message
+ * back for event details.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define MESSAGE_MAX 512
+
+typedef struct error_detail {
+    int status;
+    int sys_errno;
+    int host_not_found;
+    unsigned mark;                /* bumped by every record */
+    char redis_error[MESSAGE_MAX];
+    char message[MESSAGE_MAX];
+} error_detail;
+
+static _Thread_local error_detail last;
+
+static void record(int status, int sys_errno, const char *redis_error, const char *fmt,
+                   va_list ap) {
+    size_t n = 0;
+    last.status = status;
+    last.sys_errno = sys_errno;
+    last.host_not_found = 0;
+    last.mark++;
+    snprintf(last.redis_error, sizeof(last.redis_error), "%s", redis_error);
+    int wrote = vsnprintf(last.message, sizeof(last.message), fmt, ap);
+    n = wrote < 0 ? 0 : (size_t)wrote < sizeof(last.message) ? (size_t)wrote : sizeof(last.message) - 1;
+    if (sys_errno != 0 && n < sizeof(last.message))
+        snprintf(last.message + n, sizeof(last.message) - n, ": %s", strerror(sys_errno));
+    else if (redis_error[0] != '\0' && n < sizeof(last.message))
+        snprintf(last.message + n, sizeof(last.message) - n, ": %s", redis_error);
+}
+
+int rlock__fail(int status, int sys_errno, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    record(status, sys_errno, "", fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+int rlock__reply_status(const char *text) {
+    static const struct {
+        const char *prefix;
+        int status;
+    } codes[] = {{"NOAUTH", RLOCK_EAUTH},
+                 {"WRONGPASS", RLOCK_EAUTH},
+                 {"NOPERM", RLOCK_ENOPERM},
+                 {"NOTALOCK", RLOCK_ENOTLOCK}};
+    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+        size_t len = strlen(codes[i].prefix);
+        if (strncmp(text, codes[i].prefix, len) == 0 && (text[len] == ' ' || text[len] == '\0'))
+            return codes[i].status;
+    }
+    /* A script's redis.call refused by the ACL: "ERR The user executing the
+     * script can't publish to the channel / access at least one of the keys
+     * ..." (Redis 7.0), or a wrapped "NOPERM ...". */
+    if (strstr(text, "NOPERM") != NULL || strstr(text, "user executing the script can't") != NULL)
+        return RLOCK_ENOPERM;
+    if (strstr(text, "NOTALOCK") != NULL)
+        return RLOCK_ENOTLOCK;
+    return RLOCK_EREDIS;
+}
+
+static int fail_with_redis_text(int status, const char *text, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    record(status, 0, text, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+int rlock__fail_reply(const redisReply *reply, const char *where) {
+    const char *text = reply != NULL && reply->type == REDIS_REPLY_ERROR ? reply->str : "";
+    int status = text[0] != '\0' ? rlock__reply_status(text) : RLOCK_EREDIS;
+    if (text[0] == '\0')
+        return fail_with_redis_text(status, "", "%s: unexpected reply type", where);
+    return fail_with_redis_text(status, text, "%s", where);
+}
+
+void rlock__fail_host_not_found(void) {
+    last.host_not_found = 1;
+}
+
+const char *rlock__last_message(void) {
+    return last.message;
+}
+
+unsigned rlock__error_mark(void) {
+    return last.mark;
+}
+
+int rlock__fail_default(int status, unsigned mark) {
+    if (status >= 0 || (last.mark != mark && last.status == status))
+        return status;
+    return rlock__fail(status, 0, "%s", rlock_strerror(status));
+}
+
+void rlock_last_error_info(rlock_error_info *out) {
+    if (out == NULL)
+        return;
+    out->status = last.status;
+    out->sys_errno = last.sys_errno;
+    out->host_not_found = last.host_not_found;
+    out->redis_error = last.redis_error;
+    out->message = last.message;
+}
+
+const char *rlock_last_error(void) {
+    return last.message;
+}

@@ -1,0 +1,136 @@
+/*
+ * events.c - the event thread: delivers rlock_event to on_event and lost
+ * locks to on_lock_lost, one at a time, in order, away from the threads
+ * that find them.
+ *
+ * Why a thread of its own: the header lets callbacks call rlock functions,
+ * and one that blocks (a try_lock with a wait) must not stop the watchdog
+ * from renewing every other lock, nor the subscriber from waking waiters.
+ * Those threads only queue an event (a copy; never blocking on a callback).
+ *
+ * Link state: rlock__link_down / rlock__link_up turn connection failures and
+ * recoveries into CONNECTION_LOST / RECONNECTED events, once per transition.
+ *
+ * Threads: any thread posts; the event thread runs the callbacks; close
+ * stops it after the watchdog and subscriber threads, delivering what is
+ * queued first. Locking: events.mutex guards the queue and stop; no mutex is
+ * held during a callback.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+struct rlock__event_item {
+    rlock__event_item *next;
+    rlock_event event;          /* name and detail point into text[] */
+    char text[];
+};
+
+static int wanted(const rlock_client *c, rlock_event_kind kind) {
+    return c->settings.on_event != NULL ||
+           (kind == RLOCK_EVENT_LOCK_LOST && c->settings.on_lock_lost != NULL);
+}
+
+void rlock__event_post(rlock_client *c, rlock_event_kind kind, const char *name, size_t name_len,
+                       long long lease_left_ms, int status, const char *detail) {
+    rlock__events *ev = &c->events;
+    if (!ev->started || !wanted(c, kind))
+        return;
+    if (detail == NULL)
+        detail = "";
+    size_t detail_len = strlen(detail);
+    rlock__event_item *item = rlock__malloc(sizeof(*item) + name_len + 1 + detail_len + 1);
+    if (item == NULL)
+        return; /* out of memory: the event is dropped, never the caller's work */
+    char *text = item->text;
+    item->next = NULL;
+    item->event = (rlock_event){.kind = kind, .lease_left_ms = lease_left_ms, .status = status};
+    if (name != NULL) {
+        memcpy(text, name, name_len);
+        text[name_len] = '\0';
+        item->event.name = text;
+        text += name_len + 1;
+    }
+    memcpy(text, detail, detail_len + 1);
+    item->event.detail = text;
+    pthread_mutex_lock(&ev->mutex);
+    if (ev->tail != NULL)
+        ev->tail->next = item;
+    else
+        ev->head = item;
+    ev->tail = item;
+    pthread_cond_signal(&ev->wake);
+    pthread_mutex_unlock(&ev->mutex);
+}
+
+static void deliver(rlock_client *c, const rlock_event *event) {
+    const rlock__settings *s = &c->settings;
+    if (event->kind == RLOCK_EVENT_LOCK_LOST && s->on_lock_lost != NULL)
+        s->on_lock_lost(event->name, s->callback_arg);
+    if (s->on_event != NULL)
+        s->on_event(event, s->callback_arg);
+}
+
+static void *events_main(void *arg) {
+    rlock_client *c = arg;
+    rlock__events *ev = &c->events;
+    pthread_setname_np(pthread_self(), "rlock-events");
+    pthread_mutex_lock(&ev->mutex);
+    for (;;) {
+        while (ev->head == NULL && !ev->stop)
+            pthread_cond_wait(&ev->wake, &ev->mutex);
+        rlock__event_item *item = ev->head;
+        if (item == NULL)
+            break; /* stopping, and everything queued was delivered */
+        ev->head = item->next;
+        if (ev->head == NULL)
+            ev->tail = NULL;
+        pthread_mutex_unlock(&ev->mutex);
+        deliver(c, &item->event);
+        rlock__free(item);
+        pthread_mutex_lock(&ev->mutex);
+    }
+    pthread_mutex_unlock(&ev->mutex);
+    return NULL;
+}
+
+int rlock__events_start(rlock_client *c) {
+    rlock__events *ev = &c->events;
+    if (pthread_mutex_init(&ev->mutex, NULL) != 0)
+        return RLOCK_ENOMEM;
+    if (rlock__cond_init(&ev->wake) != 0) {
+        pthread_mutex_destroy(&ev->mutex);
+        return RLOCK_ENOMEM;
+    }
+    if (rlock__start_thread(&ev->thread, events_main, c) != RLOCK_OK) {
+        pthread_cond_destroy(&ev->wake);
+        pthread_mutex_destroy(&ev->mutex);
+        return RLOCK_ENOMEM;
+    }
+    ev->started = 1;
+    return RLOCK_OK;
+}
+
+void rlock__events_stop(rlock_client *c) {
+    rlock__events *ev = &c->events;
+    if (!ev->started)
+        return;
+    pthread_mutex_lock(&ev->mutex);
+    ev->stop = 1;
+    pthread_cond_signal(&ev->wake);
+    pthread_mutex_unlock(&ev->mutex);
+    pthread_join(ev->thread, NULL);
+    pthread_cond_destroy(&ev->wake);
+    pthread_mutex_destroy(&ev->mutex);
+    ev->started = 0;
+}
+
+void rlock__link_down(rlock_client *c, int status, const char *detail) {
+    if (atomic_exchange(&c->events.link_down, 1) == 0)
+        rlock__event_post(c, RLOCK_EVENT_CONNECTION_LOST, NULL, 0, -1, status, detail);
+}
+
+void rlock__link_up(rlock_client *c) {
+    if (atomic_load(&c->events.link_down) && atomic_exchange(&c->events.link_down, 0) == 1)
+        rlock__event_post(c, RLOCK_EVENT_RECONNECTED, NULL, 0, -1, RLOCK_OK, "connection works again");
+}
