@@ -608,6 +608,14 @@ static const char *cmd_name(const rlock__cmd *cmd) {
     return cmd->script >= 0 ? rlock__script_name(cmd->script) : cmd->argv[0];
 }
 
+/* Records an error reply to cmd: Redis's text, the command and where. */
+static int fail_cmd_reply(rlock_client *c, const redisReply *reply, const rlock__cmd *cmd) {
+    char at[WHERE_MAX], what[WHERE_MAX + 64];
+    snprintf(what, sizeof(what), "%s at %s", cmd_name(cmd),
+             where(&c->settings.endpoint, at, sizeof(at)));
+    return rlock__fail_reply(reply, what);
+}
+
 /* Records an I/O failure of a command at the client's endpoint. */
 static int fail_cmd_io(rlock_client *c, const redisContext *ctx, const rlock__cmd *cmd) {
     char what[64];
@@ -668,8 +676,7 @@ int rlock__exec(rlock_client *c, const rlock__cmd *cmd, int64_t deadline_ms, red
             return rlock__fail(RLOCK_ECLOSED, 0, "client closed during %s", cmd_name(cmd));
         }
         if (status == RLOCK_OK && !is_transient_error(*reply))
-            return (*reply)->type == REDIS_REPLY_ERROR ? rlock__fail_reply(*reply, cmd_name(cmd))
-                                                       : RLOCK_OK;
+            return (*reply)->type == REDIS_REPLY_ERROR ? fail_cmd_reply(c, *reply, cmd) : RLOCK_OK;
         if (status != RLOCK_OK && status != RLOCK_EIO)
             return status;
         /* A write that failed sent nothing Redis would run: at once, on a fresh connection. */
@@ -688,7 +695,7 @@ int rlock__exec(rlock_client *c, const rlock__cmd *cmd, int64_t deadline_ms, red
         retry_sleep(c, resume);
     }
     if (*reply != NULL) /* still "try again" after the last attempt */
-        return rlock__fail_reply(*reply, cmd_name(cmd));
+        return fail_cmd_reply(c, *reply, cmd);
     return status;
 }
 
