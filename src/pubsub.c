@@ -335,7 +335,10 @@ static void on_refused(rlock_client *c, rlock__pubsub *ps, subscriber *s, const 
         ch->refused = 1;
         ch->confirmed = 0;
         nudge(ch); /* joiners stop waiting for a confirmation that will not come */
-        rlock__event_post(c, RLOCK_EVENT_SUBSCRIBE_REFUSED, ch->name, ch->len, -1,
+        /* Named by lock, as every event: the first waiter's (X and {X} share a channel). */
+        const char *name = ch->queue != NULL ? ch->queue->name : ch->name;
+        size_t len = ch->queue != NULL ? ch->queue->name_len : ch->len;
+        rlock__event_post(c, RLOCK_EVENT_SUBSCRIBE_REFUSED, name, len, -1,
                           rlock__reply_status(r->str), r->str);
     }
     reap_channels(ps);

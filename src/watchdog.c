@@ -157,8 +157,9 @@ static void report_failed_round(rlock_client *c, const rlock__renewal *r, size_t
     const char *detail = rlock__last_message();
     if (n <= RENEWAL_EVENTS_MAX) {
         for (size_t i = 0; i < n; i++)
-            rlock__event_post(c, RLOCK_EVENT_RENEWAL_FAILED, r[i].name, r[i].name_len,
-                              r[i].expires_ms - now, status, detail);
+            if (r[i].expires_ms > now) /* else lost, and the sweep says so now */
+                rlock__event_post(c, RLOCK_EVENT_RENEWAL_FAILED, r[i].name, r[i].name_len,
+                                  r[i].expires_ms - now, status, detail);
         return;
     }
     int64_t earliest = r[0].expires_ms;
