@@ -12,6 +12,7 @@
  *                   held and renewed: RLOCK_ENOPERM, never "released but error".
  *   not a lock      somebody's hash under the name: RLOCK_ENOTLOCK from
  *                   acquire (at once), unlock and force_unlock; untouched.
+ *   least privilege the ACL docs/failure-modes.md documents is enough.
  *   config ranges   every documented range accepted at its bounds, refused
  *                   one past them.
  *   errors          wrong password, unknown host, refused port and an ACL
@@ -324,6 +325,48 @@ static void test_acl_refused_unlock_keeps_lock(void **state)
     redisFree(r);
 }
 
+/*
+ * The least-privilege ACL of docs/failure-modes.md is enough: lock, wait on
+ * the channel, unlock, force_unlock, with key access to the lock names only
+ * (the channel is a script argument, not a key).
+ */
+static void test_least_privilege_acl(void **state)
+{
+    const char *user = unique_user("locker");
+    char name[128];
+    redisContext *r = h_redis();
+    rlock_client *a, *b;
+    rlock *la, *lb;
+    h_actor *waiter = h_actor_start();
+    struct h_try t;
+    (void)state;
+
+    h_cmd_ok(r, "ACL SETUSER %s on >secret ~locks:* &redisson_lock__channel:* +evalsha +eval "
+                "+script|load +hget +hexists +hlen +pttl +select +ping +subscribe +unsubscribe "
+                "+publish +hincrby +hset +pexpire +del +exists +type +hkeys", user);
+    snprintf(name, sizeof name, "locks:%s", user);
+    a = h_open_url(url_as(user, "secret"), 0, 0);
+    b = h_open_url(url_as(user, "secret"), 0, 0);
+    la = h_get(a, name);
+    lb = h_get(b, name);
+    t = (struct h_try){lb, H_MS(5000), 10000};
+    H_ASSERT_RC(rlock_lock(la), RLOCK_OK);
+    h_actor_post(waiter, h_op_try_lock, &t);
+    H_WAIT_FOR(h_numsub(r, name, strlen(name)) == 1, 2000);
+    H_ASSERT_RC(rlock_unlock(la), RLOCK_OK);
+    H_ASSERT_RC((int)h_actor_wait(waiter, 5000), RLOCK_OK);
+    H_ASSERT_RC(rlock_force_unlock(la), 1);
+    H_ASSERT_RC(rlock_is_locked(la), 0);
+
+    h_actor_stop(waiter);
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    h_cmd_ok(r, "ACL DELUSER %s", user);
+    redisFree(r);
+}
+
 /* ---- class 4: somebody's data is not a lock --------------------------- */
 
 static void check_untouched(redisContext *r, const char *name, long long ttl_before)
@@ -513,6 +556,7 @@ int main(void)
         cmocka_unit_test(test_unlock_after_loss),
         cmocka_unit_test(test_reentrant_lock_after_reported_loss),
         cmocka_unit_test(test_acl_refused_unlock_keeps_lock),
+        cmocka_unit_test(test_least_privilege_acl),
         cmocka_unit_test(test_not_a_lock),
         cmocka_unit_test(test_config_ranges),
         cmocka_unit_test(test_errors_told_apart),
