@@ -403,10 +403,3 @@ out:
     pthread_mutex_unlock(&h->mutex);
     return status;
 }
-
-size_t rlock__holds_renewed_count(rlock__holds *h) {
-    pthread_mutex_lock(&h->mutex);
-    size_t n = h->renewed;
-    pthread_mutex_unlock(&h->mutex);
-    return n;
-}

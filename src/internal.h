@@ -368,7 +368,6 @@ int rlock__holds_drop_lost(rlock__holds *h, const rlock__renewal *r);
  */
 int rlock__holds_sweep(rlock__holds *h, int64_t now_ms, rlock__buf *entries, rlock__buf *names,
                        size_t *n, int64_t *next_expiry_ms);
-size_t rlock__holds_renewed_count(rlock__holds *h);
 
 /* ---- watchdog.c ----------------------------------------------------------- */
 
