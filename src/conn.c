@@ -481,11 +481,19 @@ static void pool_give(rlock__pool *pool, rlock__conn *conn, int healthy) {
         conn->ctx = NULL;
     }
     conn->busy = 0;
+    conn->last_used_ms = rlock__now_ms();
     pthread_cond_signal(&pool->available);
     pthread_mutex_unlock(&pool->mutex);
     if (broken != NULL)
         redisFree(broken);
 }
+
+/*
+ * A connection idle for less than this cannot have been closed for being
+ * idle (Redis's `timeout` counts whole seconds; NATs and proxies minutes), so
+ * it is used without the check below: one system call less per command.
+ */
+#define IDLE_CHECK_MS 500
 
 /*
  * Whether an idle pooled connection can still be used: nothing to read on
@@ -496,6 +504,11 @@ static int still_open(const redisContext *ctx) {
     char byte;
     ssize_t n = recv(ctx->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+/* Whether the connected slot we hold can be used as it is. */
+static int usable(const rlock__conn *conn) {
+    return rlock__now_ms() - conn->last_used_ms < IDLE_CHECK_MS || still_open(conn->ctx);
 }
 
 /* Drops the slot's context (the slot is ours). */
@@ -517,7 +530,7 @@ static void drop_context(rlock_client *c, rlock__conn *conn) {
  */
 static int ensure_connected(rlock_client *c, rlock__conn *conn, int64_t deadline_ms) {
     redisContext *ctx = NULL;
-    if (conn->ctx != NULL && still_open(conn->ctx))
+    if (conn->ctx != NULL && usable(conn))
         return RLOCK_OK;
     drop_context(c, conn);
     int status = rlock__connect(&c->settings, deadline_ms, &ctx);
@@ -765,7 +778,7 @@ rlock__conn *rlock__send_ahead(rlock_client *c, const rlock__cmd *cmd) {
     if (conn == NULL)
         return NULL;
     /* An idle slot has nothing buffered: this small write does not wait. */
-    if (!still_open(conn->ctx) || rlock__append_cmd(conn->ctx, &c->scripts, cmd, 0) != RLOCK_OK ||
+    if (!usable(conn) || rlock__append_cmd(conn->ctx, &c->scripts, cmd, 0) != RLOCK_OK ||
         rlock__io_flush(conn->ctx, rlock__now_ms()) != RLOCK_OK) {
         pool_give(pool, conn, 0);
         return NULL;

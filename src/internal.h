@@ -156,6 +156,8 @@ typedef struct rlock__settings {
 typedef struct rlock__conn {
     redisContext *ctx; /* NULL = not connected; written by the thread holding the slot */
     int busy;          /* guarded by pool.mutex */
+    int64_t last_used_ms; /* when last given back: written under pool.mutex, read
+                             by the thread that then takes the slot */
 } rlock__conn;
 
 typedef struct rlock__pool {
