@@ -8,7 +8,8 @@
 #   make test-faults     the fault-injection suite (starts and kills its own servers)
 #   make demo            the "don't oversell" demo against a throwaway redis-server
 #   make bench           benchmarks against a raw-hiredis baseline
-#   make install PREFIX=/usr/local DESTDIR=
+#   make install PREFIX=/usr/local DESTDIR=     (make uninstall with the same PREFIX)
+#   make check-install   install to a temp prefix, build and run the README example
 #
 # The user's CC, CFLAGS, LDFLAGS, PREFIX and DESTDIR are honoured; our flags are added
 # next to them, never instead of them.
@@ -73,14 +74,17 @@ BENCH_SRCS := $(wildcard test/bench/*.c)
 BENCH_BINS := $(patsubst test/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 DEMO := $(BUILD)/demo
 
-.PHONY: all deps test check test-faults valgrind demo bench soak install uninstall clean noopt cppcheck tools
+.PHONY: all deps test check test-faults valgrind demo bench soak install uninstall clean noopt cppcheck tools check-install
 
 all: $(STLIB) $(DYLIB) $(PCFILE)
 
-$(BUILD)/obj/%.o: src/%.c src/internal.h include/rlock.h
+# -MMD: the compiler writes each object's header dependencies (.d files).
+$(BUILD)/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $<")
-	$(Q)$(CC) $(LIB_CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(LIB_CFLAGS) -MMD -MP -c $< -o $@
+
+-include $(OBJS:.o=.d)
 
 $(STLIB): $(OBJS)
 	$(if $(Q),@echo "  AR      $@")
@@ -93,13 +97,17 @@ $(DYLIB): $(OBJS)
 	$(Q)ln -sf librlock.so.$(VERSION) $(BUILD)/$(SONAME)
 	$(Q)ln -sf $(SONAME) $(BUILD)/librlock.so
 
-$(PCFILE): include/rlock.h
+# The .pc names the prefix it is installed under, so install writes it anew
+# with the PREFIX given then; this build-tree copy uses the PREFIX of the build.
+PC_LINES = 'prefix=$(1)' 'libdir=$${prefix}/$(LIBDIR)' \
+  'includedir=$${prefix}/$(INCLUDEDIR)' '' 'Name: rlock' \
+  'Description: Redisson-compatible reentrant Redis locks for C' 'Version: $(VERSION)' \
+  'Requires.private: hiredis' 'Libs: -L$${libdir} -lrlock' \
+  'Libs.private: -lhiredis -luuid -pthread' 'Cflags: -I$${includedir}'
+
+$(PCFILE): include/rlock.h Makefile
 	@mkdir -p $(dir $@)
-	$(Q)printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/$(LIBDIR)' \
-	  'includedir=$${prefix}/$(INCLUDEDIR)' '' 'Name: rlock' \
-	  'Description: Redisson-compatible reentrant Redis locks for C' 'Version: $(VERSION)' \
-	  'Requires.private: hiredis' 'Libs: -L$${libdir} -lrlock' \
-	  'Libs.private: -lhiredis -luuid -pthread' 'Cflags: -I$${includedir}' > $@
+	$(Q)printf '%s\n' $(call PC_LINES,$(PREFIX)) > $@
 
 $(HARNESS_OBJ): test/harness.c test/harness.h include/rlock.h
 	@mkdir -p $(dir $@)
@@ -181,12 +189,21 @@ install: all
 	$(INSTALL) -m 755 $(DYLIB) $(DESTDIR)$(PREFIX)/$(LIBDIR)
 	ln -sf librlock.so.$(VERSION) $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/$(LIBDIR)/librlock.so
-	$(INSTALL) -m 644 $(PCFILE) $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(PKGCONFDIR)
+	printf '%s\n' $(call PC_LINES,$(PREFIX)) > $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(PKGCONFDIR)/rlock.pc
 
+# Exactly what install wrote.
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/$(INCLUDEDIR)/rlock.h \
-	  $(DESTDIR)$(PREFIX)/$(LIBDIR)/librlock.* \
+	  $(DESTDIR)$(PREFIX)/$(LIBDIR)/librlock.a \
+	  $(DESTDIR)$(PREFIX)/$(LIBDIR)/librlock.so.$(VERSION) \
+	  $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(SONAME) \
+	  $(DESTDIR)$(PREFIX)/$(LIBDIR)/librlock.so \
 	  $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(PKGCONFDIR)/rlock.pc
+
+# Installs to a temp prefix from this tree, builds the README's example with
+# pkg-config and runs it against a throwaway redis-server.
+check-install: deps
+	@scripts/check-install.sh
 
 clean:
 	rm -rf build build-address build-thread

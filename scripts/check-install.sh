@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# check-install.sh - proves the install a user relies on: `make install` to a
+# temporary PREFIX, then the README's first example built with pkg-config
+# against that prefix and run against a throwaway redis-server; then
+# `make uninstall` leaves the prefix empty of rlock files. Cleans up after
+# itself, also on failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+prefix="$tmp/prefix"
+
+make --no-print-directory all >/dev/null
+make --no-print-directory install PREFIX="$prefix" >/dev/null
+grep -qx "prefix=$prefix" "$prefix/lib/pkgconfig/rlock.pc" || {
+    echo "check-install: rlock.pc does not name prefix=$prefix" >&2
+    exit 1
+}
+
+# The first C block of the README.
+awk '/^```c$/ {on = 1; next} /^```$/ && on {exit} on' README.md > "$tmp/example.c"
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+# shellcheck disable=SC2046
+cc -o "$tmp/example" "$tmp/example.c" $(pkg-config --cflags --libs rlock) \
+    -Wl,-rpath,"$prefix/lib"
+scripts/with-redis.sh sh -c '"$0" "$RLOCK_TEST_URL"' "$tmp/example"
+echo "check-install: README example built with pkg-config against $prefix and ran: OK"
+
+make --no-print-directory uninstall PREFIX="$prefix" >/dev/null
+left=$(find "$prefix" -type f -o -type l | grep -c . || true)
+if [ "$left" -ne 0 ]; then
+    echo "check-install: make uninstall left $left files in $prefix" >&2
+    exit 1
+fi
+echo "check-install: make uninstall removed everything it installed: OK"
