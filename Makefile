@@ -78,11 +78,15 @@ DEMO := $(BUILD)/demo
 
 all: $(STLIB) $(DYLIB) $(PCFILE)
 
-# -MMD: the compiler writes each object's header dependencies (.d files).
-$(BUILD)/obj/%.o: src/%.c
+# -MMD: the compiler writes each object's header dependencies (.d files); an
+# object without its .d (a tree built before) is rebuilt once to get one.
+$(BUILD)/obj/%.o: src/%.c $(BUILD)/obj/%.d
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(LIB_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.d: ;
+.PRECIOUS: $(BUILD)/obj/%.d
 
 -include $(OBJS:.o=.d)
 
