@@ -13,8 +13,8 @@
  *
  * Threads: any thread posts; the event thread runs the callbacks; close
  * stops it after the watchdog and subscriber threads, delivering what is
- * queued first. Locking: events.mutex guards the queue and stop; no mutex is
- * held during a callback.
+ * queued first (worker.c). Locking: the worker's mutex guards the queue and
+ * stop; no mutex is held during a callback.
  */
 #include <string.h>
 
@@ -34,7 +34,7 @@ static int wanted(const rlock_client *c, rlock_event_kind kind) {
 void rlock__event_post(rlock_client *c, rlock_event_kind kind, const char *name, size_t name_len,
                        long long lease_left_ms, int status, const char *detail) {
     rlock__events *ev = &c->events;
-    if (!ev->started || !wanted(c, kind))
+    if (!ev->worker.started || !wanted(c, kind))
         return;
     if (detail == NULL)
         detail = "";
@@ -53,14 +53,14 @@ void rlock__event_post(rlock_client *c, rlock_event_kind kind, const char *name,
     }
     memcpy(text, detail, detail_len + 1);
     item->event.detail = text;
-    pthread_mutex_lock(&ev->mutex);
+    pthread_mutex_lock(&ev->worker.mutex);
     if (ev->tail != NULL)
         ev->tail->next = item;
     else
         ev->head = item;
     ev->tail = item;
-    pthread_cond_signal(&ev->wake);
-    pthread_mutex_unlock(&ev->mutex);
+    pthread_cond_signal(&ev->worker.wake);
+    pthread_mutex_unlock(&ev->worker.mutex);
 }
 
 static void deliver(rlock_client *c, const rlock_event *event) {
@@ -74,55 +74,34 @@ static void deliver(rlock_client *c, const rlock_event *event) {
 static void *events_main(void *arg) {
     rlock_client *c = arg;
     rlock__events *ev = &c->events;
+    rlock__worker *w = &ev->worker;
     pthread_setname_np(pthread_self(), "rlock-events");
-    pthread_mutex_lock(&ev->mutex);
+    pthread_mutex_lock(&w->mutex);
     for (;;) {
-        while (ev->head == NULL && !ev->stop)
-            pthread_cond_wait(&ev->wake, &ev->mutex);
+        while (ev->head == NULL && !w->stop)
+            pthread_cond_wait(&w->wake, &w->mutex);
         rlock__event_item *item = ev->head;
         if (item == NULL)
             break; /* stopping, and everything queued was delivered */
         ev->head = item->next;
         if (ev->head == NULL)
             ev->tail = NULL;
-        pthread_mutex_unlock(&ev->mutex);
+        pthread_mutex_unlock(&w->mutex);
         deliver(c, &item->event);
         rlock__free(item);
-        pthread_mutex_lock(&ev->mutex);
+        pthread_mutex_lock(&w->mutex);
     }
-    pthread_mutex_unlock(&ev->mutex);
+    pthread_mutex_unlock(&w->mutex);
     return NULL;
 }
 
 int rlock__events_start(rlock_client *c) {
-    rlock__events *ev = &c->events;
-    if (pthread_mutex_init(&ev->mutex, NULL) != 0)
-        return RLOCK_ENOMEM;
-    if (rlock__cond_init(&ev->wake) != 0) {
-        pthread_mutex_destroy(&ev->mutex);
-        return RLOCK_ENOMEM;
-    }
-    if (rlock__start_thread(&ev->thread, events_main, c) != RLOCK_OK) {
-        pthread_cond_destroy(&ev->wake);
-        pthread_mutex_destroy(&ev->mutex);
-        return RLOCK_ENOMEM;
-    }
-    ev->started = 1;
-    return RLOCK_OK;
+    return rlock__worker_start(&c->events.worker, events_main, c);
 }
 
+/* The thread delivers what is queued before it sees stop (events_main). */
 void rlock__events_stop(rlock_client *c) {
-    rlock__events *ev = &c->events;
-    if (!ev->started)
-        return;
-    pthread_mutex_lock(&ev->mutex);
-    ev->stop = 1;
-    pthread_cond_signal(&ev->wake);
-    pthread_mutex_unlock(&ev->mutex);
-    pthread_join(ev->thread, NULL);
-    pthread_cond_destroy(&ev->wake);
-    pthread_mutex_destroy(&ev->mutex);
-    ev->started = 0;
+    rlock__worker_stop(&c->events.worker);
 }
 
 void rlock__link_down(rlock_client *c, int status, const char *detail) {

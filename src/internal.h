@@ -7,6 +7,7 @@
  *   status.c     status table, version, config defaults
  *   error.c      the per-thread error detail (rlock_last_error)
  *   events.c     the event thread: on_event / on_lock_lost, link up/down
+ *   worker.c     starting and stopping the library's threads
  *   util.c       monotonic time, condition variables, number formatting
  *   alloc.c      allocation wrappers with a failure hook for tests
  *   thread_id.c  per-thread owner ids, thread-exit notification, fork generation
@@ -115,8 +116,23 @@ int rlock__thread_watch_exit(void);
 unsigned rlock__fork_generation(void);
 /* Registers the fork handlers once. */
 void rlock__fork_init(void);
+/* ---- worker.c: the library's threads --------------------------------------- */
+
 /* Starts a library thread with every signal blocked. */
 int rlock__start_thread(pthread_t *thread, void *(*main_fn)(void *), void *arg);
+
+/* A library thread that sleeps on a condition variable until told to stop. */
+typedef struct rlock__worker {
+    pthread_mutex_t mutex;      /* guards stop, and what the worker's owner says it guards */
+    pthread_cond_t wake;        /* signalled on stop, and by the owner for its own reasons */
+    pthread_t thread;           /* joined by rlock__worker_stop */
+    int started;                /* written by start/stop only (client open/close) */
+    int stop;
+} rlock__worker;
+
+int rlock__worker_start(rlock__worker *w, void *(*main_fn)(void *), void *arg);
+/* Sets stop, wakes the thread, joins it and releases the mutex and condition. */
+void rlock__worker_stop(rlock__worker *w);
 
 /* ---- settings (client.c parses, conn.c uses) ------------------------------ */
 
@@ -374,11 +390,7 @@ int rlock__holds_sweep(rlock__holds *h, int64_t now_ms, rlock__buf *entries, rlo
 /* ---- watchdog.c ----------------------------------------------------------- */
 
 typedef struct rlock__watchdog {
-    pthread_mutex_t mutex;      /* guards stop */
-    pthread_cond_t wake;        /* signalled on stop */
-    pthread_t thread;           /* joined by rlock_client_close */
-    int started;
-    int stop;
+    rlock__worker worker;       /* its mutex guards only stop */
     atomic_ullong rounds;       /* completed renewal rounds (for tests and bench) */
 } rlock__watchdog;
 
@@ -496,13 +508,9 @@ void rlock__pubsub_destroy(rlock_client *c);
 typedef struct rlock__event_item rlock__event_item;
 
 typedef struct rlock__events {
-    pthread_mutex_t mutex;      /* guards the queue and stop */
-    pthread_cond_t wake;        /* signalled on a new event and on stop */
+    rlock__worker worker;       /* its mutex guards the queue; wake is signalled per event */
     rlock__event_item *head;    /* owned queue, oldest first */
     rlock__event_item *tail;
-    pthread_t thread;           /* joined by rlock__events_stop */
-    int started;
-    int stop;
     atomic_int link_down;       /* a connection failed and none has worked since */
 } rlock__events;
 

@@ -21,11 +21,10 @@
  * callback cannot delay a renewal.
  *
  * Threads: the watchdog thread runs renew_round and sweep_expired; close
- * stops it (watchdog.stop under watchdog.mutex, then join). Locking:
- * watchdog.mutex guards stop; the holds table has its own mutex. No mutex is
+ * stops it (worker.c). Locking: the worker's mutex guards only stop; the
+ * holds table has its own mutex. No mutex is
  * held during the round trip.
  */
-#include <signal.h>
 #include <string.h>
 
 #include "internal.h"
@@ -231,7 +230,7 @@ static int64_t sweep_expired(rlock_client *c, round_buffers *b) {
 
 static void *watchdog_main(void *arg) {
     rlock_client *c = arg;
-    rlock__watchdog *wd = &c->watchdog;
+    rlock__worker *wd = &c->watchdog.worker;
     round_buffers buffers;
     int64_t interval = c->settings.watchdog_timeout_ms / 3;
     /*
@@ -266,43 +265,10 @@ static void *watchdog_main(void *arg) {
     return NULL;
 }
 
-/* Library threads must not take the application's signals. */
-int rlock__start_thread(pthread_t *thread, void *(*main_fn)(void *), void *arg) {
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(thread, NULL, main_fn, arg);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return rc == 0 ? RLOCK_OK : RLOCK_ENOMEM;
-}
-
 int rlock__watchdog_start(rlock_client *c) {
-    rlock__watchdog *wd = &c->watchdog;
-    if (pthread_mutex_init(&wd->mutex, NULL) != 0)
-        return RLOCK_ENOMEM;
-    if (rlock__cond_init(&wd->wake) != 0) {
-        pthread_mutex_destroy(&wd->mutex);
-        return RLOCK_ENOMEM;
-    }
-    if (rlock__start_thread(&wd->thread, watchdog_main, c) != RLOCK_OK) {
-        pthread_cond_destroy(&wd->wake);
-        pthread_mutex_destroy(&wd->mutex);
-        return RLOCK_ENOMEM;
-    }
-    wd->started = 1;
-    return RLOCK_OK;
+    return rlock__worker_start(&c->watchdog.worker, watchdog_main, c);
 }
 
 void rlock__watchdog_stop(rlock_client *c) {
-    rlock__watchdog *wd = &c->watchdog;
-    if (!wd->started)
-        return;
-    pthread_mutex_lock(&wd->mutex);
-    wd->stop = 1;
-    pthread_cond_signal(&wd->wake);
-    pthread_mutex_unlock(&wd->mutex);
-    pthread_join(wd->thread, NULL);
-    pthread_cond_destroy(&wd->wake);
-    pthread_mutex_destroy(&wd->mutex);
-    wd->started = 0;
+    rlock__worker_stop(&c->watchdog.worker);
 }

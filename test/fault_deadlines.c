@@ -46,23 +46,6 @@
 #include "harness.h"
 #include "proxy.h"
 
-static h_server *srv;
-
-static int setup(void **state)
-{
-    (void)state;
-    srv = h_server_start();
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    h_server_stop(srv);
-    srv = NULL;
-    return 0;
-}
-
 static rlock_client *open_client(const char *url, int pool_size, long long command_ms,
                                  long long connect_ms)
 {
@@ -97,13 +80,13 @@ static void *timed_try_main(void *arg)
 
 static void test_pool_exhaustion(void **state)
 {
+    h_server *srv = *state;
     const long long bound = H_MS(300);
     rlock_client *c = open_client(h_server_url(srv), 1, bound, H_MS(2000));
     struct timed_try tries[POOL_THREADS];
     pthread_t threads[POOL_THREADS];
     rlock *l = h_get(c, h_unique_name("pool"));
     long long worst = 0;
-    (void)state;
 
     H_ASSERT_RC(rlock_try_lock(l, 0, 10000), RLOCK_OK); /* the one connection is up */
     H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
@@ -149,6 +132,7 @@ static int full_listener(int port, int *fillers, int nfillers)
 
 static void test_connect_hangs(void **state)
 {
+    h_server *srv = *state;
     const long long bound = H_MS(300), wait = H_MS(200);
     h_proxy *px = h_proxy_start(h_server_port(srv));
     int port = h_proxy_port(px), fillers[4], listener, rc;
@@ -156,7 +140,6 @@ static void test_connect_hangs(void **state)
     rlock_client *c;
     rlock *l;
     long long t0, elapsed;
-    (void)state;
 
     rlock_config cfg;
     snprintf(url, sizeof url, "%s", h_proxy_url(px));
@@ -234,13 +217,13 @@ static void *signalled_try_main(void *arg)
 
 static void test_signals(void **state)
 {
+    h_server *srv = *state;
     const long long bound = H_MS(300);
     struct sigaction sa, old;
     rlock_client *c = open_client(h_server_url(srv), 2, bound, H_MS(2000));
     struct signalled_try t = {.lock = h_get(c, h_unique_name("signals"))};
     struct pelter p = {0};
     pthread_t caller, pelter;
-    (void)state;
 
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -274,12 +257,12 @@ static void test_signals(void **state)
 
 static void test_idle_connection_killed(void **state)
 {
+    h_server *srv = *state;
     redisContext *r = h_server_redis(srv);
     rlock_client *c = open_client(h_server_url(srv), 2, H_MS(2000), H_MS(2000));
     rlock *l = h_get(c, h_unique_name("idle"));
     long long t0;
     int rc;
-    (void)state;
 
     h_cmd_ok(r, "CONFIG SET timeout 1");
     H_ASSERT_RC(rlock_try_lock(l, 0, 10000), RLOCK_OK);
@@ -300,10 +283,10 @@ static void test_idle_connection_killed(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_pool_exhaustion, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_connect_hangs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_signals, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_idle_connection_killed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pool_exhaustion, h_server_fixture_start, h_server_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_connect_hangs, h_server_fixture_start, h_server_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_signals, h_server_fixture_start, h_server_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_idle_connection_killed, h_server_fixture_start, h_server_fixture_stop),
     };
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (getenv("FAULT_FILTER"))

@@ -33,23 +33,6 @@
 
 #include "harness.h"
 
-static h_server *srv;
-
-static int setup(void **state)
-{
-    (void)state;
-    srv = h_server_start();
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    h_server_stop(srv);
-    srv = NULL;
-    return 0;
-}
-
 /* ---- event recorder ----------------------------------------------------- */
 
 #define MAX_EVENTS 512
@@ -159,6 +142,7 @@ static void wait_for_renewal(redisContext *r, const char *name, long long wd)
 
 static void test_lease_ends_by_client_clock(void **state)
 {
+    h_server *srv = *state;
     const long long wd = H_MS(3000), interval = wd / 3;
     const char *name = h_unique_name("clock");
     redisContext *r = h_server_redis(srv);
@@ -168,7 +152,6 @@ static void test_lease_ends_by_client_clock(void **state)
     h_actor *owner = h_actor_start();
     long long t_stop, t_lost = 0, t_held, t_reconnect;
     int held;
-    (void)state;
 
     events_init(&ev);
     c = open_recording(h_server_url(srv), wd, &ev);
@@ -231,6 +214,7 @@ static void test_lease_ends_by_client_clock(void **state)
 
 static void test_slow_callback(void **state)
 {
+    h_server *srv = *state;
     const long long wd = H_MS(1500);
     const char *y = h_unique_name("slow-y"), *z = h_unique_name("slow-z");
     redisContext *r = h_server_redis(srv);
@@ -241,7 +225,6 @@ static void test_slow_callback(void **state)
     long long min_pttl = wd, end;
     char *field = NULL;
     long long count = 0;
-    (void)state;
 
     events_init(&ev);
     snprintf(ev.block_name, sizeof ev.block_name, "%s", y);
@@ -283,6 +266,7 @@ static void test_slow_callback(void **state)
 
 static void test_stall_boundary(void **state)
 {
+    h_server *srv = *state;
     const long long wd = H_MS(3000), phases[] = {H_MS(100), H_MS(700), H_MS(950)};
     const char *name = h_unique_name("stall");
     redisContext *r = h_server_redis(srv);
@@ -291,7 +275,6 @@ static void test_stall_boundary(void **state)
     rlock *l;
     h_actor *owner = h_actor_start();
     long long t_stop, t_lost = 0;
-    (void)state;
 
     events_init(&ev);
     c = open_recording(h_server_url(srv), wd, &ev);
@@ -336,6 +319,7 @@ static void test_stall_boundary(void **state)
 
 static void test_subscribe_refused(void **state)
 {
+    h_server *srv = *state;
     const char *name = h_unique_name("nosub");
     redisContext *r = h_server_redis(srv);
     struct events ev;
@@ -345,7 +329,6 @@ static void test_subscribe_refused(void **state)
     struct h_try t;
     char url[256];
     long long t_unlock, waited;
-    (void)state;
 
     h_cmd_ok(r, "ACL SETUSER nosub on >pw ~* &* +@all -subscribe");
     snprintf(url, sizeof url, "redis://nosub:pw@127.0.0.1:%d", h_server_port(srv));
@@ -383,10 +366,10 @@ static void test_subscribe_refused(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_lease_ends_by_client_clock, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_slow_callback, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_stall_boundary, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_subscribe_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lease_ends_by_client_clock, h_server_fixture_start, h_server_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_slow_callback, h_server_fixture_start, h_server_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_stall_boundary, h_server_fixture_start, h_server_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_subscribe_refused, h_server_fixture_start, h_server_fixture_stop),
     };
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (getenv("FAULT_FILTER"))

@@ -1427,3 +1427,16 @@ long long h_timed_close(rlock_client *c, long long timeout_ms)
     h_actor_stop(a);
     return dt;
 }
+
+int h_server_fixture_start(void **state)
+{
+    *state = h_server_start();
+    return 0;
+}
+
+int h_server_fixture_stop(void **state)
+{
+    h_server_stop(*state);
+    *state = NULL;
+    return 0;
+}

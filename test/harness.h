@@ -321,6 +321,9 @@ void h_server_kill(h_server *s);
 void h_server_restart(h_server *s);
 /* Kills it, removes its directory and frees s. NULL is a no-op. */
 void h_server_stop(h_server *s);
+/* cmocka per-test fixtures: *state = a fresh server (h_server *), stopped after. */
+int h_server_fixture_start(void **state);
+int h_server_fixture_stop(void **state);
 
 /* ==== fault-suite helpers ================================================
  * Added for test/fault_*.c (issue 3). Nothing above this line was changed;
