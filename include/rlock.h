@@ -157,19 +157,24 @@ typedef struct rlock rlock;               /* named lock handle; thread-safe, sha
  */
 typedef enum rlock_event_kind {
     /* A renewal of the lock failed (I/O error, timeout, error reply); the
-     * watchdog keeps trying while lease_left_ms lasts. */
+     * watchdog keeps trying while lease_left_ms lasts. A round waits for its
+     * reply until the earlier of command_timeout_ms and the lease end: with a
+     * command timeout as long as the lease left, the loss comes unwarned. */
     RLOCK_EVENT_RENEWAL_FAILED = 1,
     /* The calling thread's hold of the lock is gone: found missing in Redis,
      * or its lease ran out by the client's clock with no renewal confirmed
      * (reported then even if Redis never answers again). Exactly once per
      * hold; on_lock_lost is called for the same loss. */
     RLOCK_EVENT_LOCK_LOST = 2,
-    /* A connection to Redis failed (command or subscriber connection). */
+    /* A connection to Redis failed (command or subscriber connection): once,
+     * until a connection works again. */
     RLOCK_EVENT_CONNECTION_LOST = 3,
-    /* A connection to Redis works again after RLOCK_EVENT_CONNECTION_LOST. */
+    /* A connection to Redis works again after RLOCK_EVENT_CONNECTION_LOST: once. */
     RLOCK_EVENT_RECONNECTED = 4,
-    /* Redis refused SUBSCRIBE on the lock's channel (ACL): the lock's waiters
-     * poll every 100 ms instead of sleeping until an unlock message. */
+    /* Redis refused SUBSCRIBE on the lock's channel (status RLOCK_ENOPERM for
+     * an ACL refusal, detail Redis's text): once per channel and connection;
+     * the lock's waiters poll every 100 ms instead of sleeping until an
+     * unlock message. */
     RLOCK_EVENT_SUBSCRIBE_REFUSED = 5
 } rlock_event_kind;
 
