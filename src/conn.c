@@ -13,6 +13,9 @@
  * each wake-up. hiredis's own blocking read restarts on EINTR with its full
  * socket timeout, so a signal every few ms would stretch a call for ever;
  * here no signal pattern can. Queueing for a pooled connection counts too.
+ * Writes are send(MSG_NOSIGNAL), not hiredis's write(): application threads
+ * run them with their own signal mask, and a socket shut down by close or
+ * reset by the peer must be an error, not a SIGPIPE that ends the process.
  *
  * Threads: every application thread calling rlock_* and the watchdog thread
  * take connections from the pool; the subscriber thread connects through
@@ -227,10 +230,46 @@ static int wait_ready(int fd, short events, int64_t deadline_ms) {
     }
 }
 
+/*
+ * redisBufferWrite of hiredis 0.14, but with send(MSG_NOSIGNAL): hiredis
+ * uses write(), which raises SIGPIPE on a socket shut down (by close, to
+ * abort a command) or reset by the peer, and application threads run this
+ * with their own signal mask: the default action would end the process.
+ * The failure is recorded in ctx as hiredis would (err, errstr).
+ */
+static int buffer_write(redisContext *ctx, int *done) {
+    size_t len;
+    ssize_t n = 0;
+    if (ctx->err != 0)
+        return REDIS_ERR;
+    len = sdslen(ctx->obuf);
+    if (len > 0)
+        n = send(ctx->fd, ctx->obuf, len > INT_MAX ? INT_MAX : len, MSG_NOSIGNAL);
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        int err = errno;
+        ctx->err = REDIS_ERR_IO;
+        snprintf(ctx->errstr, sizeof(ctx->errstr), "%s", strerror(err));
+        errno = err;
+        return REDIS_ERR;
+    }
+    if (n > 0) {
+        /* As hiredis: an emptied buffer is replaced, so a big pipeline's memory goes. */
+        sds fresh = (size_t)n == len ? sdsempty() : NULL;
+        if (fresh != NULL) {
+            sdsfree(ctx->obuf);
+            ctx->obuf = fresh;
+        } else {
+            sdsrange(ctx->obuf, (int)n, -1);
+        }
+    }
+    *done = sdslen(ctx->obuf) == 0;
+    return REDIS_OK;
+}
+
 int rlock__io_flush(redisContext *ctx, int64_t deadline_ms) {
     int done = 0;
     for (;;) {
-        if (redisBufferWrite(ctx, &done) != REDIS_OK)
+        if (buffer_write(ctx, &done) != REDIS_OK)
             return RLOCK_EIO;
         if (done)
             return RLOCK_OK;
@@ -308,8 +347,11 @@ static int setup_command(const rlock__endpoint *ep, redisContext *ctx, int argc,
     if (redisAppendCommandArgv(ctx, argc, argv, NULL) != REDIS_OK)
         return rlock__fail(RLOCK_ENOMEM, 0, "%s: out of memory", argv[0]);
     if (rlock__io_flush(ctx, deadline_ms) != RLOCK_OK ||
-        rlock__io_read(ctx, deadline_ms, &reply) != RLOCK_OK)
-        return fail_io(ep, ctx, ctx->err != 0 ? 0 : errno, argv[0]);
+        rlock__io_read(ctx, deadline_ms, &reply) != RLOCK_OK) {
+        int err = errno;
+        snprintf(what, sizeof(what), "%s at", argv[0]);
+        return fail_io(ep, ctx, ctx->err != 0 ? 0 : err, what);
+    }
     if (reply->type == REDIS_REPLY_ERROR) {
         snprintf(what, sizeof(what), "%s%s%s at %s", argv[0],
                  argc == 3 ? " as user " : "", argc == 3 ? argv[1] : "",
@@ -525,8 +567,9 @@ static void drop_context(rlock_client *c, rlock__conn *conn) {
 /*
  * Connects the slot we hold if needed (by deadline_ms). The new context is
  * published under pool.mutex (close reads busy slots' contexts to abort
- * them); if close began while we connected, it is shut down at once so the
- * caller fails fast. An idle connection the server closed is replaced.
+ * them); if close began while we connected, RLOCK_ECLOSED: the caller sends
+ * nothing and gives the slot back unhealthy (the context is freed). An idle
+ * connection the server closed is replaced.
  */
 static int ensure_connected(rlock_client *c, rlock__conn *conn, int64_t deadline_ms) {
     redisContext *ctx = NULL;
@@ -538,10 +581,9 @@ static int ensure_connected(rlock_client *c, rlock__conn *conn, int64_t deadline
         return status;
     pthread_mutex_lock(&c->pool.mutex);
     conn->ctx = ctx;
-    if (c->pool.closing)
-        shutdown(ctx->fd, SHUT_RDWR);
+    status = c->pool.closing ? RLOCK_ECLOSED : RLOCK_OK;
     pthread_mutex_unlock(&c->pool.mutex);
-    return RLOCK_OK;
+    return status;
 }
 
 /* ---- running commands ---------------------------------------------------- */
@@ -660,13 +702,21 @@ static int attempt_once(rlock_client *c, const rlock__cmd *cmd, int64_t hard_ms,
     status = ensure_connected(c, conn, min_deadline(start + s->connect_timeout_ms, hard_ms));
     if (status == RLOCK_EIO)
         rlock__link_down(c, status, rlock__last_message());
-    if (status == RLOCK_OK) {
-        status = round_trip(c, conn->ctx, cmd, 0, by, reply, reached);
-        if (status == RLOCK_EIO)
-            status = fail_cmd_io(c, conn->ctx, cmd);
-        else if (status == RLOCK_OK)
-            rlock__link_up(c);
+    if (status != RLOCK_OK) {
+        pool_give(&c->pool, conn, 0);
+        return status;
     }
+    /* No time left for a reply: sending would only let Redis run what we then call failed. */
+    if (rlock__now_ms() >= by) {
+        pool_give(&c->pool, conn, 1);
+        return rlock__fail(RLOCK_EIO, ETIMEDOUT, "%s not sent: the call's time bound had passed",
+                           cmd_name(cmd));
+    }
+    status = round_trip(c, conn->ctx, cmd, 0, by, reply, reached);
+    if (status == RLOCK_EIO)
+        status = fail_cmd_io(c, conn->ctx, cmd);
+    else if (status == RLOCK_OK)
+        rlock__link_up(c);
     pool_give(&c->pool, conn, status == RLOCK_OK);
     return status;
 }

@@ -23,6 +23,8 @@
  *
  * Threads: any; the SHA1s are written once at client open and read-only after.
  */
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -228,24 +230,49 @@ const char *rlock__script_name(int script) {
     return script >= 0 && script < RLOCK__SCRIPT_COUNT ? names[script] : "command";
 }
 
+/* "SCRIPT LOAD at host:port" (or the socket path), for messages. */
+static void load_where(const redisContext *ctx, char *buf, size_t size) {
+    if (ctx->connection_type == REDIS_CONN_UNIX && ctx->unix_sock.path != NULL)
+        snprintf(buf, size, "SCRIPT LOAD at %s", ctx->unix_sock.path);
+    else if (ctx->connection_type == REDIS_CONN_UNIX || ctx->tcp.host == NULL)
+        snprintf(buf, size, "SCRIPT LOAD");
+    else if (strchr(ctx->tcp.host, ':') != NULL)
+        snprintf(buf, size, "SCRIPT LOAD at [%s]:%d", ctx->tcp.host, ctx->tcp.port);
+    else
+        snprintf(buf, size, "SCRIPT LOAD at %s:%d", ctx->tcp.host, ctx->tcp.port);
+}
+
+/* An I/O failure of the load: hiredis's text if the context has one, else errno. */
+static int fail_load_io(const redisContext *ctx, int sys_errno, const char *at) {
+    if (ctx->err != 0)
+        return rlock__fail(RLOCK_EIO, 0, "%s: %s", at, ctx->errstr);
+    return rlock__fail(RLOCK_EIO, sys_errno, "%s", at);
+}
+
+/*
+ * One pipeline: every SCRIPT LOAD is written, then the replies read, all by
+ * deadline_ms (poll on the socket: signals do not stretch it). The first
+ * refusal (NOPERM for an ACL user without script|load) is the status.
+ */
 int rlock__scripts_load(redisContext *ctx, int64_t deadline_ms, rlock__scripts *scripts) {
+    char at[320];
     int status = RLOCK_OK;
+    load_where(ctx, at, sizeof(at));
     for (int i = 0; i < RLOCK__SCRIPT_COUNT; i++) {
         const char *argv[] = {"SCRIPT", "LOAD", script_body[i]};
         if (redisAppendCommandArgv(ctx, 3, argv, NULL) != REDIS_OK)
-            return rlock__fail(RLOCK_ENOMEM, 0, "SCRIPT LOAD: out of memory");
+            return rlock__fail(RLOCK_ENOMEM, 0, "%s: out of memory", at);
     }
     if (rlock__io_flush(ctx, deadline_ms) != RLOCK_OK)
-        return rlock__fail(RLOCK_EIO, 0, "SCRIPT LOAD: %s", ctx->err ? ctx->errstr : "timed out");
+        return fail_load_io(ctx, errno, at);
     for (int i = 0; i < RLOCK__SCRIPT_COUNT; i++) {
         redisReply *reply = NULL;
         if (rlock__io_read(ctx, deadline_ms, &reply) != RLOCK_OK)
-            return rlock__fail(RLOCK_EIO, 0, "SCRIPT LOAD: %s",
-                               ctx->err ? ctx->errstr : "no reply in time");
+            return fail_load_io(ctx, errno, at);
         if (reply->type == REDIS_REPLY_STRING && reply->len == 40)
             memcpy(scripts->sha[i], reply->str, 41);
         else if (status == RLOCK_OK)
-            status = rlock__fail_reply(reply, "SCRIPT LOAD");
+            status = rlock__fail_reply(reply, at);
         freeReplyObject(reply);
     }
     return status;

@@ -1,0 +1,172 @@
+/*
+ * test_errors.c - every failure of rlock_client_open says what happened and
+ * where (issue 8, "Errors a person can act on"): status for a program,
+ * errno or Redis's own text, and a message naming host:port (or the socket
+ * path) for a person. test_access.c tells apart wrong password, unknown
+ * host, refused port and an ACL refusal at the first lock; these are the
+ * refusals and failures met while a connection is set up:
+ *
+ *   SCRIPT LOAD refused   an ACL user without script|load: RLOCK_ENOPERM,
+ *                         "SCRIPT LOAD at host:port: NOPERM ..."
+ *   password required     no password, or a wrong one, for a server with
+ *                         requirepass: RLOCK_EAUTH, NOAUTH / WRONGPASS
+ *   SELECT refused        a db the server does not have: RLOCK_EREDIS
+ *   setup timed out       SELECT to a stopped server: RLOCK_EIO, ETIMEDOUT,
+ *                         within connect_timeout_ms
+ *   no socket file        unix:// path that does not exist: RLOCK_EIO, ENOENT
+ *
+ * Uses the suite's server (ACL users of this run's own names) and servers it
+ * starts itself (a password, a stopped server). Each message is printed.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* Opens a client on url; returns the status, *info the detail (printed). */
+static int open_url(const char *url, int connect_timeout_ms, rlock_error_info *info)
+{
+    rlock_config cfg;
+    rlock_client *c = NULL;
+    h_config(&cfg);
+    cfg.url = url;
+    if (connect_timeout_ms > 0)
+        cfg.connect_timeout_ms = connect_timeout_ms;
+    int rc = rlock_client_open(&cfg, &c);
+    rlock_last_error_info(info);
+    printf("      %-48s -> %s%s%s\n", url, rlock_status_name(rc), rc < 0 ? ": " : "",
+           rc < 0 ? info->message : "");
+    rlock_client_close(c);
+    return rc;
+}
+
+/* "127.0.0.1:PORT" of a redis://127.0.0.1:PORT url. */
+static const char *host_port(const char *url)
+{
+    return url + strlen("redis://");
+}
+
+static void assert_names(const rlock_error_info *info, const char *what, const char *where)
+{
+    char expected[256];
+    snprintf(expected, sizeof expected, "%s at %s", what, where);
+    if (strstr(info->message, expected) == NULL)
+        H_FAIL("message \"%s\" does not contain \"%s\"", info->message, expected);
+}
+
+static void test_script_load_refused(void **state)
+{
+    char user[64], url[256];
+    redisContext *r = h_redis();
+    rlock_error_info info;
+    (void)state;
+
+    snprintf(user, sizeof user, "noscript%d", (int)getpid());
+    h_cmd_ok(r, "ACL SETUSER %s on >pw ~* &* +@all -script", user);
+    snprintf(url, sizeof url, "redis://%s:pw@%s", user, host_port(h_url()));
+    H_ASSERT_RC(open_url(url, 0, &info), RLOCK_ENOPERM);
+    assert_int_equal(info.status, RLOCK_ENOPERM);
+    assert_int_equal(strncmp(info.redis_error, "NOPERM", 6), 0);
+    assert_names(&info, "SCRIPT LOAD", host_port(h_url()));
+
+    h_cmd_ok(r, "ACL DELUSER %s", user);
+    redisFree(r);
+}
+
+static void test_password_required(void **state)
+{
+    h_server *srv = h_server_start();
+    redisContext *r = h_server_redis(srv);
+    const char *at = host_port(h_server_url(srv));
+    rlock_error_info info;
+    char url[256];
+    (void)state;
+
+    h_cmd_ok(r, "CONFIG SET requirepass right");
+    H_ASSERT_RC(open_url(h_server_url(srv), 0, &info), RLOCK_EAUTH);
+    assert_int_equal(strncmp(info.redis_error, "NOAUTH", 6), 0);
+    assert_non_null(strstr(info.message, at));
+
+    snprintf(url, sizeof url, "redis://:wrong@%s", at);
+    H_ASSERT_RC(open_url(url, 0, &info), RLOCK_EAUTH);
+    assert_int_equal(strncmp(info.redis_error, "WRONGPASS", 9), 0);
+    assert_names(&info, "AUTH", at);
+
+    snprintf(url, sizeof url, "redis://:right@%s", at);
+    H_ASSERT_RC(open_url(url, 0, &info), RLOCK_OK);
+
+    redisFree(r);
+    h_server_stop(srv);
+}
+
+static void test_select_refused(void **state)
+{
+    char url[256];
+    rlock_error_info info;
+    (void)state;
+
+    snprintf(url, sizeof url, "%s/100000", h_url());
+    H_ASSERT_RC(open_url(url, 0, &info), RLOCK_EREDIS);
+    assert_int_equal(strncmp(info.redis_error, "ERR", 3), 0);
+    assert_names(&info, "SELECT", host_port(h_url()));
+}
+
+static void test_setup_timed_out(void **state)
+{
+    h_server *srv = h_server_start();
+    const long long bound = H_MS(300);
+    rlock_error_info info;
+    char url[256];
+    long long t0, elapsed;
+    (void)state;
+
+    /* The kernel completes the TCP handshake for a stopped server; SELECT gets no reply. */
+    snprintf(url, sizeof url, "%s/1", h_server_url(srv));
+    h_server_pause(srv);
+    t0 = h_now_ms();
+    H_ASSERT_RC(open_url(url, (int)bound, &info), RLOCK_EIO);
+    elapsed = h_now_ms() - t0;
+    h_server_resume(srv);
+    printf("      (after %lld ms, connect_timeout_ms %lld)\n", elapsed, bound);
+    assert_int_equal(info.sys_errno, ETIMEDOUT);
+    assert_names(&info, "SELECT", host_port(h_server_url(srv)));
+    H_ASSERT_BETWEEN(elapsed, bound, bound + H_MS(250));
+
+    h_server_stop(srv);
+}
+
+static void test_no_socket_file(void **state)
+{
+    char url[256];
+    rlock_error_info info;
+    (void)state;
+
+    snprintf(url, sizeof url, "unix:///tmp/rlock-no-such-dir-%d/redis.sock", (int)getpid());
+    H_ASSERT_RC(open_url(url, 0, &info), RLOCK_EIO);
+    assert_int_equal(info.sys_errno, ENOENT);
+    assert_int_equal(info.host_not_found, 0);
+    assert_non_null(strstr(info.message, url + strlen("unix://")));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_script_load_refused),
+        cmocka_unit_test(test_password_required),
+        cmocka_unit_test(test_select_refused),
+        cmocka_unit_test(test_setup_timed_out),
+        cmocka_unit_test(test_no_socket_file),
+    };
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
