@@ -58,7 +58,7 @@ else
 Q := @
 endif
 
-SRCS := $(wildcard src/*.c)
+SRCS := $(wildcard src/*/*.c)
 OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRCS))
 STLIB := $(BUILD)/librlock.a
 SONAME := librlock.so.$(VERSION_MAJOR)

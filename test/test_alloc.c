@@ -1,7 +1,7 @@
 /*
  * test_alloc.c - allocation failure: every allocation of rlock's own may fail.
  *
- * The library's test hook rlock__alloc_fail_after(n) (src/internal.h) makes the
+ * The library's test hook rlock__alloc_fail_after(n) (src/core/core.h) makes the
  * n-th allocation of rlock's own from now fail. For n = 1, 2, ... a fixed
  * sequence runs - open a client, get two handles, lock, lock again (reentrant),
  * let the watchdog run a few rounds, try_lock on a lock another owner holds (so
@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "core/core.h"
 
 #define MAX_N 5000
 

@@ -28,7 +28,7 @@
 #include <uuid/uuid.h>
 
 #include "bench/bench.h"
-#include "internal.h"
+#include "kind/kind.h"
 
 /*
  * The library's own Lua text (src/scripts.c), taken from librlock.a so the

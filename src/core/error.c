@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core.h"
 
 #define MESSAGE_MAX 512
 

@@ -5,7 +5,7 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "core.h"
 
 const char *rlock_version(void) {
     return RLOCK_VERSION_STRING;

@@ -18,7 +18,7 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "core.h"
 
 struct rlock__event_item {
     rlock__event_item *next;
@@ -26,15 +26,13 @@ struct rlock__event_item {
     char text[];
 };
 
-static int wanted(const rlock_client *c, rlock_event_kind kind) {
-    return c->settings.on_event != NULL ||
-           (kind == RLOCK_EVENT_LOCK_LOST && c->settings.on_lock_lost != NULL);
+static int wanted(const rlock__settings *s, rlock_event_kind kind) {
+    return s->on_event != NULL || (kind == RLOCK_EVENT_LOCK_LOST && s->on_lock_lost != NULL);
 }
 
-void rlock__event_post(rlock_client *c, rlock_event_kind kind, const char *name, size_t name_len,
-                       long long lease_left_ms, int status, const char *detail) {
-    rlock__events *ev = &c->events;
-    if (!ev->worker.started || !wanted(c, kind))
+void rlock__event_post(rlock__events *ev, rlock_event_kind kind, const char *name,
+                       size_t name_len, long long lease_left_ms, int status, const char *detail) {
+    if (!ev->worker.started || !wanted(ev->settings, kind))
         return;
     if (detail == NULL)
         detail = "";
@@ -63,8 +61,7 @@ void rlock__event_post(rlock_client *c, rlock_event_kind kind, const char *name,
     pthread_mutex_unlock(&ev->worker.mutex);
 }
 
-static void deliver(rlock_client *c, const rlock_event *event) {
-    const rlock__settings *s = &c->settings;
+static void deliver(const rlock__settings *s, const rlock_event *event) {
     if (event->kind == RLOCK_EVENT_LOCK_LOST && s->on_lock_lost != NULL)
         s->on_lock_lost(event->name, s->callback_arg);
     if (s->on_event != NULL)
@@ -72,8 +69,7 @@ static void deliver(rlock_client *c, const rlock_event *event) {
 }
 
 static void *events_main(void *arg) {
-    rlock_client *c = arg;
-    rlock__events *ev = &c->events;
+    rlock__events *ev = arg;
     rlock__worker *w = &ev->worker;
     pthread_setname_np(pthread_self(), "rlock-events");
     pthread_mutex_lock(&w->mutex);
@@ -87,7 +83,7 @@ static void *events_main(void *arg) {
         if (ev->head == NULL)
             ev->tail = NULL;
         pthread_mutex_unlock(&w->mutex);
-        deliver(c, &item->event);
+        deliver(ev->settings, &item->event);
         rlock__free(item);
         pthread_mutex_lock(&w->mutex);
     }
@@ -95,21 +91,24 @@ static void *events_main(void *arg) {
     return NULL;
 }
 
-int rlock__events_start(rlock_client *c) {
-    return rlock__worker_start(&c->events.worker, events_main, c);
+int rlock__events_start(rlock__events *ev, const rlock__settings *settings) {
+    ev->settings = settings;
+    return rlock__worker_start(&ev->worker, events_main, ev);
 }
 
 /* The thread delivers what is queued before it sees stop (events_main). */
-void rlock__events_stop(rlock_client *c) {
-    rlock__worker_stop(&c->events.worker);
+void rlock__events_stop(rlock__events *ev) {
+    rlock__worker_stop(&ev->worker);
+    rlock__worker_destroy(&ev->worker);
 }
 
-void rlock__link_down(rlock_client *c, int status, const char *detail) {
-    if (atomic_exchange(&c->events.link_down, 1) == 0)
-        rlock__event_post(c, RLOCK_EVENT_CONNECTION_LOST, NULL, 0, -1, status, detail);
+void rlock__link_down(rlock__events *ev, int status, const char *detail) {
+    if (atomic_exchange(&ev->link_down, 1) == 0)
+        rlock__event_post(ev, RLOCK_EVENT_CONNECTION_LOST, NULL, 0, -1, status, detail);
 }
 
-void rlock__link_up(rlock_client *c) {
-    if (atomic_load(&c->events.link_down) && atomic_exchange(&c->events.link_down, 0) == 1)
-        rlock__event_post(c, RLOCK_EVENT_RECONNECTED, NULL, 0, -1, RLOCK_OK, "connection works again");
+void rlock__link_up(rlock__events *ev) {
+    if (atomic_load(&ev->link_down) && atomic_exchange(&ev->link_down, 0) == 1)
+        rlock__event_post(ev, RLOCK_EVENT_RECONNECTED, NULL, 0, -1, RLOCK_OK,
+                          "connection works again");
 }

@@ -27,13 +27,13 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "engine.h"
 
 enum { ENTRY_HELD, ENTRY_LOST };
 
 struct rlock__hold {
     rlock__hold *next;   /* bucket chain */
-    uint64_t owner_tid;  /* the thread whose hold this is */
+    uint64_t owner;  /* the thread whose hold this is */
     uint64_t serial;     /* new for every entry created */
     long long count;     /* last hold count Redis reported to the owner */
     int64_t expires_ms;  /* lease end by the client's clock (monotonic ms) */
@@ -85,14 +85,14 @@ void rlock__holds_destroy(rlock__holds *h) {
     pthread_mutex_destroy(&h->mutex);
 }
 
-/* Finds tid's entry for name; *link receives the pointer that points to it. */
-static rlock__hold *find(rlock__holds *h, const char *name, size_t len, uint64_t tid,
+/* Finds owner's entry for name; *link receives the pointer that points to it. */
+static rlock__hold *find(rlock__holds *h, const char *name, size_t len, uint64_t owner,
                          rlock__hold ***link) {
     uint32_t hash = hash_name(name, len);
     rlock__hold **p = &h->buckets[hash & (h->nbuckets - 1)];
     for (; *p != NULL; p = &(*p)->next) {
         rlock__hold *e = *p;
-        if (e->hash == hash && e->owner_tid == tid && e->name_len == len &&
+        if (e->hash == hash && e->owner == owner && e->name_len == len &&
             memcmp(e->name, name, len) == 0)
             break;
     }
@@ -147,13 +147,13 @@ static void bury(rlock__holds *h, rlock__hold *e) {
     set_renew(h, e, 0);
 }
 
-int rlock__holds_get(rlock__holds *h, const char *name, size_t len, uint64_t tid, int64_t now_ms,
+int rlock__holds_get(rlock__holds *h, const char *name, size_t len, uint64_t owner, int64_t now_ms,
                      rlock__hold_info *info) {
     rlock__hold **link;
     int state = RLOCK__HOLD_NONE;
     memset(info, 0, sizeof(*info));
     pthread_mutex_lock(&h->mutex);
-    rlock__hold *e = find(h, name, len, tid, &link);
+    rlock__hold *e = find(h, name, len, owner, &link);
     if (e == NULL) {
         /* nothing known */
     } else if (e->state == ENTRY_LOST) {
@@ -180,30 +180,30 @@ int rlock__holds_get(rlock__holds *h, const char *name, size_t len, uint64_t tid
     return state;
 }
 
-long long rlock__holds_expected(rlock__holds *h, const char *name, size_t len, uint64_t tid) {
+long long rlock__holds_expected(rlock__holds *h, const char *name, size_t len, uint64_t owner) {
     long long count = 0;
     pthread_mutex_lock(&h->mutex);
-    rlock__hold *e = find(h, name, len, tid, NULL);
+    rlock__hold *e = find(h, name, len, owner, NULL);
     if (e != NULL && e->state == ENTRY_HELD)
         count = e->count;
     pthread_mutex_unlock(&h->mutex);
     return count;
 }
 
-void rlock__holds_forget(rlock__holds *h, const char *name, size_t len, uint64_t tid) {
+void rlock__holds_forget(rlock__holds *h, const char *name, size_t len, uint64_t owner) {
     rlock__hold **link;
     pthread_mutex_lock(&h->mutex);
-    if (find(h, name, len, tid, &link) != NULL)
+    if (find(h, name, len, owner, &link) != NULL)
         unlink_entry(h, link);
     pthread_mutex_unlock(&h->mutex);
 }
 
-int rlock__holds_found_gone(rlock__holds *h, const char *name, size_t len, uint64_t tid,
+int rlock__holds_found_gone(rlock__holds *h, const char *name, size_t len, uint64_t owner,
                             long long *lease_left_ms, int64_t now_ms) {
     rlock__hold **link;
     int report = 0;
     pthread_mutex_lock(&h->mutex);
-    rlock__hold *e = find(h, name, len, tid, &link);
+    rlock__hold *e = find(h, name, len, owner, &link);
     if (e != NULL) {
         report = e->state == ENTRY_HELD;
         *lease_left_ms = e->expires_ms - now_ms;
@@ -224,15 +224,15 @@ rlock__hold *rlock__holds_spare(const char *name, size_t len) {
     return e;
 }
 
-void rlock__holds_acquired(rlock__holds *h, const char *name, size_t len, uint64_t tid,
+void rlock__holds_acquired(rlock__holds *h, const char *name, size_t len, uint64_t owner,
                            const rlock__grant *grant, rlock__hold **spare) {
     rlock__hold **link;
     pthread_mutex_lock(&h->mutex);
-    rlock__hold *e = find(h, name, len, tid, &link);
+    rlock__hold *e = find(h, name, len, owner, &link);
     if (e == NULL) {
         e = *spare;
         *spare = NULL;
-        e->owner_tid = tid;
+        e->owner = owner;
         e->next = NULL;
         *link = e;
         h->count++;
@@ -253,19 +253,19 @@ void rlock__holds_acquired(rlock__holds *h, const char *name, size_t len, uint64
     pthread_mutex_unlock(&h->mutex);
 }
 
-void rlock__holds_begin_release(rlock__holds *h, const char *name, size_t len, uint64_t tid) {
+void rlock__holds_begin_release(rlock__holds *h, const char *name, size_t len, uint64_t owner) {
     pthread_mutex_lock(&h->mutex);
-    rlock__hold *e = find(h, name, len, tid, NULL);
+    rlock__hold *e = find(h, name, len, owner, NULL);
     if (e != NULL)
         e->releasing++;
     pthread_mutex_unlock(&h->mutex);
 }
 
-void rlock__holds_released(rlock__holds *h, const char *name, size_t len, uint64_t tid,
+void rlock__holds_released(rlock__holds *h, const char *name, size_t len, uint64_t owner,
                            long long count) {
     rlock__hold **link;
     pthread_mutex_lock(&h->mutex);
-    rlock__hold *e = find(h, name, len, tid, &link);
+    rlock__hold *e = find(h, name, len, owner, &link);
     if (e != NULL) {
         if (e->releasing > 0)
             e->releasing--;
@@ -279,12 +279,12 @@ void rlock__holds_released(rlock__holds *h, const char *name, size_t len, uint64
     pthread_mutex_unlock(&h->mutex);
 }
 
-void rlock__holds_thread_exited(rlock__holds *h, uint64_t tid) {
+void rlock__holds_owner_gone(rlock__holds *h, uint64_t owner) {
     pthread_mutex_lock(&h->mutex);
     for (size_t i = 0; i < h->nbuckets; i++) {
         rlock__hold **link = &h->buckets[i];
         while (*link != NULL) {
-            if ((*link)->owner_tid == tid)
+            if ((*link)->owner == owner)
                 unlink_entry(h, link);
             else
                 link = &(*link)->next;
@@ -298,7 +298,7 @@ static void snap(rlock__renewal *r, char *arena, size_t *used, const rlock__hold
     memcpy(arena + *used, e->name, e->name_len);
     r->name = arena + *used;
     r->name_len = e->name_len;
-    r->owner_tid = e->owner_tid;
+    r->owner = e->owner;
     r->serial = e->serial;
     r->expires_ms = e->expires_ms;
     *used += e->name_len;
@@ -333,7 +333,7 @@ out:
 
 /* The live, renewed entry a snapshot record was taken from, or NULL. */
 static rlock__hold *still_there(rlock__holds *h, const rlock__renewal *r) {
-    rlock__hold *e = find(h, r->name, r->name_len, r->owner_tid, NULL);
+    rlock__hold *e = find(h, r->name, r->name_len, r->owner, NULL);
     return e != NULL && e->renew && e->state == ENTRY_HELD && e->serial == r->serial ? e : NULL;
 }
 

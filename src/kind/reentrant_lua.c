@@ -1,6 +1,6 @@
 /*
- * scripts.c - the Lua scripts that are the only writers of a lock's hash, and
- * how they are sent (EVALSHA, falling back to EVAL on NOSCRIPT).
+ * reentrant_lua.c - the reentrant lock's Lua scripts, the only writers of a
+ * lock's hash (net/script.c sends them: EVALSHA, EVAL on NOSCRIPT).
  *
  * Every script names one key, the lock: the channel it publishes on is an
  * argument, not a key, so an ACL user needs key access to its lock names only
@@ -21,13 +21,9 @@
  * the owning thread writes its field, the hold count is never inflated nor
  * decremented twice by a re-send.
  *
- * Threads: any; the SHA1s are written once at client open and read-only after.
+ * Threads: any; constant data.
  */
-#include <errno.h>
-#include <stdio.h>
-#include <string.h>
-
-#include "internal.h"
+#include "kind.h"
 
 /*
  * Every mutating script keeps one rule: an error return means Redis is
@@ -210,116 +206,14 @@ static const char force_unlock_lua[] =
     "redis.call('del', KEYS[1])\n"
     "return 1\n";
 
-static const char *const script_body[RLOCK__SCRIPT_COUNT] = {
-    [RLOCK__SCRIPT_ACQUIRE] = acquire_lua,
-    [RLOCK__SCRIPT_RELEASE] = release_lua,
-    [RLOCK__SCRIPT_TRANSFER] = transfer_lua,
-    [RLOCK__SCRIPT_RENEW] = renew_lua,
-    [RLOCK__SCRIPT_FORCE_UNLOCK] = force_unlock_lua,
+const rlock__script rlock__scripts[RLOCK__SCRIPT_COUNT] = {
+    [RLOCK__SCRIPT_ACQUIRE] = {"ACQUIRE", acquire_lua},
+    [RLOCK__SCRIPT_RELEASE] = {"RELEASE", release_lua},
+    [RLOCK__SCRIPT_TRANSFER] = {"TRANSFER", transfer_lua},
+    [RLOCK__SCRIPT_RENEW] = {"RENEW", renew_lua},
+    [RLOCK__SCRIPT_FORCE_UNLOCK] = {"FORCE_UNLOCK", force_unlock_lua},
 };
 
 const char *rlock__script_body(int script) {
-    return script >= 0 && script < RLOCK__SCRIPT_COUNT ? script_body[script] : NULL;
-}
-
-const char *rlock__script_name(int script) {
-    static const char *const names[RLOCK__SCRIPT_COUNT] = {
-        [RLOCK__SCRIPT_ACQUIRE] = "ACQUIRE", [RLOCK__SCRIPT_RELEASE] = "RELEASE",
-        [RLOCK__SCRIPT_TRANSFER] = "TRANSFER", [RLOCK__SCRIPT_RENEW] = "RENEW",
-        [RLOCK__SCRIPT_FORCE_UNLOCK] = "FORCE_UNLOCK"};
-    return script >= 0 && script < RLOCK__SCRIPT_COUNT ? names[script] : "command";
-}
-
-/* "SCRIPT LOAD at host:port" (or the socket path), for messages. */
-static void load_where(const redisContext *ctx, char *buf, size_t size) {
-    if (ctx->connection_type == REDIS_CONN_UNIX && ctx->unix_sock.path != NULL)
-        snprintf(buf, size, "SCRIPT LOAD at %s", ctx->unix_sock.path);
-    else if (ctx->connection_type == REDIS_CONN_UNIX || ctx->tcp.host == NULL)
-        snprintf(buf, size, "SCRIPT LOAD");
-    else if (strchr(ctx->tcp.host, ':') != NULL)
-        snprintf(buf, size, "SCRIPT LOAD at [%s]:%d", ctx->tcp.host, ctx->tcp.port);
-    else
-        snprintf(buf, size, "SCRIPT LOAD at %s:%d", ctx->tcp.host, ctx->tcp.port);
-}
-
-/* An I/O failure of the load: hiredis's text if the context has one, else errno. */
-static int fail_load_io(const redisContext *ctx, int sys_errno, const char *at) {
-    if (ctx->err != 0)
-        return rlock__fail(RLOCK_EIO, 0, "%s: %s", at, ctx->errstr);
-    return rlock__fail(RLOCK_EIO, sys_errno, "%s", at);
-}
-
-/*
- * One pipeline: every SCRIPT LOAD is written, then the replies read, all by
- * deadline_ms (poll on the socket: signals do not stretch it). The first
- * refusal (NOPERM for an ACL user without script|load) is the status.
- */
-int rlock__scripts_load(redisContext *ctx, int64_t deadline_ms, rlock__scripts *scripts) {
-    char at[320];
-    int status = RLOCK_OK;
-    load_where(ctx, at, sizeof(at));
-    for (int i = 0; i < RLOCK__SCRIPT_COUNT; i++) {
-        const char *argv[] = {"SCRIPT", "LOAD", script_body[i]};
-        if (redisAppendCommandArgv(ctx, 3, argv, NULL) != REDIS_OK)
-            return rlock__fail(RLOCK_ENOMEM, 0, "%s: out of memory", at);
-    }
-    if (rlock__io_flush(ctx, deadline_ms) != RLOCK_OK)
-        return fail_load_io(ctx, errno, at);
-    for (int i = 0; i < RLOCK__SCRIPT_COUNT; i++) {
-        redisReply *reply = NULL;
-        if (rlock__io_read(ctx, deadline_ms, &reply) != RLOCK_OK)
-            return fail_load_io(ctx, errno, at);
-        if (reply->type == REDIS_REPLY_STRING && reply->len == 40)
-            memcpy(scripts->sha[i], reply->str, 41);
-        else if (status == RLOCK_OK)
-            status = rlock__fail_reply(reply, at);
-        freeReplyObject(reply);
-    }
-    return status;
-}
-
-int rlock__is_noscript(const redisReply *reply) {
-    return reply != NULL && reply->type == REDIS_REPLY_ERROR &&
-           strncmp(reply->str, "NOSCRIPT", 8) == 0;
-}
-
-#define STACK_ARGS 16
-
-int rlock__append_cmd(redisContext *ctx, const rlock__scripts *scripts, const rlock__cmd *cmd,
-                      int use_body) {
-    const char *stack_argv[STACK_ARGS];
-    size_t stack_len[STACK_ARGS];
-    const char **argv = stack_argv;
-    size_t *argvlen = stack_len;
-    char numkeys[24];
-    int argc = cmd->argc + 3, status = RLOCK_OK;
-
-    if (cmd->script < 0)
-        return redisAppendCommandArgv(ctx, cmd->argc, cmd->argv, cmd->argvlen) == REDIS_OK
-                   ? RLOCK_OK
-                   : RLOCK_ENOMEM;
-    if (argc > STACK_ARGS) {
-        argv = rlock__malloc(sizeof(*argv) * (size_t)argc);
-        argvlen = rlock__malloc(sizeof(*argvlen) * (size_t)argc);
-        if (argv == NULL || argvlen == NULL) {
-            status = RLOCK_ENOMEM;
-            goto out;
-        }
-    }
-    argv[0] = use_body ? "EVAL" : "EVALSHA";
-    argv[1] = use_body ? script_body[cmd->script] : scripts->sha[cmd->script];
-    argv[2] = numkeys;
-    argvlen[0] = strlen(argv[0]);
-    argvlen[1] = strlen(argv[1]);
-    argvlen[2] = rlock__fmt_u64(numkeys, (uint64_t)cmd->nkeys);
-    memcpy(argv + 3, cmd->argv, sizeof(*argv) * (size_t)cmd->argc);
-    memcpy(argvlen + 3, cmd->argvlen, sizeof(*argvlen) * (size_t)cmd->argc);
-    if (redisAppendCommandArgv(ctx, argc, argv, argvlen) != REDIS_OK)
-        status = RLOCK_EIO;
-out:
-    if (argv != stack_argv)
-        rlock__free(argv);
-    if (argvlen != stack_len)
-        rlock__free(argvlen);
-    return status;
+    return script >= 0 && script < RLOCK__SCRIPT_COUNT ? rlock__scripts[script].body : NULL;
 }

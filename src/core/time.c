@@ -1,5 +1,5 @@
 /*
- * util.c - monotonic time, condition variables on that clock, and number
+ * time.c - monotonic time, condition variables on that clock, and number
  * formatting for the hot path (no snprintf per lock call).
  *
  * Pure helpers: any thread, no shared state.
@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <time.h>
 
-#include "internal.h"
+#include "core.h"
 
 int64_t rlock__now_ms(void) {
     struct timespec ts;

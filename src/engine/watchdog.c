@@ -21,13 +21,13 @@
  * callback cannot delay a renewal.
  *
  * Threads: the watchdog thread runs renew_round and sweep_expired; close
- * stops it (worker.c). Locking: the worker's mutex guards only stop; the
+ * stops it (core/worker.c). Locking: the worker's mutex guards only stop; the
  * holds table has its own mutex. No mutex is
  * held during the round trip.
  */
 #include <string.h>
 
-#include "internal.h"
+#include "engine.h"
 
 #define RENEW_BATCH 500
 
@@ -56,31 +56,31 @@ static void free_buffers(round_buffers *b) {
     rlock__buf_free(&b->replies);
 }
 
-/* Most locks are held by few threads: format each owner string once per round. */
+/* Most locks are held by few owners: format each owner field once per round. */
 #define OWNER_CACHE 64
 
 typedef struct owner_cache {
-    uint64_t tid[OWNER_CACHE];
+    uint64_t owner[OWNER_CACHE];
     const char *str[OWNER_CACHE];
     size_t len[OWNER_CACHE];
     size_t used;                /* owner strings written to the owners buffer */
 } owner_cache;
 
-static const char *owner_of(rlock_client *c, owner_cache *oc, char *owners, uint64_t tid,
-                            size_t *len) {
-    size_t slot = tid % OWNER_CACHE;
-    if (oc->tid[slot] != tid || oc->str[slot] == NULL) {
-        char *owner = owners + oc->used++ * RLOCK__OWNER_MAX;
-        oc->tid[slot] = tid;
-        oc->str[slot] = owner;
-        oc->len[slot] = rlock__owner(c, tid, owner);
+static const char *owner_of(const rlock__renewer *rn, owner_cache *oc, char *owners,
+                            uint64_t owner, size_t *len) {
+    size_t slot = owner % OWNER_CACHE;
+    if (oc->owner[slot] != owner || oc->str[slot] == NULL) {
+        char *field = owners + oc->used++ * RLOCK__OWNER_MAX;
+        oc->owner[slot] = owner;
+        oc->str[slot] = field;
+        oc->len[slot] = rn->owner_field(rn->arg, owner, field);
     }
     *len = oc->len[slot];
     return oc->str[slot];
 }
 
 /* Builds the round's RENEW commands; returns how many, or < 0 on ENOMEM. */
-static int build_round(rlock_client *c, round_buffers *b, size_t n, const char *lease,
+static int build_round(const rlock__renewer *rn, round_buffers *b, size_t n, const char *lease,
                        size_t lease_len) {
     const rlock__renewal *r = b->entries.data;
     size_t nbatches = (n + RENEW_BATCH - 1) / RENEW_BATCH;
@@ -100,7 +100,7 @@ static int build_round(rlock_client *c, round_buffers *b, size_t n, const char *
     for (size_t first = 0; first < n; first += RENEW_BATCH) {
         size_t k = n - first < RENEW_BATCH ? n - first : RENEW_BATCH;
         rlock__cmd *cmd = &cmds[ncmds++];
-        cmd->script = RLOCK__SCRIPT_RENEW;
+        cmd->script = rn->script;
         cmd->nkeys = (int)k;
         cmd->argc = (int)(2 * k + 1);
         cmd->argv = argv;
@@ -112,7 +112,7 @@ static int build_round(rlock_client *c, round_buffers *b, size_t n, const char *
         argv[k] = lease;
         argvlen[k] = lease_len;
         for (size_t i = 0; i < k; i++)
-            argv[k + 1 + i] = owner_of(c, &oc, b->owners.data, r[first + i].owner_tid,
+            argv[k + 1 + i] = owner_of(rn, &oc, b->owners.data, r[first + i].owner,
                                        &argvlen[k + 1 + i]);
         argv += cmd->argc;
         argvlen += cmd->argc;
@@ -120,9 +120,9 @@ static int build_round(rlock_client *c, round_buffers *b, size_t n, const char *
     return ncmds;
 }
 
-static void report_lost(rlock_client *c, const rlock__renewal *r, int64_t now_ms, int status,
+static void report_lost(rlock__engine *e, const rlock__renewal *r, int64_t now_ms, int status,
                         const char *detail) {
-    rlock__event_post(c, RLOCK_EVENT_LOCK_LOST, r->name, r->name_len, r->expires_ms - now_ms,
+    rlock__event_post(e->events, RLOCK_EVENT_LOCK_LOST, r->name, r->name_len, r->expires_ms - now_ms,
                       status, detail);
 }
 
@@ -131,19 +131,19 @@ static void report_lost(rlock_client *c, const rlock__renewal *r, int64_t now_ms
  * client's clock from the round's send time; 0 means it is gone. An error
  * reply keeps the entries (RLOCK_EREDIS: try again soon).
  */
-static int apply_reply(rlock_client *c, const redisReply *reply, const rlock__renewal *r,
+static int apply_reply(rlock__engine *e, const redisReply *reply, const rlock__renewal *r,
                        size_t k, int64_t sent_ms) {
     if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements != k)
         return RLOCK_EREDIS;
     int64_t now = rlock__now_ms();
     for (size_t i = 0; i < k; i++) {
-        const redisReply *e = reply->element[i];
-        if (e->type != REDIS_REPLY_INTEGER)
+        const redisReply *answer = reply->element[i];
+        if (answer->type != REDIS_REPLY_INTEGER)
             continue;
-        if (e->integer == 1)
-            rlock__holds_renewed(&c->holds, &r[i], sent_ms + c->settings.watchdog_timeout_ms);
-        else if (rlock__holds_drop_lost(&c->holds, &r[i]))
-            report_lost(c, &r[i], now, RLOCK_ELOST, "the lock's field is gone from Redis");
+        if (answer->integer == 1)
+            rlock__holds_renewed(&e->holds, &r[i], sent_ms + e->settings->watchdog_timeout_ms);
+        else if (rlock__holds_drop_lost(&e->holds, &r[i]))
+            report_lost(e, &r[i], now, RLOCK_ELOST, "the lock's field is gone from Redis");
     }
     return RLOCK_OK;
 }
@@ -151,13 +151,13 @@ static int apply_reply(rlock_client *c, const redisReply *reply, const rlock__re
 /* Most callers want a name per failed renewal; a huge round gets one event. */
 #define RENEWAL_EVENTS_MAX 64
 
-static void report_failed_round(rlock_client *c, const rlock__renewal *r, size_t n, int status) {
+static void report_failed_round(rlock__engine *e, const rlock__renewal *r, size_t n, int status) {
     int64_t now = rlock__now_ms();
     const char *detail = rlock__last_message();
     if (n <= RENEWAL_EVENTS_MAX) {
         for (size_t i = 0; i < n; i++)
             if (r[i].expires_ms > now) /* else lost, and the sweep says so now */
-                rlock__event_post(c, RLOCK_EVENT_RENEWAL_FAILED, r[i].name, r[i].name_len,
+                rlock__event_post(e->events, RLOCK_EVENT_RENEWAL_FAILED, r[i].name, r[i].name_len,
                                   r[i].expires_ms - now, status, detail);
         return;
     }
@@ -165,12 +165,12 @@ static void report_failed_round(rlock_client *c, const rlock__renewal *r, size_t
     for (size_t i = 1; i < n; i++)
         if (r[i].expires_ms < earliest)
             earliest = r[i].expires_ms;
-    rlock__event_post(c, RLOCK_EVENT_RENEWAL_FAILED, NULL, 0, earliest - now, status, detail);
+    rlock__event_post(e->events, RLOCK_EVENT_RENEWAL_FAILED, NULL, 0, earliest - now, status, detail);
 }
 
 /* The round's deadline: a reply after the first lease ends can save nothing for it. */
-static int64_t round_deadline(const rlock_client *c, const rlock__renewal *r, size_t n) {
-    int64_t deadline = rlock__deadline_after(c->settings.command_timeout_ms);
+static int64_t round_deadline(const rlock__engine *e, const rlock__renewal *r, size_t n) {
+    int64_t deadline = rlock__deadline_after(e->settings->command_timeout_ms);
     for (size_t i = 0; i < n; i++)
         if (r[i].expires_ms < deadline)
             deadline = r[i].expires_ms;
@@ -178,14 +178,14 @@ static int64_t round_deadline(const rlock_client *c, const rlock__renewal *r, si
 }
 
 /* One renewal round; RLOCK_OK when every batch got its answer. */
-static int renew_round(rlock_client *c, round_buffers *b) {
+static int renew_round(rlock__engine *e, round_buffers *b) {
     char lease[24];
-    size_t n = 0, lease_len = rlock__fmt_i64(lease, c->settings.watchdog_timeout_ms);
+    size_t n = 0, lease_len = rlock__fmt_i64(lease, e->settings->watchdog_timeout_ms);
 
-    int status = rlock__holds_snapshot(&c->holds, &b->entries, &b->names, &n);
+    int status = rlock__holds_snapshot(&e->holds, &b->entries, &b->names, &n);
     if (status != RLOCK_OK || n == 0)
         goto out;
-    int ncmds = build_round(c, b, n, lease, lease_len);
+    int ncmds = build_round(&e->watchdog.renewer, b, n, lease, lease_len);
     if (ncmds < 0) {
         status = ncmds;
         goto out;
@@ -195,19 +195,19 @@ static int renew_round(rlock_client *c, round_buffers *b) {
     redisReply **replies = b->replies.data;
     memset(replies, 0, (size_t)ncmds * sizeof(*replies)); /* reused: no stale pointers */
     int64_t sent_ms = rlock__now_ms();
-    status = rlock__exec_pipeline(c, cmds, ncmds, round_deadline(c, r, n), replies);
+    status = rlock__exec_pipeline(e->net, cmds, ncmds, round_deadline(e, r, n), replies);
     for (int i = 0; status == RLOCK_OK && i < ncmds; i++) {
         const rlock__renewal *batch = r + (size_t)i * RENEW_BATCH;
-        if (apply_reply(c, replies[i], batch, (size_t)cmds[i].nkeys, sent_ms) != RLOCK_OK)
+        if (apply_reply(e, replies[i], batch, (size_t)cmds[i].nkeys, sent_ms) != RLOCK_OK)
             status = rlock__fail_reply(replies[i], "renewal (RENEW script)");
     }
     for (int i = 0; i < ncmds; i++)
         if (replies[i] != NULL)
             freeReplyObject(replies[i]);
     if (status != RLOCK_OK && status != RLOCK_ECLOSED)
-        report_failed_round(c, r, n, status);
+        report_failed_round(e, r, n, status);
 out:
-    atomic_fetch_add(&c->watchdog.rounds, 1);
+    atomic_fetch_add(&e->watchdog.rounds, 1);
     return status;
 }
 
@@ -217,22 +217,22 @@ out:
  * lock may already belong to someone else). Returns the earliest lease end
  * of the holds left.
  */
-static int64_t sweep_expired(rlock_client *c, round_buffers *b) {
+static int64_t sweep_expired(rlock__engine *e, round_buffers *b) {
     size_t n = 0;
     int64_t now = rlock__now_ms(), next_expiry;
-    rlock__holds_sweep(&c->holds, now, &b->entries, &b->names, &n, &next_expiry);
+    rlock__holds_sweep(&e->holds, now, &b->entries, &b->names, &n, &next_expiry);
     const rlock__renewal *r = b->entries.data;
     for (size_t i = 0; i < n; i++)
-        report_lost(c, &r[i], now, RLOCK_ELOST,
+        report_lost(e, &r[i], now, RLOCK_ELOST,
                     "lease ran out by the client's clock with no renewal confirmed");
     return next_expiry;
 }
 
 static void *watchdog_main(void *arg) {
-    rlock_client *c = arg;
-    rlock__worker *wd = &c->watchdog.worker;
+    rlock__engine *e = arg;
+    rlock__worker *wd = &e->watchdog.worker;
     round_buffers buffers;
-    int64_t interval = c->settings.watchdog_timeout_ms / 3;
+    int64_t interval = e->settings->watchdog_timeout_ms / 3;
     /*
      * After a failed round, try again soon rather than a whole interval later:
      * two missed rounds would otherwise leave the third due just as the lease
@@ -246,7 +246,7 @@ static void *watchdog_main(void *arg) {
     int64_t next_round = rlock__now_ms() + interval;
     while (!wd->stop) {
         pthread_mutex_unlock(&wd->mutex);
-        int64_t next_expiry = sweep_expired(c, &buffers);
+        int64_t next_expiry = sweep_expired(e, &buffers);
         pthread_mutex_lock(&wd->mutex);
         int64_t now = rlock__now_ms();
         if (now < next_round) {
@@ -256,7 +256,7 @@ static void *watchdog_main(void *arg) {
             continue;
         }
         pthread_mutex_unlock(&wd->mutex);
-        int status = renew_round(c, &buffers);
+        int status = renew_round(e, &buffers);
         pthread_mutex_lock(&wd->mutex);
         next_round = status == RLOCK_OK ? now + interval : rlock__now_ms() + retry_after;
     }
@@ -265,10 +265,12 @@ static void *watchdog_main(void *arg) {
     return NULL;
 }
 
-int rlock__watchdog_start(rlock_client *c) {
-    return rlock__worker_start(&c->watchdog.worker, watchdog_main, c);
+int rlock__watchdog_start(rlock__engine *e, const rlock__renewer *renewer) {
+    e->watchdog.renewer = *renewer;
+    return rlock__worker_start(&e->watchdog.worker, watchdog_main, e);
 }
 
-void rlock__watchdog_stop(rlock_client *c) {
-    rlock__worker_stop(&c->watchdog.worker);
+void rlock__watchdog_stop(rlock__engine *e) {
+    rlock__worker_stop(&e->watchdog.worker);
+    rlock__worker_destroy(&e->watchdog.worker);
 }

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core.h"
 
 static atomic_long fail_countdown; /* 0 = off; n = the n-th allocation fails */
 

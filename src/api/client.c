@@ -1,0 +1,180 @@
+/*
+ * client.c - client lifetime and the call guard.
+ *
+ * Lifetime: rlock_client_open builds the layers bottom up -- settings,
+ * events, net (first connection, scripts), engine (holds, subscriber and
+ * watchdog threads). rlock_client_close moves OPEN -> CLOSING (new calls
+ * get RLOCK_ECLOSED), stops the threads, aborts commands in flight, waits
+ * for calls in progress to return, releases everything, and moves to CLOSED
+ * only after that teardown. The struct itself lives on while lock handles
+ * exist: whichever of rlock_client_close (at CLOSED) and the last rlock_free
+ * (seeing CLOSED) comes last frees it.
+ *
+ * Call guard: every public call counts itself in client->calls (atomic) and
+ * checks the state after counting, so close never frees what a call uses.
+ *
+ * Threads: any application thread. Locking: client->mutex guards state
+ * transitions and the handle count.
+ */
+#include <uuid/uuid.h>
+
+#include "api.h"
+
+/* ---- call guard ------------------------------------------------------------ */
+
+int rlock__inherited(const rlock_client *c) {
+    return c->fork_generation != rlock__fork_generation();
+}
+
+int rlock__enter(rlock__guard *g, rlock_client *c) {
+    if (c == NULL || c->magic != RLOCK__CLIENT_MAGIC)
+        return rlock__fail(RLOCK_EINVAL, 0, "NULL or invalid client");
+    if (rlock__inherited(c))
+        return rlock__fail(RLOCK_ECLOSED, 0, "client inherited across fork(): open a new one");
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &g->cancel_state);
+    g->client = c;
+    g->error_mark = rlock__error_mark();
+    atomic_fetch_add(&c->calls, 1);
+    if (atomic_load(&c->state) != RLOCK__OPEN) {
+        rlock__leave(g);
+        return rlock__fail(RLOCK_ECLOSED, 0, "client closed");
+    }
+    return RLOCK_OK;
+}
+
+int rlock__leave_status(rlock__guard *g, int status) {
+    unsigned mark = g->error_mark;
+    rlock__leave(g);
+    return rlock__fail_default(status, mark);
+}
+
+void rlock__leave(rlock__guard *g) {
+    rlock_client *c = g->client;
+    int ignored;
+    if (atomic_fetch_sub(&c->calls, 1) == 1 && atomic_load(&c->state) != RLOCK__OPEN) {
+        pthread_mutex_lock(&c->mutex);
+        pthread_cond_broadcast(&c->idle);
+        pthread_mutex_unlock(&c->mutex);
+    }
+    pthread_setcancelstate(g->cancel_state, &ignored);
+}
+
+int rlock__enter_lock(rlock__guard *g, rlock *lock) {
+    if (lock == NULL || lock->magic != RLOCK__LOCK_MAGIC)
+        return rlock__fail(RLOCK_EINVAL, 0, "NULL or freed lock handle");
+    return rlock__enter(g, lock->client);
+}
+
+/* ---- open ------------------------------------------------------------------ */
+
+/*
+ * Stops what runs, in the order close needs: waiters return RLOCK_ECLOSED,
+ * commands in flight fail now, then the watchdog; calls in progress drain
+ * (close only); events queued are still delivered.
+ */
+static void stop_threads(rlock_client *c, int drain_calls) {
+    rlock__waiters_stop(&c->engine);
+    rlock__net_abort(&c->net);
+    rlock__watchdog_stop(&c->engine);
+    if (drain_calls) {
+        pthread_mutex_lock(&c->mutex);
+        while (atomic_load(&c->calls) > 0)
+            pthread_cond_wait(&c->idle, &c->mutex);
+        pthread_mutex_unlock(&c->mutex);
+    }
+    rlock__events_stop(&c->events);
+}
+
+/* Releases the layers (top down); the struct stays. */
+static void release_layers(rlock_client *c) {
+    rlock__engine_destroy(&c->engine);
+    rlock__net_close(&c->net);
+}
+
+void rlock__client_free(rlock_client *c) {
+    pthread_cond_destroy(&c->idle);
+    pthread_mutex_destroy(&c->mutex);
+    c->magic = 0;
+    rlock__free(c);
+}
+
+static int client_build(rlock_client *c, const rlock_config *cfg) {
+    uuid_t uuid;
+    rlock_config defaults;
+    rlock__renewer renewer = {.script = rlock__reentrant.renew_script,
+                              .owner_field = rlock__owner_field_of, .arg = c->id};
+    int status = rlock__settings_from(cfg, &c->settings);
+    if (status != RLOCK_OK)
+        return status;
+    rlock_config_init(&defaults);
+    uuid_generate(uuid);
+    uuid_unparse_lower(uuid, c->id);
+    c->engine.settings = &c->settings;
+    c->engine.net = &c->net;
+    c->engine.events = &c->events;
+    if ((status = rlock__events_start(&c->events, &c->settings)) != RLOCK_OK)
+        return status;
+    status = rlock__net_open(&c->net, cfg != NULL ? cfg->url : defaults.url, &c->settings,
+                             &c->events, rlock__scripts, RLOCK__SCRIPT_COUNT);
+    if (status != RLOCK_OK)
+        return status;
+    return rlock__engine_start(&c->engine, &renewer);
+}
+
+int rlock_client_open(const rlock_config *cfg, rlock_client **out) {
+    unsigned mark = rlock__error_mark();
+    if (out == NULL)
+        return rlock__fail(RLOCK_EINVAL, 0, "rlock_client_open: NULL out");
+    *out = NULL;
+    rlock__registry_init();
+    rlock_client *c = rlock__calloc(1, sizeof(*c));
+    if (c == NULL)
+        return RLOCK_ENOMEM;
+    if (pthread_mutex_init(&c->mutex, NULL) != 0 || rlock__cond_init(&c->idle) != 0) {
+        rlock__free(c); /* glibc's init cannot fail; nothing to destroy */
+        return RLOCK_ENOMEM;
+    }
+    c->magic = RLOCK__CLIENT_MAGIC;
+    c->fork_generation = rlock__fork_generation();
+    atomic_store(&c->state, RLOCK__OPEN);
+    int status = client_build(c, cfg);
+    if (status != RLOCK_OK) {
+        atomic_store(&c->state, RLOCK__CLOSING);
+        stop_threads(c, 0);
+        release_layers(c);
+        rlock__client_free(c);
+        return rlock__fail_default(status, mark);
+    }
+    rlock__registry_add(c);
+    *out = c;
+    return RLOCK_OK;
+}
+
+/* ---- close ----------------------------------------------------------------- */
+
+void rlock_client_close(rlock_client *c) {
+    if (c == NULL || c->magic != RLOCK__CLIENT_MAGIC || rlock__inherited(c))
+        return;
+    pthread_mutex_lock(&c->mutex);
+    int was_open = atomic_load(&c->state) == RLOCK__OPEN;
+    atomic_store(&c->state, RLOCK__CLOSING);
+    pthread_mutex_unlock(&c->mutex);
+    if (!was_open)
+        return;
+    rlock__registry_remove(c);
+    stop_threads(c, 1);
+    /* Still CLOSING: rlock_free leaves the struct to us until we say CLOSED. */
+    release_layers(c);
+    pthread_mutex_lock(&c->mutex);
+    atomic_store(&c->state, RLOCK__CLOSED);
+    int last = c->handles == 0;
+    pthread_mutex_unlock(&c->mutex);
+    if (last)
+        rlock__client_free(c);
+}
+
+const char *rlock_client_id(const rlock_client *client) {
+    if (client == NULL || client->magic != RLOCK__CLIENT_MAGIC)
+        return NULL;
+    return client->id;
+}

@@ -1,0 +1,62 @@
+/*
+ * config.c - the application's rlock_config checked and copied into the
+ * settings every layer reads. A config from an older header (a smaller
+ * struct_size) gets the defaults for the fields it lacks. The url is parsed
+ * by the network layer (net/url.c) when the client opens.
+ *
+ * Pure: any thread, no shared state.
+ */
+#include "api.h"
+
+#define HOUR_MS 3600000
+
+/* 1 if lo <= v <= hi; else records which field is out of range. */
+static int in_range(long long v, long long lo, long long hi, const char *field) {
+    if (v >= lo && v <= hi)
+        return 1;
+    rlock__fail(RLOCK_EINVAL, 0, "%s %lld: must be %lld..%lld", field, v, lo, hi);
+    return 0;
+}
+
+/* Whether the caller's struct (of its struct_size) has the field at offset. */
+static int has_field(const rlock_config *cfg, size_t offset, size_t size) {
+    return cfg->struct_size >= offset + size;
+}
+
+int rlock__settings_from(const rlock_config *cfg, rlock__settings *s) {
+    rlock_config defaults;
+    rlock_config_init(&defaults);
+    if (cfg == NULL)
+        cfg = &defaults;
+    /* A struct not made by rlock_config_init, or by a header older than the first. */
+    if (!has_field(cfg, offsetof(rlock_config, callback_arg), sizeof(void *)))
+        return rlock__fail(RLOCK_EINVAL, 0, "config not initialised by rlock_config_init()");
+    if (cfg->watchdog_timeout_ms < 30 || cfg->watchdog_timeout_ms > RLOCK_MAX_LEASE_MS)
+        return rlock__fail(RLOCK_EINVAL, 0, "watchdog_timeout_ms %lld: must be 30..%lld",
+                           cfg->watchdog_timeout_ms, (long long)RLOCK_MAX_LEASE_MS);
+    if (!in_range(cfg->connect_timeout_ms, 1, HOUR_MS, "connect_timeout_ms") ||
+        !in_range(cfg->command_timeout_ms, 1, HOUR_MS, "command_timeout_ms") ||
+        !in_range(cfg->pool_size, 1, 1024, "pool_size") ||
+        !in_range(cfg->retry_attempts, 0, 100, "retry_attempts") ||
+        !in_range(cfg->retry_interval_ms, 0, HOUR_MS, "retry_interval_ms"))
+        return RLOCK_EINVAL;
+    /* Fields appended after the first release: absent from an older caller's struct. */
+    s->local_handoffs = defaults.local_handoffs;
+    if (has_field(cfg, offsetof(rlock_config, local_handoffs), sizeof(int)))
+        s->local_handoffs = cfg->local_handoffs;
+    if (!in_range(s->local_handoffs, 0, 1000, "local_handoffs"))
+        return RLOCK_EINVAL;
+    s->on_event = NULL;
+    if (has_field(cfg, offsetof(rlock_config, on_event), sizeof(cfg->on_event)))
+        s->on_event = cfg->on_event;
+    s->watchdog_timeout_ms = cfg->watchdog_timeout_ms;
+    s->connect_timeout_ms = cfg->connect_timeout_ms;
+    s->command_timeout_ms = cfg->command_timeout_ms;
+    s->pool_size = cfg->pool_size;
+    s->retry_attempts = cfg->retry_attempts;
+    s->retry_interval_ms = cfg->retry_interval_ms;
+    s->on_lock_lost = cfg->on_lock_lost;
+    s->callback_arg = cfg->callback_arg;
+    return RLOCK_OK;
+}
+

@@ -1,0 +1,84 @@
+/*
+ * handle.c - lock handles: a name bound to a client and a lock kind.
+ *
+ * A handle owns copies of its name and channel name; it keeps its client's
+ * struct alive (client->handles) until rlock_free, also past
+ * rlock_client_close.
+ *
+ * Threads: any application thread; a handle may be shared between threads.
+ */
+#include <string.h>
+
+#include "api.h"
+
+static void free_handle(rlock *lock) {
+    lock->magic = 0;
+    rlock__free(lock->name);
+    rlock__free(lock->channel);
+    rlock__free(lock);
+}
+
+/* A handle of kind for name (its length checked by the caller); NULL if out of memory. */
+static rlock *new_handle(rlock_client *c, const rlock__kind *kind, const char *name, size_t len) {
+    rlock *lock = rlock__calloc(1, sizeof(*lock));
+    if (lock == NULL)
+        return NULL;
+    lock->name = rlock__memdup0(name, len);
+    lock->channel = rlock__lock_channel(name, len, &lock->channel_len);
+    if (lock->name == NULL || lock->channel == NULL) {
+        free_handle(lock);
+        return NULL;
+    }
+    lock->magic = RLOCK__LOCK_MAGIC;
+    lock->client = c;
+    lock->engine = &c->engine;
+    lock->client_id = c->id;
+    lock->kind = kind;
+    lock->name_len = len;
+    return lock;
+}
+
+int rlock_get(rlock_client *client, const char *name, rlock **out) {
+    rlock__guard g;
+    if (out == NULL)
+        return RLOCK_EINVAL;
+    *out = NULL;
+    int status = rlock__enter(&g, client);
+    if (status != RLOCK_OK)
+        return status;
+    size_t len = name != NULL ? strnlen(name, RLOCK_MAX_NAME_LEN + 1) : 0;
+    if (len == 0 || len > RLOCK_MAX_NAME_LEN)
+        return rlock__leave_status(
+            &g, rlock__fail(RLOCK_EINVAL, 0, "lock name: NULL, empty or longer than %d bytes",
+                            RLOCK_MAX_NAME_LEN));
+    rlock *lock = new_handle(client, &rlock__reentrant, name, len);
+    if (lock == NULL)
+        return rlock__leave_status(&g, RLOCK_ENOMEM);
+    pthread_mutex_lock(&client->mutex);
+    client->handles++;
+    pthread_mutex_unlock(&client->mutex);
+    *out = lock;
+    return rlock__leave_status(&g, RLOCK_OK);
+}
+
+void rlock_free(rlock *lock) {
+    if (lock == NULL || lock->magic != RLOCK__LOCK_MAGIC)
+        return;
+    rlock_client *c = lock->client;
+    int last = 0;
+    free_handle(lock);
+    if (rlock__inherited(c))
+        return; /* the parent's client is not ours to touch */
+    pthread_mutex_lock(&c->mutex);
+    c->handles--;
+    last = c->handles == 0 && atomic_load(&c->state) == RLOCK__CLOSED;
+    pthread_mutex_unlock(&c->mutex);
+    if (last)
+        rlock__client_free(c);
+}
+
+const char *rlock_name(const rlock *lock) {
+    if (lock == NULL || lock->magic != RLOCK__LOCK_MAGIC)
+        return NULL;
+    return lock->name;
+}

@@ -1,0 +1,188 @@
+/*
+ * core.h - the bottom layer: allocation, time, error detail, thread
+ * identity, the library's thread lifecycle, the settings every layer reads,
+ * and the event queue. PRIVATE: not installed, not API.
+ *
+ * Nothing here calls up into another layer. Where core must tell an upper
+ * layer something (a thread exited), it calls a function that layer gave it.
+ *
+ *   alloc.c    allocation wrappers with a failure hook for tests
+ *   time.c     monotonic time, condition variables on that clock, formatting
+ *   status.c   the status table, the version, config defaults (public)
+ *   error.c    the per-thread error detail (rlock_last_error, public)
+ *   thread.c   per-thread owner ids and the thread-exit hook
+ *   worker.c   starting and stopping the library's threads
+ *   events.c   the event thread: on_event / on_lock_lost, link up/down
+ *
+ * Naming: non-static internal functions are rlock__name; static helpers need
+ * no prefix.
+ */
+#ifndef RLOCK_CORE_H
+#define RLOCK_CORE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "rlock.h"
+
+/* ---- alloc.c -------------------------------------------------------------- */
+
+/*
+ * Every allocation of rlock's own goes through these, so that tests can make
+ * them fail (hiredis 0.14 aborts on OOM by itself; that we cannot change).
+ */
+void *rlock__malloc(size_t size);
+void *rlock__calloc(size_t count, size_t size);
+void rlock__free(void *ptr);
+char *rlock__memdup0(const void *src, size_t len); /* copy + NUL terminator */
+/* A grow-only scratch buffer reused across rounds (contents not kept on growth). */
+typedef struct rlock__buf {
+    void *data; /* owned */
+    size_t cap;
+} rlock__buf;
+int rlock__buf_reserve(rlock__buf *b, size_t bytes);
+void rlock__buf_free(rlock__buf *b);
+/* Test hook: the n-th allocation from now fails (n >= 1); 0 disables. */
+void rlock__alloc_fail_after(long n);
+
+/* ---- time.c (CLOCK_MONOTONIC everywhere) ---------------------------------- */
+
+#define RLOCK__NO_DEADLINE INT64_MAX
+
+int64_t rlock__now_ms(void);
+/* now + ms, saturating at RLOCK__NO_DEADLINE; ms < 0 means no deadline. */
+int64_t rlock__deadline_after(long long ms);
+/* Initialises a condition variable that waits on CLOCK_MONOTONIC. */
+int rlock__cond_init(pthread_cond_t *cond);
+/*
+ * Waits on cond until signalled or the monotonic deadline (ms) passes.
+ * Returns 0 or ETIMEDOUT. RLOCK__NO_DEADLINE waits without limit.
+ */
+int rlock__cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mutex, int64_t deadline_ms);
+/* Decimal of v into buf (at least 21 bytes); returns length. */
+size_t rlock__fmt_u64(char *buf, uint64_t v);
+size_t rlock__fmt_i64(char *buf, int64_t v);
+
+/* ---- error.c: the calling thread's error detail --------------------------- */
+
+#if defined(__GNUC__)
+#define RLOCK__PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define RLOCK__PRINTF(fmt, args)
+#endif
+
+/*
+ * Records the calling thread's error detail (what rlock_last_error_info
+ * shows) and returns status, so a failing path reads
+ * `return rlock__fail(RLOCK_EIO, errno, "connect to %s:%d", host, port);`.
+ * sys_errno 0 = none. The message says what failed and where; the errno text
+ * is appended by the function.
+ */
+int rlock__fail(int status, int sys_errno, const char *fmt, ...) RLOCK__PRINTF(3, 4);
+/*
+ * For an error reply of Redis: maps its code to a status (NOAUTH, WRONGPASS
+ * -> EAUTH; NOPERM -> ENOPERM; NOTALOCK -> ENOTLOCK; else EREDIS), records
+ * Redis's text and `where` (e.g. "EVALSHA at 127.0.0.1:6379"), returns the status.
+ */
+int rlock__fail_reply(const redisReply *reply, const char *where);
+/* The status an error reply's text maps to (as above). */
+int rlock__reply_status(const char *error_text);
+/* Marks the last recorded error as "host could not be resolved". */
+void rlock__fail_host_not_found(void);
+/* The calling thread's last message (for event details); never NULL. */
+const char *rlock__last_message(void);
+/* Records status with its rlock_strerror text unless an error of that same
+ * status was recorded since rlock__error_mark(); returns status. */
+int rlock__fail_default(int status, unsigned mark);
+/* A counter bumped by every recorded error, to tell whether a call recorded one. */
+unsigned rlock__error_mark(void);
+
+/* ---- thread.c: thread identity --------------------------------------------- */
+
+/* The calling thread's id: unique for the life of the process, never 0. */
+uint64_t rlock__thread_id(void);
+/*
+ * Arranges for the exit hook (below) to run with the calling thread's id
+ * when it exits. Idempotent and cheap after the first call on a thread.
+ */
+int rlock__thread_watch_exit(void);
+/* The function a watched thread's exit calls; set once, before any watch. */
+void rlock__thread_set_exit_hook(void (*hook)(uint64_t thread_id));
+
+/* ---- worker.c: the library's threads --------------------------------------- */
+
+/* Starts a library thread with every signal blocked. */
+int rlock__start_thread(pthread_t *thread, void *(*main_fn)(void *), void *arg);
+
+/*
+ * A library thread that runs until told to stop. Lifecycle: init, start,
+ * stop (flag, wake, join), destroy -- stop and destroy apart, so threads
+ * that share the mutex with the worker can still use it between the two.
+ */
+typedef struct rlock__worker {
+    pthread_mutex_t mutex;      /* guards stop, and what the worker's owner says it guards */
+    pthread_cond_t wake;        /* signalled on stop, and by the owner for its own reasons */
+    pthread_t thread;           /* joined by rlock__worker_stop */
+    /* Called by stop with the mutex held, after setting stop: wakes a thread
+     * that sleeps elsewhere than on `wake` (NULL: none). */
+    void (*on_stop)(void *arg);
+    void *arg;                  /* main_fn's argument, and on_stop's */
+    int initialised;            /* written by init/destroy only (client open/close) */
+    int started;                /* written by start/stop only (client open/close) */
+    int stop;
+} rlock__worker;
+
+int rlock__worker_init(rlock__worker *w);
+int rlock__worker_start(rlock__worker *w, void *(*main_fn)(void *), void *arg);
+/* Sets stop, wakes the thread (on_stop too) and joins it. No-op if not started. */
+void rlock__worker_stop(rlock__worker *w);
+/* Releases the mutex and condition (after stop). No-op if not initialised. */
+void rlock__worker_destroy(rlock__worker *w);
+
+/* ---- settings: what the application configured (read-only after open) ------ */
+
+typedef struct rlock__settings {
+    long long watchdog_timeout_ms;
+    int connect_timeout_ms;
+    int command_timeout_ms;
+    int pool_size;
+    int retry_attempts;
+    int retry_interval_ms;
+    void (*on_lock_lost)(const char *name, void *arg);
+    void *callback_arg;
+    int local_handoffs;         /* in-process hand-offs in a row; 0 = off */
+    void (*on_event)(const rlock_event *event, void *arg);
+} rlock__settings;
+
+/* ---- events.c ---------------------------------------------------------------- */
+
+typedef struct rlock__event_item rlock__event_item;
+
+typedef struct rlock__events {
+    rlock__worker worker;       /* its mutex guards the queue; wake is signalled per event */
+    const rlock__settings *settings; /* the callbacks; read-only */
+    rlock__event_item *head;    /* owned queue, oldest first */
+    rlock__event_item *tail;
+    atomic_int link_down;       /* a connection failed and none has worked since */
+} rlock__events;
+
+int rlock__events_start(rlock__events *ev, const rlock__settings *settings);
+/* Delivers what is queued, then stops the thread (close, after the watchdog). */
+void rlock__events_stop(rlock__events *ev);
+/*
+ * Queues an event for the event thread (any thread; never blocks on a
+ * callback). name may be NULL; name and detail are copied. A LOCK_LOST
+ * event also goes to on_lock_lost. Dropped if out of memory.
+ */
+void rlock__event_post(rlock__events *ev, rlock_event_kind kind, const char *name,
+                       size_t name_len, long long lease_left_ms, int status, const char *detail);
+/* A connection failed: CONNECTION_LOST, once until rlock__link_up. */
+void rlock__link_down(rlock__events *ev, int status, const char *detail);
+/* A connection works: RECONNECTED if the link was down. Cheap when it was not. */
+void rlock__link_up(rlock__events *ev);
+
+#endif /* RLOCK_CORE_H */

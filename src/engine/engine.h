@@ -1,0 +1,297 @@
+/*
+ * engine.h - the machinery every lock kind shares: which holds this client
+ * has (holds.c), lease renewal (watchdog.c), and waiting for unlocks
+ * (channels.c, subscriber.c, waiters.c). PRIVATE: not installed, not API.
+ *
+ * The engine knows locks only by name and owner id; what a lock's keys and
+ * fields look like is the lock kind's business. Where the engine needs the
+ * kind (the renewal script and owner field for the watchdog, an attempt
+ * sent ahead of a waiter's wake-up), the kind gives it a function or an
+ * index: the engine never calls up by name.
+ *
+ * Calls go down only: engine uses net (net.h) and core.
+ */
+#ifndef RLOCK_ENGINE_H
+#define RLOCK_ENGINE_H
+
+#include "../net/net.h"
+
+/* ---- owners ----------------------------------------------------------------- */
+
+/*
+ * Whose hold it is. Today the calling thread (is_thread, id from
+ * rlock__thread_id); an explicit owner id given by the application later
+ * (event loops), which must not take the thread-exit path.
+ */
+typedef struct rlock__owner {
+    uint64_t id;
+    int is_thread;
+} rlock__owner;
+
+/* ---- holds.c: the holds this client has -------------------------------------- */
+
+typedef struct rlock__hold rlock__hold;
+
+typedef struct rlock__holds {
+    pthread_mutex_t mutex;      /* guards everything below and every rlock__hold */
+    rlock__hold **buckets;      /* owned; chained hash table by name */
+    size_t nbuckets;
+    size_t count;               /* entries */
+    size_t renewed;             /* entries with renew set */
+    uint64_t next_serial;
+} rlock__holds;
+
+/* A snapshot of one renewed hold for a watchdog round. */
+typedef struct rlock__renewal {
+    const char *name;           /* points into the snapshot's arena */
+    size_t name_len;
+    uint64_t owner;
+    uint64_t serial;
+    int64_t expires_ms;         /* its lease end by the client's clock */
+} rlock__renewal;
+
+/* What the client knows of one owner's hold (rlock__holds_get). */
+enum {
+    RLOCK__HOLD_NONE,           /* nothing known */
+    RLOCK__HOLD_HELD,           /* held, lease not run out by the client's clock */
+    RLOCK__HOLD_LOST,           /* lost: reported (or to be reported: info.report) */
+    RLOCK__HOLD_EXPIRED         /* a lease lock whose lease ran out: over, dropped */
+};
+
+typedef struct rlock__hold_info {
+    long long count;            /* HELD, LOST: the hold count (believed, for LOST) */
+    long long lease_left_ms;    /* HELD, LOST: lease end - now */
+    int unsure;                 /* HELD: an unlock's outcome is unknown */
+    int renew;                  /* HELD: renewed by the watchdog */
+    int report;                 /* LOST: found by the clock in this call: report it */
+} rlock__hold_info;
+
+/* A confirmed acquisition, for rlock__holds_acquired. */
+typedef struct rlock__grant {
+    long long count;            /* hold count Redis reported */
+    int64_t sent_ms;            /* when the acquiring command was sent */
+    long long lease_ms;         /* the TTL it set */
+    int renew;                  /* watchdog lock */
+} rlock__grant;
+
+/* rlock__holds_released's count when the unlock's outcome is unknown. */
+#define RLOCK__RELEASE_UNKNOWN -1
+
+int rlock__holds_init(rlock__holds *h);
+void rlock__holds_destroy(rlock__holds *h);
+/*
+ * owner's hold of name as of now_ms (one of RLOCK__HOLD_*). A renewed hold
+ * past its lease becomes LOST with info->report set: the caller reports it
+ * (exactly once). A lease hold past its lease is dropped.
+ */
+int rlock__holds_get(rlock__holds *h, const char *name, size_t len, uint64_t owner, int64_t now_ms,
+                     rlock__hold_info *info);
+/* owner's last known hold count of name (0 = none or lost). */
+long long rlock__holds_expected(rlock__holds *h, const char *name, size_t len, uint64_t owner);
+/* Drops owner's entry (a tombstone its owner has now learnt of). */
+void rlock__holds_forget(rlock__holds *h, const char *name, size_t len, uint64_t owner);
+/*
+ * A call of owner found its hold gone from Redis: drops the entry and
+ * returns 1 if the loss was not reported yet (the caller reports it), else 0.
+ */
+int rlock__holds_found_gone(rlock__holds *h, const char *name, size_t len, uint64_t owner,
+                            long long *lease_left_ms, int64_t now_ms);
+/*
+ * An unlinked entry allocated before the round trip, so that recording the
+ * acquisition afterwards cannot fail. Free a leftover one with rlock__free.
+ */
+rlock__hold *rlock__holds_spare(const char *name, size_t len);
+/* Records a confirmed acquisition; may consume *spare (then sets it to NULL). */
+void rlock__holds_acquired(rlock__holds *h, const char *name, size_t len, uint64_t owner,
+                           const rlock__grant *grant, rlock__hold **spare);
+/*
+ * Brackets an unlock: begin before sending the release, then released() with
+ * the remaining count (0 = fully released, entry dropped;
+ * RLOCK__RELEASE_UNKNOWN = outcome unknown, entry kept and marked unsure;
+ * other < 0 = unchanged). While an unlock is in flight the watchdog never
+ * reports the lock lost: a key missing then may be the unlock's own doing.
+ */
+void rlock__holds_begin_release(rlock__holds *h, const char *name, size_t len, uint64_t owner);
+void rlock__holds_released(rlock__holds *h, const char *name, size_t len, uint64_t owner,
+                           long long count);
+/* Drops every entry of an owner that is gone (a thread that exited). */
+void rlock__holds_owner_gone(rlock__holds *h, uint64_t owner);
+/*
+ * Copies the renewed entries into entries (rlock__renewal[]) and their names
+ * into names; both buffers belong to the caller and are reused across calls.
+ */
+int rlock__holds_snapshot(rlock__holds *h, rlock__buf *entries, rlock__buf *names, size_t *n);
+/* A renewal of the snapshotted hold r was confirmed: its lease now ends at expires_ms. */
+void rlock__holds_renewed(rlock__holds *h, const rlock__renewal *r, int64_t expires_ms);
+/* Makes the snapshotted hold a tombstone if it is still that hold; 1 if so (report it). */
+int rlock__holds_drop_lost(rlock__holds *h, const rlock__renewal *r);
+/*
+ * Makes every renewed hold past its lease at now_ms a tombstone and copies
+ * them out (to report); *next_expiry_ms receives the earliest lease end left.
+ */
+int rlock__holds_sweep(rlock__holds *h, int64_t now_ms, rlock__buf *entries, rlock__buf *names,
+                       size_t *n, int64_t *next_expiry_ms);
+
+/* ---- watchdog.c: lease renewal ------------------------------------------------- */
+
+/*
+ * What the lock kinds tell the watchdog. The renew script takes KEYS = lock
+ * names, ARGV[1] = the lease in ms, ARGV[1 + i] = the owner field of key i,
+ * and answers one integer per key: 1 renewed, 0 not held by that owner.
+ */
+typedef struct rlock__renewer {
+    int script;                 /* index in the net's script set */
+    /* The owner's field in a lock's hash into buf (RLOCK__OWNER_MAX bytes); its length. */
+    size_t (*owner_field)(const void *arg, uint64_t owner, char *buf);
+    const void *arg;
+} rlock__renewer;
+
+#define RLOCK__OWNER_MAX 64
+
+typedef struct rlock__watchdog {
+    rlock__worker worker;       /* its mutex guards only stop */
+    rlock__renewer renewer;     /* read-only after start */
+    atomic_ullong rounds;       /* completed renewal rounds (for tests and bench) */
+} rlock__watchdog;
+
+/* ---- waiting: channels, the subscriber thread, waiters ---------------------------- */
+
+typedef struct rlock__channel rlock__channel;
+typedef struct rlock__waiter rlock__waiter;
+
+/* What a lock kind tells the waiting machinery about its waiters. */
+typedef struct rlock__wait_ops {
+    /*
+     * Sends w's next attempt ahead of its wake-up on an idle pooled
+     * connection (rlock__send_ahead), with exactly what w's own attempt
+     * would send, so that attempt is a safe re-send of it. Runs on the
+     * subscriber thread with the waiters' mutex held: must not block.
+     * NULL: the kind sends nothing ahead.
+     */
+    rlock__conn *(*send_ahead)(const rlock__waiter *w);
+} rlock__wait_ops;
+
+typedef struct rlock__waiters {
+    rlock__worker worker;       /* the subscriber thread; its mutex guards every field
+                                   below, every channel and the waiters' shared fields */
+    rlock__channel *channels;   /* owned list: channels with waiters or unsubscribing */
+    int wake_pipe[2];           /* waiters -> subscriber thread; O_NONBLOCK|O_CLOEXEC */
+    int dirty;                  /* the subscription set changed since last sent */
+    int connected;              /* the subscriber has a live connection */
+} rlock__waiters;
+
+enum {
+    RLOCK__HANDOFF_NONE,        /* no offer open */
+    RLOCK__HANDOFF_OFFERED,     /* a releasing thread is moving the lock to this waiter */
+    RLOCK__HANDOFF_GRANTED,     /* moved: the waiter holds the lock in Redis */
+    RLOCK__HANDOFF_DECLINED     /* not moved (or outcome unknown): try again */
+};
+
+/*
+ * A thread waiting for a lock. Lives on the waiting thread's stack from
+ * rlock__wait_join to rlock__wait_leave.
+ */
+struct rlock__waiter {
+    rlock__owner owner;         /* set before join; read-only while joined */
+    long long lease_ms;         /* its acquire's lease (or RLOCK_LEASE_WATCHDOG); ditto */
+    const char *name;           /* the lock's name (the handle's); ditto */
+    size_t name_len;
+    const rlock__wait_ops *ops; /* the lock kind's; ditto */
+    const void *lock;           /* the handle, for ops; ditto */
+    /* The rest belongs to the waiting machinery and is guarded by its mutex. */
+    rlock__waiter *next;        /* the channel's queue, oldest first */
+    rlock__channel *channel;
+    pthread_cond_t wakeup;      /* this waiter sleeps here, and only it; initialised by
+                                   join, destroyed by leave (with the mutex) */
+    int sleeping;               /* asleep and not yet signalled: may be offered the lock */
+    int permit;                 /* an unlock message it has not acted on yet */
+    int handoff;                /* RLOCK__HANDOFF_* */
+    rlock__conn *ahead;         /* its attempt, sent ahead by the subscriber thread; the
+                                   waiter reads the reply */
+    int64_t sent_ms;            /* when that attempt, or a granted hand-off's transfer,
+                                   was sent: the start of the waiter's lease */
+};
+
+/* An open offer, held by the releasing thread until it settles it. */
+typedef struct rlock__offer {
+    rlock__waiter *waiter;      /* stays valid (it cannot leave) until settled */
+    rlock__owner owner;         /* copies of the waiter's owner and lease_ms */
+    long long lease_ms;
+} rlock__offer;
+
+/* ---- the engine: what the lock kinds are given ---------------------------------- */
+
+typedef struct rlock__engine {
+    const rlock__settings *settings; /* read-only; the client's */
+    rlock__net *net;
+    rlock__events *events;
+    rlock__holds holds;
+    rlock__watchdog watchdog;
+    rlock__waiters waiters;
+} rlock__engine;
+
+/*
+ * Starts the watchdog and subscriber threads over e's net, holds and
+ * events (which must be ready). Undo with rlock__engine_stop and
+ * rlock__engine_destroy, also after a failure.
+ */
+int rlock__engine_start(rlock__engine *e, const rlock__renewer *renewer);
+/* Close, first step: waiters return RLOCK_ECLOSED; the subscriber thread ends. */
+void rlock__waiters_stop(rlock__engine *e);
+/* Close, after commands in flight were aborted: the watchdog ends. */
+void rlock__watchdog_stop(rlock__engine *e);
+/* Frees the channels and the table (no thread, no call left). */
+void rlock__engine_destroy(rlock__engine *e);
+
+int rlock__watchdog_start(rlock__engine *e, const rlock__renewer *renewer);
+int rlock__waiters_start(rlock__engine *e);
+
+/*
+ * Registers w (owner, lease_ms, name, ops, lock filled in) as a waiter on
+ * channel and waits (until deadline_ms, and at most about a command
+ * timeout) for the subscription to be confirmed, so that no unlock message
+ * published after this call returns can be missed. On RLOCK_OK w must later
+ * go to rlock__wait_leave().
+ */
+int rlock__wait_join(rlock__engine *e, const char *channel, size_t len, int64_t deadline_ms,
+                     rlock__waiter *w);
+/*
+ * The channel's epoch: read it before an attempt and pass it to the wait
+ * that follows, so a nudge (reconnect, resubscription) that lands during the
+ * attempt is not slept through.
+ */
+unsigned rlock__wait_epoch(rlock__engine *e, const rlock__waiter *w);
+/*
+ * Sleeps until an unlock message for the channel (one per waiter), the epoch
+ * moving past `epoch`, a settled hand-off, deadline_ms, or close. While a
+ * hand-off to w is open it sleeps on regardless of deadline and close. A
+ * cancellation point when cancel_state is PTHREAD_CANCEL_ENABLE. Sets
+ * *granted when the lock was handed to w (w's owner now holds it in Redis:
+ * the caller records the hold). Sets *ahead when the unlock message that woke
+ * w came with w's attempt already sent: the caller reads its reply (always,
+ * even on RLOCK_ECLOSED). Returns RLOCK_OK or RLOCK_ECLOSED (never with
+ * *granted set).
+ */
+int rlock__wait_sleep(rlock__engine *e, rlock__waiter *w, unsigned epoch, int64_t deadline_ms,
+                      int cancel_state, int *granted, rlock__conn **ahead, int64_t *sent_ms);
+/*
+ * Unregisters w. If a hand-off to w is still open (w's thread was cancelled
+ * while offered), first waits for it to settle. Returns 1 if w was granted a
+ * lock it never claimed: the caller must release it. *ahead receives an
+ * attempt sent ahead for w that nobody read (cancelled): the caller reads it.
+ */
+int rlock__wait_leave(rlock__engine *e, rlock__waiter *w, rlock__conn **ahead);
+/* 1 if waiters of this client wait for lock name on channel (on a confirmed subscription). */
+int rlock__wait_queued(rlock__engine *e, const char *channel, size_t channel_len,
+                       const char *name, size_t name_len);
+/*
+ * Picks the oldest sleeping waiter for lock name for a hand-off, unless none
+ * sleeps or local_handoffs offers in a row have been made (then this unlock
+ * must release to everybody). Returns 1 with *offer filled, else 0.
+ */
+int rlock__wait_offer(rlock__engine *e, const char *channel, size_t channel_len,
+                      const char *name, size_t name_len, rlock__offer *offer);
+/* Tells the offered waiter the outcome and wakes it. */
+void rlock__wait_settle(rlock__engine *e, const rlock__offer *offer, int granted, int64_t sent_ms);
+
+#endif /* RLOCK_ENGINE_H */

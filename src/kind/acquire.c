@@ -1,0 +1,284 @@
+/*
+ * acquire.c - lock and try_lock for every lock kind: one attempt, and if
+ * the lock is busy, waiting for it.
+ *
+ * An uncontended lock is one round trip (the kind's attempt) and nothing
+ * else. A contended acquire joins the lock's channel, then alternates "try
+ * once" with a sleep bounded by min(lock TTL, time left) that an unlock
+ * message cuts short (engine/waiters.c). A waiter may also get the lock
+ * without an attempt of its own: handed over by a releasing thread of this
+ * client (release.c), or taken by its attempt sent ahead by the subscriber
+ * thread. A thread that calls lock while threads of this client wait queues
+ * behind them rather than racing them (docs/design.md section 4).
+ *
+ * Each attempt carries the hold count the owner believes it has, so a
+ * re-send after a lost reply is idempotent; an answer "stale" means that
+ * belief was wrong: re-based, or, when Redis shows fewer holds than
+ * believed, the hold was lost and is told (RLOCK_ELOST).
+ *
+ * Threads: application threads only, inside the API layer's call guard.
+ * Shared state lives in the engine (holds table, waiters), each with its
+ * own mutex.
+ */
+#include <string.h>
+
+#include "kind.h"
+
+/* A stale expected count is re-based at most this often in one attempt. */
+#define MAX_REBASES 3
+
+/*
+ * A thread that queued behind others without trying first sleeps at most
+ * this long before its first attempt (normally a hand-off or an unlock
+ * message wakes it much sooner; this covers the others all giving up).
+ */
+#define QUEUED_FIRST_SLEEP_MS 100
+
+long long rlock__lease_ttl(const rlock *lock, long long lease_ms) {
+    return lease_ms == RLOCK_LEASE_WATCHDOG ? lock->engine->settings->watchdog_timeout_ms
+                                            : lease_ms;
+}
+
+int rlock__lost(const rlock *lock, int report, long long lease_left_ms, const char *how) {
+    if (report)
+        rlock__event_post(lock->engine->events, RLOCK_EVENT_LOCK_LOST, lock->name,
+                          lock->name_len, lease_left_ms, RLOCK_ELOST, how);
+    return rlock__fail(RLOCK_ELOST, 0, "lock '%.200s': %s; the calling thread holds nothing now",
+                       lock->name, how);
+}
+
+/*
+ * What owner's hold tells before an acquire: RLOCK_OK with its count (0:
+ * none), or RLOCK_ELOST when its hold was lost since its last call (the
+ * tombstone is cleared: the next call starts afresh).
+ */
+static int hold_before_acquire(rlock *lock, const rlock__owner *owner, rlock__hold_info *info) {
+    rlock__holds *holds = &lock->engine->holds;
+    int state =
+        rlock__holds_get(holds, lock->name, lock->name_len, owner->id, rlock__now_ms(), info);
+    if (state != RLOCK__HOLD_LOST) {
+        if (state != RLOCK__HOLD_HELD)
+            info->count = 0;
+        return RLOCK_OK;
+    }
+    rlock__holds_forget(holds, lock->name, lock->name_len, owner->id);
+    return rlock__lost(lock, info->report, info->lease_left_ms,
+                       info->report ? "its lease ran out with no renewal confirmed"
+                                    : "its hold was lost earlier (reported then)");
+}
+
+/*
+ * An attempt answered "stale": Redis has count holds, the owner expected
+ * others. Fewer than expected means the hold is gone -- unless the owner's
+ * last unlock had an unknown outcome and Redis shows exactly that unlock
+ * applied. Returns RLOCK_OK to re-base on count, or RLOCK_ELOST.
+ */
+static int check_stale(rlock *lock, const rlock__owner *owner, const rlock__hold_info *info,
+                       long long expected, long long count) {
+    long long lease_left = 0;
+    if (expected == 0 || count >= expected || (info->unsure && count == expected - 1))
+        return RLOCK_OK;
+    int report = rlock__holds_found_gone(&lock->engine->holds, lock->name, lock->name_len,
+                                         owner->id, &lease_left, rlock__now_ms());
+    return rlock__lost(lock, report, lease_left, "its hold is gone from Redis");
+}
+
+/* Records a confirmed acquisition of count holds, sent at sent_ms. */
+static void record_hold(rlock *lock, const rlock__owner *owner, long long lease_ms,
+                        long long count, int64_t sent_ms, rlock__hold **spare) {
+    rlock__grant grant = {.count = count, .sent_ms = sent_ms,
+                          .lease_ms = rlock__lease_ttl(lock, lease_ms),
+                          .renew = lease_ms == RLOCK_LEASE_WATCHDOG};
+    rlock__holds_acquired(&lock->engine->holds, lock->name, lock->name_len, owner->id, &grant,
+                          spare);
+}
+
+/* The thread-exit hook drops a thread's holds: armed before it can hold anything. */
+static int watch_owner(const rlock__owner *owner) {
+    return owner->is_thread ? rlock__thread_watch_exit() : RLOCK_OK;
+}
+
+/*
+ * One acquisition attempt for owner. RLOCK_OK when it holds the lock (the
+ * holds table updated, renewal registered for watchdog locks), RLOCK_BUSY
+ * with *ttl_ms (the holder's PTTL) when another owner holds it, RLOCK_ELOST
+ * when the owner's own hold was lost (nothing acquired), or an error.
+ */
+static int acquire_once(rlock *lock, const rlock__owner *owner, long long lease_ms,
+                        int64_t deadline_ms, long long *ttl_ms) {
+    rlock__attempt answer = {.outcome = RLOCK__ATTEMPT_STALE};
+    rlock__hold_info info;
+    rlock__hold *spare = rlock__holds_spare(lock->name, lock->name_len);
+    if (spare == NULL || watch_owner(owner) != RLOCK_OK) {
+        rlock__free(spare);
+        return rlock__fail(RLOCK_ENOMEM, 0, "lock '%.200s': out of memory", lock->name);
+    }
+    int status = hold_before_acquire(lock, owner, &info);
+    long long expected = info.count, ttl = rlock__lease_ttl(lock, lease_ms);
+    int64_t sent_ms = rlock__now_ms();
+    for (int i = 0; status == RLOCK_OK && i < MAX_REBASES && answer.outcome == RLOCK__ATTEMPT_STALE;
+         i++) {
+        sent_ms = rlock__now_ms();
+        status = lock->kind->attempt(lock, owner, ttl, expected, deadline_ms, &answer);
+        if (status == RLOCK_OK && answer.outcome == RLOCK__ATTEMPT_STALE)
+            status = check_stale(lock, owner, &info, expected, answer.value);
+        expected = answer.value; /* used only if stale */
+    }
+    if (status == RLOCK_OK && answer.outcome == RLOCK__ATTEMPT_HELD)
+        record_hold(lock, owner, lease_ms, answer.value, sent_ms, &spare);
+    else if (status == RLOCK_OK && answer.outcome == RLOCK__ATTEMPT_BUSY)
+        status = RLOCK_BUSY;
+    else if (status == RLOCK_OK)
+        status = rlock__fail(RLOCK_EREDIS, 0, "lock '%.200s': the attempt kept finding a stale "
+                                              "count", lock->name);
+    *ttl_ms = answer.value;
+    rlock__free(spare);
+    return status;
+}
+
+/* A thread waiting for the lock; the cleanup also runs if it is cancelled. */
+typedef struct waiting {
+    rlock *lock;
+    rlock__waiter waiter;
+    rlock__hold *spare;         /* owned: records a handed-over hold without allocating */
+} waiting;
+
+/*
+ * Leaves the channel. A cancelled waiter may leave holding a lock it never
+ * returned to its caller (handed over, or taken by its attempt sent ahead):
+ * it gives that back at once rather than leave it held for a whole lease.
+ */
+static void stop_waiting(void *arg) {
+    waiting *w = arg;
+    rlock *lock = w->lock;
+    rlock__conn *ahead = NULL;
+    rlock__attempt answer;
+    rlock__released ignored_release;
+    int ignored;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &ignored); /* already so, unless cancelled */
+    int unclaimed = rlock__wait_leave(lock->engine, &w->waiter, &ahead);
+    if (ahead != NULL) {
+        /* Taken, or unknown (a release of a field that is not there changes nothing). */
+        int status = lock->kind->read_ahead(lock, ahead, &answer);
+        if (status == RLOCK_EIO || (status == RLOCK_OK && answer.outcome == RLOCK__ATTEMPT_HELD))
+            unclaimed = 1;
+    }
+    if (unclaimed) /* best effort */
+        lock->kind->release(lock, &w->waiter.owner, 1, &ignored_release);
+    rlock__free(w->spare);
+}
+
+/* How long to sleep before the next attempt: the holder's TTL, within the deadline. */
+static int64_t sleep_until(long long ttl_ms, int64_t deadline_ms) {
+    if (ttl_ms < 0)
+        return deadline_ms; /* no TTL: only a message (or the deadline) helps */
+    int64_t wake = rlock__deadline_after(ttl_ms);
+    return wake < deadline_ms ? wake : deadline_ms;
+}
+
+/* Records a hold the waiter got without an attempt of its own. */
+static int took_over(waiting *w, long long count, int64_t sent_ms) {
+    record_hold(w->lock, &w->waiter.owner, w->waiter.lease_ms, count, sent_ms, &w->spare);
+    return RLOCK_OK;
+}
+
+/*
+ * Alternates attempts with sleeps until acquired (by an attempt, by an
+ * attempt the subscriber thread sent ahead, or handed over by a releasing
+ * thread of this client), an error, or the deadline. With queued set the
+ * first attempt is skipped: the thread sleeps first.
+ */
+static int retry_until_acquired(const rlock__call *call, waiting *w, int queued,
+                                int64_t deadline_ms) {
+    rlock *lock = w->lock;
+    rlock__engine *e = lock->engine;
+    long long ttl_ms = QUEUED_FIRST_SLEEP_MS;
+    int attempt = !queued;
+    unsigned epoch = rlock__wait_epoch(e, &w->waiter);
+    for (;;) {
+        rlock__attempt answer;
+        int granted = 0, status = RLOCK_BUSY;
+        int64_t sent_ms = 0;
+        rlock__conn *ahead = NULL;
+        if (attempt) {
+            epoch = rlock__wait_epoch(e, &w->waiter);
+            status = acquire_once(lock, &w->waiter.owner, w->waiter.lease_ms, deadline_ms, &ttl_ms);
+        }
+        if (status != RLOCK_BUSY || rlock__now_ms() >= deadline_ms)
+            return status;
+        status = rlock__wait_sleep(e, &w->waiter, epoch, sleep_until(ttl_ms, deadline_ms),
+                                   call->cancel_state, &granted, &ahead, &sent_ms);
+        if (granted)
+            return took_over(w, 1, sent_ms);
+        attempt = 1;
+        if (ahead != NULL && lock->kind->read_ahead(lock, ahead, &answer) == RLOCK_OK) {
+            if (answer.outcome == RLOCK__ATTEMPT_HELD)
+                return took_over(w, answer.value, sent_ms);
+            ttl_ms = answer.value; /* busy: that answer was this round's attempt */
+            attempt = 0;
+        }
+        if (status != RLOCK_OK)
+            return status;
+    }
+}
+
+/*
+ * Joins first (so no unlock can slip between an attempt and the sleep),
+ * then retries. The cleanup handlers also run if the thread is cancelled
+ * while it sleeps: it leaves the channel, then the call.
+ */
+static int wait_and_acquire(const rlock__call *call, rlock *lock, const rlock__owner *owner,
+                            long long lease_ms, int queued, int64_t deadline_ms) {
+    waiting w = {.lock = lock,
+                 .waiter = {.owner = *owner, .lease_ms = lease_ms, .name = lock->name,
+                            .name_len = lock->name_len, .ops = lock->kind->wait, .lock = lock}};
+    /* A hand-off can make us the owner without an attempt of ours. */
+    if (watch_owner(owner) != RLOCK_OK)
+        return RLOCK_ENOMEM;
+    w.spare = rlock__holds_spare(lock->name, lock->name_len);
+    if (w.spare == NULL)
+        return RLOCK_ENOMEM;
+    int status =
+        rlock__wait_join(lock->engine, lock->channel, lock->channel_len, deadline_ms, &w.waiter);
+    if (status != RLOCK_OK) {
+        rlock__free(w.spare);
+        return status;
+    }
+    pthread_cleanup_push(call->on_cancel, call->arg);
+    pthread_cleanup_push(stop_waiting, &w);
+    status = retry_until_acquired(call, &w, queued, deadline_ms);
+    pthread_cleanup_pop(1);
+    pthread_cleanup_pop(0); /* the call is left by our caller on the normal path */
+    return status;
+}
+
+/*
+ * Whether owner should queue behind waiting threads of its own client
+ * instead of trying first. Trying first would let a thread that just
+ * unlocked take the lock straight back, ahead of the waiters it woke here
+ * and in other processes; queued, it gets the lock by a hand-off (or an
+ * unlock message) in turn. An owner re-entering a lock it holds never queues.
+ */
+static int should_queue(rlock *lock, long long wait_ms, const rlock__owner *owner) {
+    rlock__engine *e = lock->engine;
+    return wait_ms != 0 &&
+           rlock__wait_queued(e, lock->channel, lock->channel_len, lock->name, lock->name_len) &&
+           rlock__holds_expected(&e->holds, lock->name, lock->name_len, owner->id) == 0;
+}
+
+int rlock__acquire(rlock *lock, const rlock__owner *owner, long long wait_ms, long long lease_ms,
+                   const rlock__call *call) {
+    rlock__hold_info info;
+    long long ttl_ms;
+    int64_t deadline_ms = rlock__deadline_after(wait_ms);
+    /* A lost hold is told before anything else: queueing could hand us the lock. */
+    int status = hold_before_acquire(lock, owner, &info);
+    if (status != RLOCK_OK)
+        return status; /* told: RLOCK_ELOST */
+    if (should_queue(lock, wait_ms, owner))
+        return wait_and_acquire(call, lock, owner, lease_ms, 1, deadline_ms);
+    status = acquire_once(lock, owner, lease_ms, deadline_ms, &ttl_ms);
+    if (status == RLOCK_BUSY && wait_ms != 0)
+        status = wait_and_acquire(call, lock, owner, lease_ms, 0, deadline_ms);
+    return status;
+}

@@ -1,0 +1,162 @@
+/*
+ * kind.h - the lock-kind layer: what a lock is in Redis and how it is taken,
+ * given back and waited for. PRIVATE: not installed, not API.
+ *
+ * A lock kind (rlock__kind) is a table of the operations whose wire format
+ * differs between Redisson's lock kinds -- one attempt, a release, a
+ * transfer to a waiter, a forced unlock, the read-only questions, the
+ * renewal script and how its waiters are woken. The generic parts (waiting,
+ * re-basing a stale hold count, telling a lost hold, in-process hand-offs)
+ * are written once (acquire.c, release.c) over that table. The reentrant
+ * lock (reentrant.c) is the first kind; Redisson's fair, read-write and
+ * fenced locks plug in as further tables.
+ *
+ *   layout.c         Redisson's names: the channel of a lock, the owner field
+ *   reentrant_lua.c  the reentrant lock's Lua scripts (the script table)
+ *   reentrant.c      the reentrant kind
+ *   acquire.c        lock / try_lock: attempts, waiting, hand-offs received
+ *   release.c        unlock (hand-offs given), force unlock, queries
+ *
+ * Calls go down only: kind uses engine (engine.h), net and core.
+ */
+#ifndef RLOCK_KIND_H
+#define RLOCK_KIND_H
+
+#include "../engine/engine.h"
+
+typedef struct rlock__kind rlock__kind;
+
+#define RLOCK__LOCK_MAGIC 0x726c6b68u /* "rlkh" */
+
+/* A lock handle (public opaque type). */
+struct rlock {
+    uint32_t magic;
+    rlock_client *client;       /* the API layer's; kept alive by its handle count */
+    rlock__engine *engine;      /* the client's */
+    const char *client_id;      /* the client's UUID (36 chars); the client's memory */
+    const rlock__kind *kind;
+    char *name;                 /* owned, NUL-terminated copy */
+    size_t name_len;
+    char *channel;              /* owned: the kind's channel for name */
+    size_t channel_len;
+};
+
+/* ---- layout.c: Redisson's names ----------------------------------------------- */
+
+/* "<client id>:<owner id>" into buf (RLOCK__OWNER_MAX bytes); returns its length. */
+size_t rlock__owner_field(const char *client_id, uint64_t owner, char *buf);
+/* The renewer's owner_field (arg: the client id). */
+size_t rlock__owner_field_of(const void *client_id, uint64_t owner, char *buf);
+/*
+ * "redisson_lock__channel:{name}" (a name with '{' is used as it is, as
+ * Redisson does); owned by the caller. NULL if out of memory.
+ */
+char *rlock__lock_channel(const char *name, size_t len, size_t *out_len);
+
+/* ---- the kind table ---------------------------------------------------------------- */
+
+/* The answer of one attempt. */
+enum {
+    RLOCK__ATTEMPT_BUSY,        /* another owner holds it: value = its PTTL (-1: none) */
+    RLOCK__ATTEMPT_HELD,        /* held: value = the owner's hold count */
+    RLOCK__ATTEMPT_STALE        /* the expected count was wrong: value = the true count */
+};
+
+typedef struct rlock__attempt {
+    int outcome;                /* RLOCK__ATTEMPT_* */
+    long long value;
+} rlock__attempt;
+
+/* A release's outcome (rlock__kind.release / .transfer). */
+typedef struct rlock__released {
+    long long remaining;        /* holds left (0: gone), RLOCK__RELEASE_UNKNOWN, or -2:
+                                   refused, nothing changed */
+    int gone;                   /* the owner's field was not there */
+    int granted;                /* transfer: the waiter now holds the lock */
+    int64_t sent_ms;            /* transfer: when it was sent */
+} rlock__released;
+
+/* The read-only questions. */
+enum { RLOCK__ASK_LOCKED, RLOCK__ASK_HELD, RLOCK__ASK_COUNT, RLOCK__ASK_TTL };
+
+struct rlock__kind {
+    const char *name;
+    /*
+     * Sends one attempt for owner, which believes it holds `expected` holds
+     * (the idempotence key of re-sends), with a lease of lease_ms (a TTL, not
+     * RLOCK_LEASE_WATCHDOG). RLOCK_OK with *answer, or an error.
+     */
+    int (*attempt)(const rlock *lock, const rlock__owner *owner, long long lease_ms,
+                   long long expected, int64_t deadline_ms, rlock__attempt *answer);
+    /*
+     * Reads the reply of an attempt the waiters' machinery sent ahead
+     * (wait->send_ahead). RLOCK_OK only for HELD or BUSY; RLOCK_EIO when the
+     * outcome is unknown; RLOCK_EREDIS for anything else (try again).
+     */
+    int (*read_ahead)(const rlock *lock, rlock__conn *ahead, rlock__attempt *answer);
+    /*
+     * Releases one of owner's `expected` holds. RLOCK_OK with *out filled;
+     * an I/O failure leaves out->remaining RLOCK__RELEASE_UNKNOWN.
+     */
+    int (*release)(const rlock *lock, const rlock__owner *owner, long long expected,
+                   rlock__released *out);
+    /* Moves owner's last hold to the offered waiter; NULL: no in-process hand-offs. */
+    int (*transfer)(const rlock *lock, const rlock__owner *owner, const rlock__offer *offer,
+                    rlock__released *out);
+    /* Deletes the lock whoever holds it: 1 deleted, 0 not locked, or an error. */
+    int (*force_unlock)(const rlock *lock);
+    /* Answers a read-only question (RLOCK__ASK_*) about the lock and owner. */
+    int (*ask)(const rlock *lock, int question, const rlock__owner *owner, long long *value);
+    const rlock__wait_ops *wait;
+    int renew_script;           /* index in the script set (the watchdog's renewer) */
+};
+
+/* reentrant.c: Redisson's RLock. */
+extern const rlock__kind rlock__reentrant;
+/* reentrant_lua.c: the script set every client loads (its indexes are RLOCK__SCRIPT_*). */
+enum {
+    RLOCK__SCRIPT_ACQUIRE,
+    RLOCK__SCRIPT_RELEASE,
+    RLOCK__SCRIPT_TRANSFER,
+    RLOCK__SCRIPT_RENEW,
+    RLOCK__SCRIPT_FORCE_UNLOCK,
+    RLOCK__SCRIPT_COUNT
+};
+extern const rlock__script rlock__scripts[RLOCK__SCRIPT_COUNT];
+/* The Lua text of a script (the bench baseline runs the very same). */
+const char *rlock__script_body(int script);
+
+/* ---- acquire.c / release.c: the generic operations ------------------------------- */
+
+/* The lease a lock's TTL is set to: lease_ms, or the watchdog timeout. */
+long long rlock__lease_ttl(const rlock *lock, long long lease_ms);
+
+/* How a blocked acquire is cancelled: the caller's cancel state and its cleanup. */
+typedef struct rlock__call {
+    int cancel_state;           /* the caller's; the sleep is a cancellation point if ENABLE */
+    void (*on_cancel)(void *arg); /* runs if the thread is cancelled while it sleeps */
+    void *arg;
+} rlock__call;
+
+/*
+ * Acquires lock for owner: lease_ms (or RLOCK_LEASE_WATCHDOG), waiting up
+ * to wait_ms (-1: forever, 0: one attempt). RLOCK_OK, RLOCK_BUSY, RLOCK_ELOST
+ * (owner's earlier hold was lost: told now, nothing acquired) or an error.
+ */
+int rlock__acquire(rlock *lock, const rlock__owner *owner, long long wait_ms, long long lease_ms,
+                   const rlock__call *call);
+/* Releases one hold of owner (a hand-off to a waiter of this client if one sleeps). */
+int rlock__release(rlock *lock, const rlock__owner *owner);
+/*
+ * 1 if the client's own view already says owner does not hold the lock (its
+ * loss was found, or its lease ran out by the client's clock); reports a
+ * loss found now, once.
+ */
+int rlock__known_not_held(rlock *lock, const rlock__owner *owner);
+/*
+ * Tells owner's loss of lock: one LOCK_LOST event (and on_lock_lost) when
+ * report is set, and RLOCK_ELOST with `how` in the message.
+ */
+int rlock__lost(const rlock *lock, int report, long long lease_left_ms, const char *how);
+
+#endif /* RLOCK_KIND_H */

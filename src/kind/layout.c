@@ -1,0 +1,45 @@
+/*
+ * layout.c - Redisson's names, which Java programs sharing our locks read
+ * and write too (docs/redisson.md):
+ *   the owner field  "<client uuid>:<owner id>" (Redisson: "<uuid>:<thread id>")
+ *   the channel      "redisson_lock__channel:{<name>}"; a name with '{' is used
+ *                    as it is (Redisson's rule), so "X" and "{X}" share one.
+ *
+ * Pure functions: any thread, no shared state.
+ */
+#include <string.h>
+
+#include "kind.h"
+
+size_t rlock__owner_field(const char *client_id, uint64_t owner, char *buf) {
+    memcpy(buf, client_id, 36);
+    buf[36] = ':';
+    return 37 + rlock__fmt_u64(buf + 37, owner);
+}
+
+size_t rlock__owner_field_of(const void *client_id, uint64_t owner, char *buf) {
+    return rlock__owner_field(client_id, owner, buf);
+}
+
+#define CHANNEL_PREFIX "redisson_lock__channel:"
+
+char *rlock__lock_channel(const char *name, size_t len, size_t *out_len) {
+    size_t prefix = sizeof(CHANNEL_PREFIX) - 1;
+    int tagged = memchr(name, '{', len) != NULL;
+    size_t total = prefix + len + (tagged ? 0 : 2);
+    char *channel = rlock__malloc(total + 1);
+    if (channel == NULL)
+        return NULL;
+    char *p = channel;
+    memcpy(p, CHANNEL_PREFIX, prefix);
+    p += prefix;
+    if (!tagged)
+        *p++ = '{';
+    memcpy(p, name, len);
+    p += len;
+    if (!tagged)
+        *p++ = '}';
+    *p = '\0';
+    *out_len = total;
+    return channel;
+}

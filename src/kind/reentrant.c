@@ -1,0 +1,253 @@
+/*
+ * reentrant.c - the reentrant lock (Redisson's RLock): the wire side of
+ * each operation of the kind table -- which script with which arguments,
+ * and what its answer means. The Lua is in reentrant_lua.c; the generic
+ * logic around these (waiting, re-basing, telling losses) in acquire.c and
+ * release.c.
+ *
+ *   lock key   <name>  HASH  "<client uuid>:<owner>" -> hold count; PEXPIRE = lease
+ *   channel    redisson_lock__channel:{<name>}   "0" published when freed
+ *
+ * Threads: application threads; send_ahead on the subscriber thread (with
+ * the waiters' mutex held: it only writes on an idle connection).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kind.h"
+
+/* ACQUIRE's answers: {1, count}, {0, pttl} or {2, true count}. */
+enum { ACQUIRE_BUSY = 0, ACQUIRE_HELD = 1, ACQUIRE_STALE = 2 };
+
+static int read_acquire(const redisReply *reply, void *arg) {
+    rlock__attempt *answer = arg;
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+        reply->element[0]->type != REDIS_REPLY_INTEGER ||
+        reply->element[1]->type != REDIS_REPLY_INTEGER)
+        return RLOCK_EREDIS;
+    switch (reply->element[0]->integer) {
+    case ACQUIRE_BUSY: answer->outcome = RLOCK__ATTEMPT_BUSY; break;
+    case ACQUIRE_HELD: answer->outcome = RLOCK__ATTEMPT_HELD; break;
+    case ACQUIRE_STALE: answer->outcome = RLOCK__ATTEMPT_STALE; break;
+    default: return RLOCK_EREDIS;
+    }
+    answer->value = reply->element[1]->integer;
+    return RLOCK_OK;
+}
+
+/* An ACQUIRE command with its argument strings. */
+typedef struct acquire_cmd {
+    char lease[24], owner[RLOCK__OWNER_MAX], expected[24];
+    const char *argv[4];
+    size_t argvlen[4];
+    rlock__cmd cmd;
+} acquire_cmd;
+
+static void acquire_cmd_init(acquire_cmd *a, const rlock *lock, uint64_t owner,
+                             long long lease_ms, long long expected) {
+    a->argv[0] = lock->name;
+    a->argvlen[0] = lock->name_len;
+    a->argv[1] = a->lease;
+    a->argvlen[1] = rlock__fmt_i64(a->lease, lease_ms);
+    a->argv[2] = a->owner;
+    a->argvlen[2] = rlock__owner_field(lock->client_id, owner, a->owner);
+    a->argv[3] = a->expected;
+    a->argvlen[3] = rlock__fmt_i64(a->expected, expected);
+    a->cmd = (rlock__cmd){.script = RLOCK__SCRIPT_ACQUIRE, .argc = 4, .nkeys = 1,
+                          .argv = a->argv, .argvlen = a->argvlen};
+}
+
+static int attempt(const rlock *lock, const rlock__owner *owner, long long lease_ms,
+                   long long expected, int64_t deadline_ms, rlock__attempt *answer) {
+    acquire_cmd a;
+    acquire_cmd_init(&a, lock, owner->id, lease_ms, expected);
+    return rlock__exec_read(lock->engine->net, &a.cmd, deadline_ms, NULL, read_acquire, answer);
+}
+
+/*
+ * Sends a sleeping waiter's ACQUIRE ahead of its wake-up (the subscriber
+ * thread, on an unlock message), with the same expected count the waiter's
+ * own attempt would send, so that attempt is a safe re-send of this one.
+ */
+static rlock__conn *send_ahead(const rlock__waiter *w) {
+    const rlock *lock = w->lock;
+    rlock__engine *e = lock->engine;
+    acquire_cmd a;
+    long long expected = rlock__holds_expected(&e->holds, w->name, w->name_len, w->owner.id);
+    acquire_cmd_init(&a, lock, w->owner.id, rlock__lease_ttl(lock, w->lease_ms), expected);
+    return rlock__send_ahead(e->net, &a.cmd);
+}
+
+static int read_ahead(const rlock *lock, rlock__conn *ahead, rlock__attempt *answer) {
+    redisReply *reply = NULL;
+    int64_t deadline_ms = rlock__deadline_after(lock->engine->settings->command_timeout_ms);
+    int status = rlock__read_ahead(ahead, deadline_ms, &reply);
+    if (status == RLOCK_OK && reply->type == REDIS_REPLY_ERROR)
+        status = RLOCK_EREDIS; /* NOSCRIPT and the like: an ordinary attempt follows */
+    if (status == RLOCK_OK)
+        status = read_acquire(reply, answer);
+    if (status == RLOCK_OK && answer->outcome == RLOCK__ATTEMPT_STALE)
+        status = RLOCK_EREDIS;
+    if (reply != NULL)
+        freeReplyObject(reply);
+    return status;
+}
+
+/* A stale expected count is re-based at most this often in one release. */
+#define MAX_REBASES 3
+
+/* RELEASE's answers: remaining count, nil (field gone), {true count} (stale). */
+typedef struct release_answer {
+    long long count;
+    int stale, gone;
+} release_answer;
+
+static int read_release(const redisReply *reply, void *arg) {
+    release_answer *r = arg;
+    r->stale = r->gone = 0;
+    if (reply->type == REDIS_REPLY_INTEGER) {
+        r->count = reply->integer;
+    } else if (reply->type == REDIS_REPLY_NIL) {
+        r->gone = 1;
+    } else if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 1 &&
+               reply->element[0]->type == REDIS_REPLY_INTEGER) {
+        r->stale = 1;
+        r->count = reply->element[0]->integer;
+    } else {
+        return rlock__fail_reply(reply, "RELEASE");
+    }
+    return RLOCK_OK;
+}
+
+static int send_release(const rlock *lock, const char *owner, size_t owner_len,
+                        long long expected, int *resent, release_answer *answer) {
+    char expected_str[24];
+    const char *argv[] = {lock->name, owner, expected_str, lock->channel};
+    size_t argvlen[] = {lock->name_len, owner_len, rlock__fmt_i64(expected_str, expected),
+                        lock->channel_len};
+    rlock__cmd cmd = {.script = RLOCK__SCRIPT_RELEASE, .argc = 4, .nkeys = 1,
+                      .argv = argv, .argvlen = argvlen};
+    return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, resent, read_release,
+                            answer);
+}
+
+static int release(const rlock *lock, const rlock__owner *owner, long long expected,
+                   rlock__released *out) {
+    char field[RLOCK__OWNER_MAX];
+    size_t field_len = rlock__owner_field(lock->client_id, owner->id, field);
+    release_answer answer = {.stale = 1};
+    int resent = 0, status = RLOCK_EREDIS;
+    *out = (rlock__released){.remaining = -2};
+    for (int i = 0; i < MAX_REBASES && answer.stale; i++) {
+        status = send_release(lock, field, field_len, expected, &resent, &answer);
+        if (status != RLOCK_OK)
+            break;
+        if (answer.stale)
+            expected = answer.count;
+    }
+    if (status == RLOCK_EIO) {
+        out->remaining = RLOCK__RELEASE_UNKNOWN; /* the entry stays, marked unsure */
+    } else if (status != RLOCK_OK) {
+        /* Refused (an error reply): Redis is unchanged, the hold stays as it was. */
+    } else if (answer.stale) {
+        status = rlock__fail(RLOCK_EREDIS, 0, "lock '%.200s': RELEASE kept finding a stale count",
+                             lock->name);
+    } else if (answer.gone) {
+        /* Gone: lost, or (on a re-send of our last hold) released by the first send. */
+        out->remaining = 0;
+        out->gone = !(resent && expected == 1);
+    } else {
+        out->remaining = answer.count;
+    }
+    return status;
+}
+
+static int read_transfer(const redisReply *reply, void *arg) {
+    rlock__released *out = arg;
+    if (reply->type != REDIS_REPLY_INTEGER)
+        return rlock__fail_reply(reply, "TRANSFER");
+    out->remaining = 0;
+    out->granted = reply->integer == 1;
+    out->gone = !out->granted;
+    return RLOCK_OK;
+}
+
+static int transfer(const rlock *lock, const rlock__owner *owner, const rlock__offer *offer,
+                    rlock__released *out) {
+    char from[RLOCK__OWNER_MAX], to[RLOCK__OWNER_MAX], lease[24];
+    const char *argv[] = {lock->name, from, to, lease};
+    size_t argvlen[] = {lock->name_len, rlock__owner_field(lock->client_id, owner->id, from),
+                        rlock__owner_field(lock->client_id, offer->owner.id, to),
+                        rlock__fmt_i64(lease, rlock__lease_ttl(lock, offer->lease_ms))};
+    rlock__cmd cmd = {.script = RLOCK__SCRIPT_TRANSFER, .argc = 4, .nkeys = 1,
+                      .argv = argv, .argvlen = argvlen};
+    *out = (rlock__released){.remaining = -2, .sent_ms = rlock__now_ms()};
+    int status =
+        rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, read_transfer, out);
+    if (status == RLOCK_EIO)
+        out->remaining = RLOCK__RELEASE_UNKNOWN;
+    return status;
+}
+
+static int read_forced(const redisReply *reply, void *arg) {
+    (void)arg;
+    if (reply->type != REDIS_REPLY_INTEGER)
+        return rlock__fail_reply(reply, "FORCE_UNLOCK");
+    return reply->integer != 0;
+}
+
+static int force_unlock(const rlock *lock) {
+    const char *argv[] = {lock->name, lock->channel};
+    size_t argvlen[] = {lock->name_len, lock->channel_len};
+    rlock__cmd cmd = {.script = RLOCK__SCRIPT_FORCE_UNLOCK, .argc = 2, .nkeys = 1,
+                      .argv = argv, .argvlen = argvlen};
+    return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, read_forced, NULL);
+}
+
+typedef struct query {
+    const char *verb;
+    long long *value;
+} query;
+
+/* An integer reply; a bulk reply parsed as a decimal; nil as 0. */
+static int read_number(const redisReply *reply, void *arg) {
+    query *q = arg;
+    if (reply->type == REDIS_REPLY_INTEGER)
+        *q->value = reply->integer;
+    else if (reply->type == REDIS_REPLY_NIL)
+        *q->value = 0;
+    else if (reply->type == REDIS_REPLY_STRING)
+        *q->value = strtoll(reply->str, NULL, 10);
+    else
+        return rlock__fail_reply(reply, q->verb);
+    return RLOCK_OK;
+}
+
+/* HLEN (WRONGTYPE for a key that is not a hash), HEXISTS, HGET, PTTL. */
+static int ask(const rlock *lock, int question, const rlock__owner *owner, long long *value) {
+    static const char *const verbs[] = {[RLOCK__ASK_LOCKED] = "HLEN", [RLOCK__ASK_HELD] = "HEXISTS",
+                                        [RLOCK__ASK_COUNT] = "HGET", [RLOCK__ASK_TTL] = "PTTL"};
+    char field[RLOCK__OWNER_MAX];
+    int with_owner = question == RLOCK__ASK_HELD || question == RLOCK__ASK_COUNT;
+    query q = {verbs[question], value};
+    const char *argv[] = {q.verb, lock->name, field};
+    size_t argvlen[] = {strlen(q.verb), lock->name_len, 0};
+    if (with_owner)
+        argvlen[2] = rlock__owner_field(lock->client_id, owner->id, field);
+    rlock__cmd cmd = {.script = -1, .argc = with_owner ? 3 : 2, .argv = argv, .argvlen = argvlen};
+    return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, read_number, &q);
+}
+
+static const rlock__wait_ops reentrant_wait = {.send_ahead = send_ahead};
+
+const rlock__kind rlock__reentrant = {
+    .name = "reentrant",
+    .attempt = attempt,
+    .read_ahead = read_ahead,
+    .release = release,
+    .transfer = transfer,
+    .force_unlock = force_unlock,
+    .ask = ask,
+    .wait = &reentrant_wait,
+    .renew_script = RLOCK__SCRIPT_RENEW,
+};

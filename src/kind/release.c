@@ -1,0 +1,105 @@
+/*
+ * release.c - unlock for every lock kind, and what the client's own view
+ * says of a hold before Redis is asked.
+ *
+ * A last unlock that finds a thread of this client asleep on the lock hands
+ * it over with the kind's transfer instead of releasing to everybody
+ * (bounded by local_handoffs in a row; engine/waiters.c picks the waiter).
+ * The holds table is told before the release is sent (so the watchdog does
+ * not mistake the key's absence for a loss) and after, with the outcome;
+ * our entry goes before the waiter records its own under the same name.
+ *
+ * Threads: application threads only, inside the API layer's call guard.
+ */
+#include "kind.h"
+
+/*
+ * The unlock of a lost hold of count holds: reported once (report), and
+ * RLOCK_ELOST when the owner would still believe it held the lock after
+ * this unlock (count >= 2); for its last hold the owner holds nothing, as
+ * it wanted: RLOCK_ENOTOWNER.
+ */
+static int unlock_lost(const rlock *lock, int report, long long count, long long lease_left_ms,
+                       const char *how) {
+    if (count >= 2)
+        return rlock__lost(lock, report, lease_left_ms, how);
+    if (report)
+        rlock__event_post(lock->engine->events, RLOCK_EVENT_LOCK_LOST, lock->name,
+                          lock->name_len, lease_left_ms, RLOCK_ELOST, how);
+    return rlock__fail(RLOCK_ENOTOWNER, 0, "lock '%.200s': not held by the calling thread (%s)",
+                       lock->name, how);
+}
+
+/*
+ * Before an unlock: RLOCK_OK with the expected count (0: nothing known, let
+ * Redis say), or the unlock's answer for a hold already known to be over
+ * (its lease ran out, or it was lost: see unlock_lost).
+ */
+static int hold_before_release(rlock *lock, const rlock__owner *owner, long long *expected) {
+    rlock__holds *holds = &lock->engine->holds;
+    rlock__hold_info info;
+    int state =
+        rlock__holds_get(holds, lock->name, lock->name_len, owner->id, rlock__now_ms(), &info);
+    *expected = state == RLOCK__HOLD_HELD ? info.count : 0;
+    if (state == RLOCK__HOLD_EXPIRED)
+        return rlock__fail(RLOCK_ENOTOWNER, 0, "lock '%.200s': its lease ran out before the unlock",
+                           lock->name);
+    if (state != RLOCK__HOLD_LOST)
+        return RLOCK_OK;
+    rlock__holds_forget(holds, lock->name, lock->name_len, owner->id);
+    return unlock_lost(lock, info.report, info.count, info.lease_left_ms,
+                       info.report ? "its lease ran out with no renewal confirmed"
+                                   : "its hold was lost earlier (reported then)");
+}
+
+/* The unlock found the owner's field gone: a loss if it believed it held. */
+static int unlock_found_gone(rlock *lock, const rlock__owner *owner, long long expected) {
+    long long lease_left = 0;
+    if (expected == 0)
+        return rlock__fail(RLOCK_ENOTOWNER, 0, "lock '%.200s': not held by the calling thread",
+                           lock->name);
+    int report = rlock__holds_found_gone(&lock->engine->holds, lock->name, lock->name_len,
+                                         owner->id, &lease_left, rlock__now_ms());
+    return unlock_lost(lock, report, expected, lease_left, "its hold is gone from Redis");
+}
+
+/* Whether this unlock should hand the lock to a sleeping waiter of this client. */
+static int offer_to_waiter(rlock *lock, long long expected, rlock__offer *offer) {
+    return expected == 1 && lock->kind->transfer != NULL &&
+           rlock__wait_offer(lock->engine, lock->channel, lock->channel_len, lock->name,
+                             lock->name_len, offer);
+}
+
+int rlock__release(rlock *lock, const rlock__owner *owner) {
+    rlock__engine *e = lock->engine;
+    rlock__released out;
+    rlock__offer offer;
+    long long expected;
+    int status = hold_before_release(lock, owner, &expected);
+    if (status != RLOCK_OK)
+        return status;
+    int offered = offer_to_waiter(lock, expected, &offer);
+    rlock__holds_begin_release(&e->holds, lock->name, lock->name_len, owner->id);
+    if (offered)
+        status = lock->kind->transfer(lock, owner, &offer, &out);
+    else
+        status = lock->kind->release(lock, owner, expected, &out);
+    rlock__holds_released(&e->holds, lock->name, lock->name_len, owner->id,
+                          out.gone ? -2 : out.remaining);
+    if (offered)
+        rlock__wait_settle(e, &offer, out.granted, out.sent_ms);
+    if (out.gone)
+        status = unlock_found_gone(lock, owner, expected);
+    return status;
+}
+
+int rlock__known_not_held(rlock *lock, const rlock__owner *owner) {
+    rlock__hold_info info;
+    int state = rlock__holds_get(&lock->engine->holds, lock->name, lock->name_len, owner->id,
+                                 rlock__now_ms(), &info);
+    if (state == RLOCK__HOLD_LOST && info.report)
+        rlock__event_post(lock->engine->events, RLOCK_EVENT_LOCK_LOST, lock->name,
+                          lock->name_len, info.lease_left_ms, RLOCK_ELOST,
+                          "lease ran out by the client's clock with no renewal confirmed");
+    return state == RLOCK__HOLD_LOST || state == RLOCK__HOLD_EXPIRED;
+}

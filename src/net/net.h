@@ -1,0 +1,274 @@
+/*
+ * net.h - the network layer: reaching Redis. PRIVATE: not installed, not API.
+ *
+ * What the layers above see is one call, "run this command for this key"
+ * (rlock__exec and friends), on an rlock__net. Which server runs it is the
+ * route's business (the routing seam, rlock__route_ops): a single server
+ * today; Sentinel discovery and Cluster slots plug in as further routes.
+ *
+ *   url.c           redis:// and unix:// urls -> rlock__endpoint
+ *   io.c            deadline-bounded, signal-proof reads and writes on a context
+ *   connect.c       one connection: connect, AUTH, SELECT, error detail
+ *   script.c        SCRIPT LOAD, EVALSHA with the EVAL fallback on NOSCRIPT
+ *   pool.c          a node's connection pool; sending ahead
+ *   exec.c          running commands with safe retries, pipelines
+ *   route_single.c  the single-server route
+ *   net.c           rlock__net: open (first connection, scripts), abort, close
+ *
+ * Calls go down only: net uses core (core.h); it tells the client of
+ * connection failures through the rlock__events queue it was given.
+ */
+#ifndef RLOCK_NET_H
+#define RLOCK_NET_H
+
+#include "../core/core.h"
+
+/* ---- url.c ------------------------------------------------------------------- */
+
+typedef struct rlock__endpoint {
+    char *host;        /* TCP host, or NULL for a unix socket; owned */
+    int port;
+    char *unix_path;   /* owned, or NULL */
+    char *user;        /* ACL user, or NULL; owned */
+    char *password;    /* NULL = no AUTH; owned */
+    int db;
+} rlock__endpoint;
+
+/* RLOCK_EINVAL for a malformed url (nothing allocated), RLOCK_ENOMEM. */
+int rlock__parse_url(const char *url, rlock__endpoint *ep);
+/* Frees the strings (the password wiped first) and zeroes ep. */
+void rlock__endpoint_clear(rlock__endpoint *ep);
+
+/* ---- io.c -------------------------------------------------------------------- */
+
+/*
+ * Waits until fd is ready for events (POLLIN, POLLOUT) or deadline_ms
+ * passes. A signal only makes it recompute the time left. Returns RLOCK_OK,
+ * or RLOCK_EIO with errno ETIMEDOUT (deadline) or poll's errno.
+ */
+int rlock__io_wait(int fd, short events, int64_t deadline_ms);
+/* Writes ctx's output buffer by deadline_ms (poll + send). RLOCK_EIO on failure. */
+int rlock__io_flush(redisContext *ctx, int64_t deadline_ms);
+/* Reads one reply by deadline_ms (poll + redisBufferRead). RLOCK_EIO on failure/timeout. */
+int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply);
+
+/* ---- connect.c --------------------------------------------------------------- */
+
+#define RLOCK__WHERE_MAX 300
+
+/*
+ * Opens a connection to ep within deadline_ms (and never longer than
+ * connect_timeout_ms): resolve, connect, AUTH, SELECT, each bounded by poll()
+ * on the socket, so signals cannot stretch it. The context is non-blocking
+ * (REDIS_BLOCK cleared): use it only through rlock__io_*. Records the error
+ * detail. RLOCK_EIO / EAUTH / ENOPERM / EREDIS / ENOMEM.
+ */
+int rlock__connect(const rlock__endpoint *ep, int connect_timeout_ms, int64_t deadline_ms,
+                   redisContext **out);
+/* "host:port", "[v6]:port" or the socket path into buf; returns buf. */
+const char *rlock__endpoint_str(const rlock__endpoint *ep, char *buf, size_t size);
+/*
+ * Records an I/O failure at ep ("<what> host:port", with errno or hiredis's
+ * text from ctx) and returns RLOCK_EIO.
+ */
+int rlock__fail_io(const rlock__endpoint *ep, const redisContext *ctx, int sys_errno,
+                   const char *what);
+
+/* ---- commands and scripts (script.c) ----------------------------------------- */
+
+/* A Lua script the layers above run (their static table; net keeps the SHA1s). */
+typedef struct rlock__script {
+    const char *name;          /* "ACQUIRE", for messages */
+    const char *body;
+} rlock__script;
+
+#define RLOCK__MAX_SCRIPTS 16
+
+typedef struct rlock__script_set {
+    const rlock__script *defs; /* not owned: static */
+    int count;
+    char sha[RLOCK__MAX_SCRIPTS][41]; /* written once at open, read-only after */
+} rlock__script_set;
+
+/*
+ * A command: argv with lengths, optionally a script. The key it is about
+ * (what routing looks at) is KEYS[1] for a script, argv[1] for a command.
+ */
+typedef struct rlock__cmd {
+    int script;            /* index in the script set, or -1 for a plain command */
+    int argc;              /* for a script: keys + args, after "EVALSHA sha numkeys" */
+    int nkeys;             /* for a script */
+    const char **argv;
+    const size_t *argvlen;
+} rlock__cmd;
+
+/* SCRIPT LOAD of every script of set on ctx (one pipeline) by deadline_ms. */
+int rlock__scripts_load(redisContext *ctx, int64_t deadline_ms, rlock__script_set *set);
+/* Appends cmd to ctx: EVALSHA (use_body 0), EVAL (use_body 1), or the plain command. */
+int rlock__append_cmd(redisContext *ctx, const rlock__script_set *set, const rlock__cmd *cmd,
+                      int use_body);
+int rlock__is_noscript(const redisReply *reply);
+/* The command's short name for messages: the script's, or the verb. */
+const char *rlock__cmd_name(const rlock__script_set *set, const rlock__cmd *cmd);
+
+/* ---- pool.c: one node's connections ------------------------------------------ */
+
+typedef struct rlock__node rlock__node;
+
+typedef struct rlock__conn {
+    redisContext *ctx;     /* NULL = not connected; written by the thread holding the slot */
+    int busy;              /* guarded by the pool's mutex */
+    int64_t last_used_ms;  /* when last given back: written under the pool's mutex, read
+                              by the thread that then takes the slot */
+    rlock__node *node;     /* the node whose pool this slot is in; read-only */
+} rlock__conn;
+
+typedef struct rlock__pool {
+    pthread_mutex_t mutex;     /* guards busy flags, closing, every write of a slot's ctx */
+    pthread_cond_t available;  /* signalled when a slot is returned or on close */
+    rlock__conn *slots;        /* size entries; owned */
+    int size;
+    int closing;               /* set once by rlock__pool_abort */
+} rlock__pool;
+
+/* A server commands can go to: where it is and its connections. */
+struct rlock__node {
+    rlock__endpoint endpoint;  /* owned; read-only after the node is made */
+    rlock__pool pool;
+};
+
+int rlock__pool_init(rlock__pool *pool, rlock__node *node, int size);
+/* Aborts commands in flight (shutdown of busy sockets) and wakes pool waiters. */
+void rlock__pool_abort(rlock__pool *pool);
+void rlock__pool_destroy(rlock__pool *pool);
+/*
+ * Takes a slot, preferring a connected one, waiting while all are busy until
+ * deadline_ms. NULL with *status RLOCK_ECLOSED (closing) or RLOCK_EIO.
+ */
+rlock__conn *rlock__pool_take(rlock__pool *pool, int64_t deadline_ms, int *status);
+/* Gives a slot back; a context that saw an error (or !healthy) is freed. */
+void rlock__pool_give(rlock__conn *conn, int healthy);
+/*
+ * Connects the slot we hold if needed (by deadline_ms); an idle connection
+ * the server closed is replaced. RLOCK_ECLOSED if close began meanwhile.
+ */
+int rlock__pool_connect(rlock__conn *conn, int connect_timeout_ms, int64_t deadline_ms);
+/* Takes an idle, connected slot without waiting; NULL if none (or closing). */
+rlock__conn *rlock__pool_take_idle(rlock__pool *pool);
+
+/* ---- routing: which node runs a command for a key ------------------------------- */
+
+typedef struct rlock__route rlock__route;
+
+typedef struct rlock__route_ops {
+    const char *name;
+    /* The node that serves key (never NULL while the route is open). */
+    rlock__node *(*node_for)(rlock__route *route, const char *key, size_t len);
+    /*
+     * An error reply that moves the key elsewhere (Cluster's MOVED / ASK,
+     * a Sentinel failover's READONLY): the node to run the command on now,
+     * with *asking set if it must be preceded by ASKING. NULL: not a redirect.
+     */
+    rlock__node *(*redirect)(rlock__route *route, const redisReply *error, int *asking);
+    /* Close began: abort commands in flight on every node. */
+    void (*abort)(rlock__route *route);
+    /* Frees the route and its nodes (no command in flight). */
+    void (*destroy)(rlock__route *route);
+} rlock__route_ops;
+
+/* Every route begins with this; implementations extend it. */
+struct rlock__route {
+    const rlock__route_ops *ops;
+};
+
+/* route_single.c: every key on one server. Takes over *ep (cleared). */
+int rlock__route_single_open(rlock__endpoint *ep, int pool_size, rlock__route **out);
+
+/* ---- net.c and exec.c: the layer's face ------------------------------------------ */
+
+typedef struct rlock__net {
+    const rlock__settings *settings; /* read-only; the client's */
+    rlock__events *events;           /* told of connection failures and recoveries */
+    rlock__route *route;             /* owned */
+    rlock__script_set scripts;
+    pthread_mutex_t mutex;           /* guards nothing but the waits on `closed` */
+    pthread_cond_t closed;           /* broadcast on abort: ends retry pauses */
+    atomic_int closing;              /* set once by rlock__net_abort */
+    int initialised;
+} rlock__net;
+
+/*
+ * Parses url, opens its route, and makes the first connection (which proves
+ * the url works and loads every script of `scripts`). Records the error
+ * detail. RLOCK_EINVAL (malformed url), EIO, EAUTH, ENOPERM, EREDIS, ENOMEM.
+ * On failure call rlock__net_close too.
+ */
+int rlock__net_open(rlock__net *net, const char *url, const rlock__settings *settings,
+                    rlock__events *events, const rlock__script *scripts, int nscripts);
+/* Close began: commands in flight and retry pauses end now (RLOCK_ECLOSED). */
+void rlock__net_abort(rlock__net *net);
+/* Frees everything (no command in flight). Safe after a failed open. */
+void rlock__net_close(rlock__net *net);
+int rlock__net_closing(rlock__net *net);
+/*
+ * Opens a connection of its own (not pooled) to the node that serves key,
+ * for a subscriber. Tells events of the outcome.
+ */
+int rlock__net_connect_for(rlock__net *net, const char *key, size_t len, int64_t deadline_ms,
+                           redisContext **out);
+
+/*
+ * Runs one command on a pooled connection of the node that serves its key
+ * and stores the reply (caller frees with freeReplyObject). Connection
+ * failures and "try again" errors (LOADING, BUSY, TRYAGAIN, MASTERDOWN,
+ * CLUSTERDOWN) are retried up to retry_attempts times with a capped,
+ * jittered exponential pause, never past deadline_ms; a redirect the route
+ * recognises is followed at once. All rlock commands are safe to re-send
+ * (the scripts are idempotent per hold count). *resent, if not NULL, is set
+ * when an attempt that may have reached Redis was followed by another.
+ *
+ * Deadlines: re-sends happen while deadline_ms lasts, and the whole call
+ * ends by deadline_ms + command_timeout_ms (RLOCK__NO_DEADLINE: each attempt
+ * by its start + command_timeout_ms, connecting by its start +
+ * connect_timeout_ms). Queueing for a pooled connection, connecting, writing
+ * and reading all count. A command that surely never reached Redis (the
+ * pooled connection was found closed, or the write failed) is sent again at
+ * once on a fresh connection, also past deadline_ms (within the hard bound).
+ *
+ * An error reply records its detail (rlock__fail_reply) and returns its
+ * mapped status (EAUTH, ENOPERM, ENOTLOCK, EREDIS) with the reply. I/O
+ * failures record host:port and errno, and tell events. Returns RLOCK_OK,
+ * RLOCK_EIO, an error reply's status, RLOCK_ECLOSED or RLOCK_ENOMEM.
+ */
+int rlock__exec(rlock__net *net, const rlock__cmd *cmd, int64_t deadline_ms, redisReply **reply,
+                int *resent);
+
+/*
+ * The repeated "exec, read the reply, free it": runs cmd as rlock__exec does
+ * and, on RLOCK_OK, gives the reply to read (which returns the call's
+ * status); the reply is freed here. An error reply never reaches read.
+ */
+typedef int (*rlock__reply_reader)(const redisReply *reply, void *arg);
+int rlock__exec_read(rlock__net *net, const rlock__cmd *cmd, int64_t deadline_ms, int *resent,
+                     rlock__reply_reader read, void *arg);
+
+/*
+ * Runs n script calls in one pipeline (one round trip) on one connection of
+ * the node that serves cmds[0]'s key, no retries (the watchdog retries next
+ * round). replies[i] set on success.
+ */
+int rlock__exec_pipeline(rlock__net *net, const rlock__cmd *cmds, int n, int64_t deadline_ms,
+                         redisReply **replies);
+
+/*
+ * Sending ahead: a thread that knows a command will be needed sends it on an
+ * idle, connected pool slot without waiting (never blocks on the pool or on
+ * connecting; NULL if no such slot or the write failed), and hands the slot
+ * to the thread that reads the reply with rlock__read_ahead, which gives the
+ * slot back. No retries: whoever reads a failure sends the command again
+ * through rlock__exec (every rlock command is safe to re-send).
+ */
+rlock__conn *rlock__send_ahead(rlock__net *net, const rlock__cmd *cmd);
+int rlock__read_ahead(rlock__conn *conn, int64_t deadline_ms, redisReply **reply);
+
+#endif /* RLOCK_NET_H */

@@ -1,0 +1,189 @@
+/*
+ * pool.c - one node's pool of command connections.
+ *
+ * A slot is taken by one thread for one command (or pipeline) and given
+ * back; a connected slot is preferred, and a thread waits for a free one no
+ * longer than its deadline. A context that saw any error or timed out is
+ * freed, never returned to the pool (a hiredis context is unusable after an
+ * error). A connection idle long enough to have been closed by the server
+ * (`timeout`, a NAT) is checked before use and replaced if it was.
+ *
+ * Threads: application threads and the watchdog take slots; the subscriber
+ * thread takes idle ones to send ahead; close aborts them. Locking: the
+ * pool's mutex guards the slots' busy flags, closing, and every write of a
+ * slot's ctx pointer. A slot's ctx is used only by the thread that holds the
+ * slot, outside the mutex, except that close may shutdown() its socket under
+ * the mutex to abort a command in flight.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "net.h"
+
+int rlock__pool_init(rlock__pool *pool, rlock__node *node, int size) {
+    memset(pool, 0, sizeof(*pool));
+    pool->slots = rlock__calloc((size_t)size, sizeof(*pool->slots));
+    if (pool->slots == NULL)
+        return RLOCK_ENOMEM;
+    pool->size = size;
+    for (int i = 0; i < size; i++)
+        pool->slots[i].node = node;
+    if (pthread_mutex_init(&pool->mutex, NULL) != 0)
+        goto fail_mutex;
+    if (rlock__cond_init(&pool->available) != 0)
+        goto fail_cond;
+    return RLOCK_OK;
+fail_cond:
+    pthread_mutex_destroy(&pool->mutex);
+fail_mutex:
+    rlock__free(pool->slots);
+    pool->slots = NULL;
+    return RLOCK_ENOMEM;
+}
+
+void rlock__pool_abort(rlock__pool *pool) {
+    if (pool->slots == NULL)
+        return;
+    pthread_mutex_lock(&pool->mutex);
+    pool->closing = 1;
+    for (int i = 0; i < pool->size; i++)
+        if (pool->slots[i].busy && pool->slots[i].ctx != NULL)
+            shutdown(pool->slots[i].ctx->fd, SHUT_RDWR);
+    pthread_cond_broadcast(&pool->available);
+    pthread_mutex_unlock(&pool->mutex);
+}
+
+void rlock__pool_destroy(rlock__pool *pool) {
+    if (pool->slots == NULL)
+        return;
+    for (int i = 0; i < pool->size; i++)
+        if (pool->slots[i].ctx != NULL)
+            redisFree(pool->slots[i].ctx);
+    rlock__free(pool->slots);
+    pool->slots = NULL;
+    pthread_cond_destroy(&pool->available);
+    pthread_mutex_destroy(&pool->mutex);
+}
+
+rlock__conn *rlock__pool_take(rlock__pool *pool, int64_t deadline_ms, int *status) {
+    rlock__conn *conn = NULL;
+    *status = RLOCK_ECLOSED;
+    pthread_mutex_lock(&pool->mutex);
+    while (!pool->closing) {
+        rlock__conn *idle_unconnected = NULL;
+        for (int i = 0; i < pool->size && conn == NULL; i++) {
+            rlock__conn *slot = &pool->slots[i];
+            if (slot->busy)
+                continue;
+            if (slot->ctx != NULL)
+                conn = slot;
+            else if (idle_unconnected == NULL)
+                idle_unconnected = slot;
+        }
+        if (conn == NULL)
+            conn = idle_unconnected;
+        if (conn != NULL) {
+            conn->busy = 1;
+            *status = RLOCK_OK;
+            break;
+        }
+        if (rlock__cond_wait_until(&pool->available, &pool->mutex, deadline_ms) == ETIMEDOUT &&
+            rlock__now_ms() >= deadline_ms) {
+            *status = RLOCK_EIO;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&pool->mutex);
+    return conn;
+}
+
+void rlock__pool_give(rlock__conn *conn, int healthy) {
+    rlock__pool *pool = &conn->node->pool;
+    redisContext *broken = NULL;
+    pthread_mutex_lock(&pool->mutex);
+    if (!healthy || (conn->ctx != NULL && conn->ctx->err != 0)) {
+        broken = conn->ctx;
+        conn->ctx = NULL;
+    }
+    conn->busy = 0;
+    conn->last_used_ms = rlock__now_ms();
+    pthread_cond_signal(&pool->available);
+    pthread_mutex_unlock(&pool->mutex);
+    if (broken != NULL)
+        redisFree(broken);
+}
+
+/*
+ * A connection idle for less than this cannot have been closed for being
+ * idle (Redis's `timeout` counts whole seconds; NATs and proxies minutes), so
+ * it is used without the check below: one system call less per command.
+ */
+#define IDLE_CHECK_MS 500
+
+/*
+ * Whether an idle pooled connection can still be used: nothing to read on
+ * it (a closed peer reads as 0, an error as an error; any data would be a
+ * reply nobody asked for). A server `timeout` or a NAT closes idle sockets.
+ */
+static int still_open(const redisContext *ctx) {
+    char byte;
+    ssize_t n = recv(ctx->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+/* Whether the connected slot we hold can be used as it is. */
+static int usable(const rlock__conn *conn) {
+    return rlock__now_ms() - conn->last_used_ms < IDLE_CHECK_MS || still_open(conn->ctx);
+}
+
+/* Drops the slot's context (the slot is ours). */
+static void drop_context(rlock__conn *conn) {
+    rlock__pool *pool = &conn->node->pool;
+    redisContext *ctx;
+    pthread_mutex_lock(&pool->mutex);
+    ctx = conn->ctx;
+    conn->ctx = NULL;
+    pthread_mutex_unlock(&pool->mutex);
+    if (ctx != NULL)
+        redisFree(ctx);
+}
+
+/*
+ * The new context is published under the pool's mutex (close reads busy
+ * slots' contexts to abort them); if close began while we connected,
+ * RLOCK_ECLOSED: the caller sends nothing and gives the slot back unhealthy
+ * (the context is freed).
+ */
+int rlock__pool_connect(rlock__conn *conn, int connect_timeout_ms, int64_t deadline_ms) {
+    rlock__pool *pool = &conn->node->pool;
+    redisContext *ctx = NULL;
+    if (conn->ctx != NULL && usable(conn))
+        return RLOCK_OK;
+    drop_context(conn);
+    int status = rlock__connect(&conn->node->endpoint, connect_timeout_ms, deadline_ms, &ctx);
+    if (status != RLOCK_OK)
+        return status;
+    pthread_mutex_lock(&pool->mutex);
+    conn->ctx = ctx;
+    status = pool->closing ? RLOCK_ECLOSED : RLOCK_OK;
+    pthread_mutex_unlock(&pool->mutex);
+    return status;
+}
+
+rlock__conn *rlock__pool_take_idle(rlock__pool *pool) {
+    rlock__conn *conn = NULL;
+    pthread_mutex_lock(&pool->mutex);
+    for (int i = 0; i < pool->size && !pool->closing && conn == NULL; i++)
+        if (!pool->slots[i].busy && pool->slots[i].ctx != NULL)
+            conn = &pool->slots[i];
+    if (conn != NULL)
+        conn->busy = 1;
+    pthread_mutex_unlock(&pool->mutex);
+    if (conn != NULL && !usable(conn)) {
+        rlock__pool_give(conn, 0);
+        return NULL;
+    }
+    return conn;
+}
+

@@ -1,0 +1,170 @@
+/*
+ * url.c - the url forms rlock accepts, parsed into an rlock__endpoint:
+ *   redis://[[user]:password@]host[:port][/db]   (host may be [ipv6])
+ *   unix:///path/to/socket[?db=N]
+ * with %XX escapes in user and password.
+ *
+ * Pure functions: any thread, no shared state.
+ */
+#include <limits.h>
+#include <string.h>
+
+#include "net.h"
+
+static int hex_value(char ch) {
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* Copies [s, s+len) with %XX decoded; NULL on a bad escape or no memory. */
+static char *percent_decode(const char *s, size_t len, int *status) {
+    char *out = rlock__malloc(len + 1);
+    size_t n = 0;
+    if (out == NULL) {
+        *status = RLOCK_ENOMEM;
+        return NULL;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] != '%') {
+            out[n++] = s[i];
+            continue;
+        }
+        int hi = i + 2 < len ? hex_value(s[i + 1]) : -1;
+        int lo = i + 2 < len ? hex_value(s[i + 2]) : -1;
+        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
+            rlock__free(out);
+            *status = RLOCK_EINVAL;
+            return NULL;
+        }
+        out[n++] = (char)(hi * 16 + lo);
+        i += 2;
+    }
+    out[n] = '\0';
+    return out;
+}
+
+/* Parses a decimal in [lo, hi] spanning exactly [s, s+len). */
+static int parse_int(const char *s, size_t len, long lo, long hi, int *out) {
+    long v = 0;
+    if (len == 0 || len > 9)
+        return RLOCK_EINVAL;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return RLOCK_EINVAL;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v < lo || v > hi)
+        return RLOCK_EINVAL;
+    *out = (int)v;
+    return RLOCK_OK;
+}
+
+static int parse_userinfo(const char *s, size_t len, rlock__endpoint *ep) {
+    const char *colon = memchr(s, ':', len);
+    int status = RLOCK_OK;
+    if (colon == NULL)
+        return RLOCK_EINVAL; /* "user@" without a password is ambiguous */
+    size_t user_len = (size_t)(colon - s);
+    if (user_len > 0 && (ep->user = percent_decode(s, user_len, &status)) == NULL)
+        return status;
+    ep->password = percent_decode(colon + 1, len - user_len - 1, &status);
+    return ep->password == NULL ? status : RLOCK_OK;
+}
+
+static int parse_hostport(const char *s, size_t len, rlock__endpoint *ep) {
+    const char *host = s, *port = NULL;
+    size_t host_len;
+    if (len > 0 && s[0] == '[') { /* [ipv6]:port */
+        const char *close = memchr(s, ']', len);
+        if (close == NULL)
+            return RLOCK_EINVAL;
+        host = s + 1;
+        host_len = (size_t)(close - host);
+        if (close + 1 < s + len) {
+            if (close[1] != ':')
+                return RLOCK_EINVAL;
+            port = close + 2;
+        }
+    } else {
+        port = memchr(s, ':', len);
+        host_len = port != NULL ? (size_t)(port - s) : len;
+        if (port != NULL)
+            port++;
+    }
+    if (host_len == 0 || memchr(host, '\0', host_len) != NULL)
+        return RLOCK_EINVAL;
+    ep->port = 6379;
+    if (port != NULL && parse_int(port, (size_t)(s + len - port), 1, 65535, &ep->port) != RLOCK_OK)
+        return RLOCK_EINVAL;
+    ep->host = rlock__memdup0(host, host_len);
+    return ep->host == NULL ? RLOCK_ENOMEM : RLOCK_OK;
+}
+
+static int parse_tcp_url(const char *rest, rlock__endpoint *ep) {
+    size_t len = strlen(rest);
+    const char *slash = memchr(rest, '/', len);
+    size_t authority_len = slash != NULL ? (size_t)(slash - rest) : len;
+    const char *at = NULL;
+    int status;
+
+    for (size_t i = 0; i < authority_len; i++) /* the last '@' ends the userinfo */
+        if (rest[i] == '@')
+            at = rest + i;
+    if (at != NULL) {
+        status = parse_userinfo(rest, (size_t)(at - rest), ep);
+        if (status != RLOCK_OK)
+            return status;
+    }
+    const char *hostport = at != NULL ? at + 1 : rest;
+    status = parse_hostport(hostport, (size_t)(rest + authority_len - hostport), ep);
+    if (status != RLOCK_OK)
+        return status;
+    if (slash != NULL && slash[1] != '\0')
+        return parse_int(slash + 1, strlen(slash + 1), 0, INT_MAX, &ep->db);
+    return RLOCK_OK;
+}
+
+static int parse_unix_url(const char *rest, rlock__endpoint *ep) {
+    const char *query = strchr(rest, '?');
+    size_t path_len = query != NULL ? (size_t)(query - rest) : strlen(rest);
+    if (path_len == 0 || rest[0] != '/')
+        return RLOCK_EINVAL;
+    if (query != NULL) {
+        if (strncmp(query, "?db=", 4) != 0)
+            return RLOCK_EINVAL;
+        if (parse_int(query + 4, strlen(query + 4), 0, INT_MAX, &ep->db) != RLOCK_OK)
+            return RLOCK_EINVAL;
+    }
+    ep->unix_path = rlock__memdup0(rest, path_len);
+    return ep->unix_path == NULL ? RLOCK_ENOMEM : RLOCK_OK;
+}
+
+int rlock__parse_url(const char *url, rlock__endpoint *ep) {
+    int status = RLOCK_EINVAL;
+    memset(ep, 0, sizeof(*ep));
+    if (url == NULL)
+        return RLOCK_EINVAL;
+    if (strncmp(url, "redis://", 8) == 0)
+        status = parse_tcp_url(url + 8, ep);
+    else if (strncmp(url, "unix://", 7) == 0)
+        status = parse_unix_url(url + 7, ep);
+    if (status != RLOCK_OK)
+        rlock__endpoint_clear(ep);
+    return status;
+}
+
+void rlock__endpoint_clear(rlock__endpoint *ep) {
+    rlock__free(ep->host);
+    rlock__free(ep->unix_path);
+    rlock__free(ep->user);
+    if (ep->password != NULL)
+        memset(ep->password, 0, strlen(ep->password));
+    rlock__free(ep->password);
+    memset(ep, 0, sizeof(*ep));
+}
+
