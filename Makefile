@@ -74,7 +74,7 @@ BENCH_SRCS := $(wildcard test/bench/*.c)
 BENCH_BINS := $(patsubst test/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 DEMO := $(BUILD)/demo
 
-.PHONY: all deps test check test-faults valgrind demo bench soak install uninstall clean noopt cppcheck tools check-install
+.PHONY: all deps test check test-faults valgrind demo bench soak install uninstall clean noopt cppcheck tools check-install check-layers
 
 all: $(STLIB) $(DYLIB) $(PCFILE)
 
@@ -178,6 +178,10 @@ MINUTES ?= 5
 soak: deps
 	@$(MAKE) --no-print-directory all $(FAULT_BINS)
 	@SOAK_MINUTES=$(MINUTES) scripts/run-tests.sh $(BUILD)/test/fault_stress
+
+# The layers call in one direction (api -> kind -> engine -> net -> core).
+check-layers:
+	@scripts/check-layers.sh
 
 cppcheck:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability,performance \
