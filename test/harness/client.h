@@ -1,0 +1,52 @@
+/*
+ * client.h - librlock clients as the tests open them: unique lock names,
+ * configs with scaled timeouts, opening that fails the test (or reports why
+ * not), an on_lock_lost counter, and a close timed on an actor.
+ */
+#ifndef RLOCK_TEST_HARNESS_CLIENT_H
+#define RLOCK_TEST_HARNESS_CLIENT_H
+
+#include "rlock.h"
+
+/*
+ * A lock name no other test (in this run, or earlier runs against the same
+ * server) uses: "rlock-test:PREFIX:PID:COUNTER:STAMP". Valid until exit;
+ * thread-safe.
+ */
+const char *h_unique_name(const char *prefix);
+
+/* rlock_config_init() plus url = h_url() and scaled connect/command timeouts
+ * (2000 ms each). */
+void h_config(rlock_config *cfg);
+/* Opens a client; fails the test on error. */
+rlock_client *h_open_config(const rlock_config *cfg);
+/* Client on h_url() with the given watchdog timeout and command timeout
+ * (both used as given: scale them yourself with H_MS if needed). */
+rlock_client *h_open(long long watchdog_timeout_ms, int command_timeout_ms);
+/* The same with an on_lock_lost callback. */
+rlock_client *h_open_cb(long long watchdog_timeout_ms, int command_timeout_ms,
+                        void (*cb)(const char *name, void *arg), void *arg);
+/* The same on another url. */
+rlock_client *h_open_url(const char *url, long long watchdog_timeout_ms, int command_timeout_ms);
+/* rlock_get(); fails the test on error. */
+rlock *h_get(rlock_client *client, const char *name);
+
+/*
+ * An on_lock_lost callback that counts its calls: pass h_lost_cb and a
+ * struct h_lost * as callback_arg. Reads are atomic (h_lost_count).
+ */
+struct h_lost {
+    int count;           /* use h_lost_count() */
+    long long last_ms;   /* h_now_ms() of the last call */
+    char last_name[256]; /* the last name reported (truncated) */
+};
+void h_lost_cb(const char *name, void *arg);
+int h_lost_count(struct h_lost *l);
+
+/*
+ * Closes c on an actor so that a hang fails the test instead of blocking it
+ * (fails after timeout_ms, scaled); returns how long close took in ms.
+ */
+long long h_timed_close(rlock_client *c, long long timeout_ms);
+
+#endif /* RLOCK_TEST_HARNESS_CLIENT_H */
