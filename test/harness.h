@@ -9,7 +9,7 @@
  *            raw subscribers
  *   client   librlock clients: h_unique_name, h_open*, h_lost, h_timed_close
  *   actor    h_actor threads and the h_op_* calls they run
- *   child    forked processes, h_child and its line protocol
+ *   child    forked processes, H_CHILD_CHECK, h_child and its line protocol
  *   server   redis-servers of our own (h_server_*) and their cmocka fixtures
  *
  * The harness does not depend on cmocka (the benchmarks and the demo link it

@@ -239,15 +239,6 @@ static void test_processes(void **state)
 
 /* ---- fork safety ------------------------------------------------------ */
 
-#define CHILD_CHECK(cond, code)                                                \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "child %d: check failed: %s\n", (int)getpid(),     \
-                    #cond);                                                    \
-            h_child_exit(code);                                                \
-        }                                                                      \
-    } while (0)
-
 static const char foreign_owner[] = "1f2e3d4c-5b6a-4789-8abc-def012345678:3";
 
 static void test_fork_while_holding_and_waiting(void **state)
@@ -283,18 +274,18 @@ static void test_fork_while_holding_and_waiting(void **state)
         rlock *x = NULL;
         long long ttl = 0;
         redisContext *cr;
-        CHILD_CHECK(rlock_get(c, held, &x) == RLOCK_ECLOSED, 10);
-        CHILD_CHECK(rlock_lock(lh) == RLOCK_ECLOSED, 11);
-        CHILD_CHECK(rlock_lock_lease(lh, 1000) == RLOCK_ECLOSED, 12);
-        CHILD_CHECK(rlock_try_lock(lh, 0, -1) == RLOCK_ECLOSED, 13);
-        CHILD_CHECK(rlock_try_lock(lw, 100, -1) == RLOCK_ECLOSED, 14);
-        CHILD_CHECK(rlock_unlock(lh) == RLOCK_ECLOSED, 15);
-        CHILD_CHECK(rlock_force_unlock(lh) == RLOCK_ECLOSED, 16);
-        CHILD_CHECK(rlock_force_unlock(lw) == RLOCK_ECLOSED, 17);
-        CHILD_CHECK(rlock_is_locked(lh) == RLOCK_ECLOSED, 18);
-        CHILD_CHECK(rlock_is_held_by_current_thread(lh) == RLOCK_ECLOSED, 19);
-        CHILD_CHECK(rlock_hold_count(lh) == RLOCK_ECLOSED, 20);
-        CHILD_CHECK(rlock_remain_ttl(lh, &ttl) == RLOCK_ECLOSED, 21);
+        H_CHILD_CHECK(rlock_get(c, held, &x) == RLOCK_ECLOSED, 10);
+        H_CHILD_CHECK(rlock_lock(lh) == RLOCK_ECLOSED, 11);
+        H_CHILD_CHECK(rlock_lock_lease(lh, 1000) == RLOCK_ECLOSED, 12);
+        H_CHILD_CHECK(rlock_try_lock(lh, 0, -1) == RLOCK_ECLOSED, 13);
+        H_CHILD_CHECK(rlock_try_lock(lw, 100, -1) == RLOCK_ECLOSED, 14);
+        H_CHILD_CHECK(rlock_unlock(lh) == RLOCK_ECLOSED, 15);
+        H_CHILD_CHECK(rlock_force_unlock(lh) == RLOCK_ECLOSED, 16);
+        H_CHILD_CHECK(rlock_force_unlock(lw) == RLOCK_ECLOSED, 17);
+        H_CHILD_CHECK(rlock_is_locked(lh) == RLOCK_ECLOSED, 18);
+        H_CHILD_CHECK(rlock_is_held_by_current_thread(lh) == RLOCK_ECLOSED, 19);
+        H_CHILD_CHECK(rlock_hold_count(lh) == RLOCK_ECLOSED, 20);
+        H_CHILD_CHECK(rlock_remain_ttl(lh, &ttl) == RLOCK_ECLOSED, 21);
         rlock_free(lh);
         rlock_free(lw);
         rlock_client_close(c);
@@ -303,15 +294,15 @@ static void test_fork_while_holding_and_waiting(void **state)
         /* A client of its own works. */
         rlock_client *cc = h_open(30000, 0);
         rlock *ch, *cw, *cn;
-        CHILD_CHECK(strcmp(rlock_client_id(cc), parent_id) != 0, 30);
+        H_CHILD_CHECK(strcmp(rlock_client_id(cc), parent_id) != 0, 30);
         ch = h_get(cc, held);
         cw = h_get(cc, waited);
         cn = h_get(cc, h_unique_name("forkchild"));
-        CHILD_CHECK(rlock_try_lock(ch, 0, -1) == RLOCK_BUSY, 31);
-        CHILD_CHECK(rlock_is_locked(ch) == 1, 32);
-        CHILD_CHECK(rlock_try_lock(cw, 0, -1) == RLOCK_BUSY, 33);
-        CHILD_CHECK(rlock_lock(cn) == RLOCK_OK, 34);
-        CHILD_CHECK(rlock_unlock(cn) == RLOCK_OK, 35);
+        H_CHILD_CHECK(rlock_try_lock(ch, 0, -1) == RLOCK_BUSY, 31);
+        H_CHILD_CHECK(rlock_is_locked(ch) == 1, 32);
+        H_CHILD_CHECK(rlock_try_lock(cw, 0, -1) == RLOCK_BUSY, 33);
+        H_CHILD_CHECK(rlock_lock(cn) == RLOCK_OK, 34);
+        H_CHILD_CHECK(rlock_unlock(cn) == RLOCK_OK, 35);
         rlock_free(ch);
         rlock_free(cw);
         rlock_free(cn);
@@ -319,7 +310,7 @@ static void test_fork_while_holding_and_waiting(void **state)
 #endif
         /* Nothing of the parent's was touched. */
         cr = h_redis();
-        CHILD_CHECK(h_lock_is(cr, held, strlen(held), parent_id, 2), 40);
+        H_CHILD_CHECK(h_lock_is(cr, held, strlen(held), parent_id, 2), 40);
         redisFree(cr);
         h_child_exit(0);
     }
@@ -412,9 +403,9 @@ static void test_fork_under_load(void **state)
         pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
-            CHILD_CHECK(rlock_is_locked(l) == RLOCK_ECLOSED, 10);
-            CHILD_CHECK(rlock_try_lock(l, 0, -1) == RLOCK_ECLOSED, 11);
-            CHILD_CHECK(rlock_unlock(l) == RLOCK_ECLOSED, 12);
+            H_CHILD_CHECK(rlock_is_locked(l) == RLOCK_ECLOSED, 10);
+            H_CHILD_CHECK(rlock_try_lock(l, 0, -1) == RLOCK_ECLOSED, 11);
+            H_CHILD_CHECK(rlock_unlock(l) == RLOCK_ECLOSED, 12);
             rlock_client_close(c);
             /*
              * The rest allocates. The churning threads allocate all the time,
@@ -429,8 +420,8 @@ static void test_fork_under_load(void **state)
             {
                 rlock_client *cc = h_open(30000, 0);
                 rlock *cl = h_get(cc, h_unique_name("forkloadchild"));
-                CHILD_CHECK(rlock_try_lock(cl, 0, 5000) == RLOCK_OK, 13);
-                CHILD_CHECK(rlock_unlock(cl) == RLOCK_OK, 14);
+                H_CHILD_CHECK(rlock_try_lock(cl, 0, 5000) == RLOCK_OK, 13);
+                H_CHILD_CHECK(rlock_unlock(cl) == RLOCK_OK, 14);
                 rlock_free(cl);
                 rlock_client_close(cc);
             }

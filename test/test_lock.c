@@ -251,15 +251,6 @@ static void test_owner_per_client(void **state)
 
 /* ---- ownership across processes -------------------------------------- */
 
-#define CHILD_CHECK(cond, code)                                                \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "child %d: check failed: %s\n", (int)getpid(),     \
-                    #cond);                                                    \
-            h_child_exit(code);                                                \
-        }                                                                      \
-    } while (0)
-
 /*
  * A child process forked before this process has any threads (so it may
  * start its own client even under TSan), blocked until go() sends it a line.
@@ -323,13 +314,13 @@ static int kid_not_owner(const char *name, const char *parent_id)
 {
     rlock_client *cc = h_open(30000, 0);
     rlock *cl = h_get(cc, name);
-    CHILD_CHECK(strcmp(rlock_client_id(cc), parent_id) != 0, 10);
-    CHILD_CHECK(rlock_try_lock(cl, 0, 10000) == RLOCK_BUSY, 11);
-    CHILD_CHECK(rlock_try_lock(cl, 100, -1) == RLOCK_BUSY, 12);
-    CHILD_CHECK(rlock_unlock(cl) == RLOCK_ENOTOWNER, 13);
-    CHILD_CHECK(rlock_is_locked(cl) == 1, 14);
-    CHILD_CHECK(rlock_is_held_by_current_thread(cl) == 0, 15);
-    CHILD_CHECK(rlock_hold_count(cl) == 0, 16);
+    H_CHILD_CHECK(strcmp(rlock_client_id(cc), parent_id) != 0, 10);
+    H_CHILD_CHECK(rlock_try_lock(cl, 0, 10000) == RLOCK_BUSY, 11);
+    H_CHILD_CHECK(rlock_try_lock(cl, 100, -1) == RLOCK_BUSY, 12);
+    H_CHILD_CHECK(rlock_unlock(cl) == RLOCK_ENOTOWNER, 13);
+    H_CHILD_CHECK(rlock_is_locked(cl) == 1, 14);
+    H_CHILD_CHECK(rlock_is_held_by_current_thread(cl) == 0, 15);
+    H_CHILD_CHECK(rlock_hold_count(cl) == 0, 16);
     rlock_free(cl);
     rlock_client_close(cc);
     return 0;
@@ -342,8 +333,8 @@ static int kid_take(const char *name, const char *unused)
     rlock *cl = h_get(cc, name);
     redisContext *cr = h_redis();
     (void)unused;
-    CHILD_CHECK(rlock_lock_lease(cl, 20000) == RLOCK_OK, 20);
-    CHILD_CHECK(h_lock_is(cr, name, strlen(name), rlock_client_id(cc), 1), 21);
+    H_CHILD_CHECK(rlock_lock_lease(cl, 20000) == RLOCK_OK, 20);
+    H_CHILD_CHECK(h_lock_is(cr, name, strlen(name), rlock_client_id(cc), 1), 21);
     redisFree(cr);
     rlock_free(cl);
     rlock_client_close(cc);

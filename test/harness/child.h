@@ -7,7 +7,9 @@
 #define RLOCK_TEST_HARNESS_CHILD_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "fail.h"
 
@@ -27,6 +29,16 @@ H_NORETURN void h_child_exit(int code);
 /* Exit code of a child that exited normally, else 1000 + signal number (or
  * 2000 for a timeout, i.e. status -1). */
 int h_child_code(int status);
+
+/* In a forked child: unless cond holds, says which check failed on stderr
+ * and ends the child with exit status code (h_child_exit). */
+#define H_CHILD_CHECK(cond, code)                                                                  \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "child %d: check failed: %s\n", (int)getpid(), #cond);                 \
+            h_child_exit(code);                                                                    \
+        }                                                                                          \
+    } while (0)
 
 /* The state letter of /proc/PID/stat ('T' or 't' when stopped), or 0. */
 char h_proc_state(pid_t pid);
