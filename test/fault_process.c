@@ -80,7 +80,7 @@ static int holder_main(void *arg, int in, int out)
     char line[256];
     int rc;
 
-    memset(&lost, 0, sizeof lost);
+    h_lost_init(&lost);
     h_config(&cfg);
     cfg.url = a->url;
     cfg.watchdog_timeout_ms = a->wd_ms;
@@ -328,7 +328,7 @@ static void test_holder_cut_off(void **state)
     long long t_cut, t_acq, t_back, pttl_other;
     (void)state;
 
-    memset(&lost, 0, sizeof lost);
+    h_lost_init(&lost);
     h_config(&cfg);
     cfg.url = h_proxy_url(px);
     cfg.watchdog_timeout_ms = wd;

@@ -67,7 +67,7 @@ static rlock_client *open_client(const char *url, long long wd, long long cmd, i
     if (retry_interval >= 0)
         cfg.retry_interval_ms = retry_interval;
     if (lost) {
-        memset(lost, 0, sizeof *lost);
+        h_lost_init(lost);
         cfg.on_lock_lost = h_lost_cb;
         cfg.callback_arg = lost;
     }

@@ -1,7 +1,7 @@
 /*
  * client.c - librlock clients for the tests: unique lock names, configs with
  * scaled timeouts, opening (failing the test, or reporting the status), the
- * h_lost on_lock_lost counter, and a close timed on an actor.
+ * h_lost on_lock_lost recorder, and a close timed on an actor.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -118,11 +118,19 @@ rlock *h_get(rlock_client *client, const char *name) {
     return l;
 }
 
-/* ---- on_lock_lost counter --------------------------------------------- */
+/* ---- on_lock_lost recorder --------------------------------------------- */
+
+void h_lost_init(struct h_lost *l) {
+    memset(l, 0, sizeof *l);
+    l->probe_rc = H_LOST_NO_PROBE;
+}
 
 void h_lost_cb(const char *name, void *arg) {
     struct h_lost *l = arg;
+    if (l->probe)
+        l->probe_rc = rlock_is_locked(l->probe);
     snprintf(l->last_name, sizeof l->last_name, "%s", name ? name : "(null)");
+    l->thread = pthread_self();
     __atomic_store_n(&l->last_ms, h_now_ms(), __ATOMIC_SEQ_CST);
     __atomic_add_fetch(&l->count, 1, __ATOMIC_SEQ_CST);
 }

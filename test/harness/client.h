@@ -1,10 +1,12 @@
 /*
  * client.h - librlock clients as the tests open them: unique lock names,
  * configs with scaled timeouts, opening that fails the test (or reports why
- * not), an on_lock_lost counter, and a close timed on an actor.
+ * not), an on_lock_lost recorder, and a close timed on an actor.
  */
 #ifndef RLOCK_TEST_HARNESS_CLIENT_H
 #define RLOCK_TEST_HARNESS_CLIENT_H
+
+#include <pthread.h>
 
 #include "rlock.h"
 
@@ -32,14 +34,24 @@ rlock_client *h_open_url(const char *url, long long watchdog_timeout_ms, int com
 rlock *h_get(rlock_client *client, const char *name);
 
 /*
- * An on_lock_lost callback that counts its calls: pass h_lost_cb and a
- * struct h_lost * as callback_arg. Reads are atomic (h_lost_count).
+ * An on_lock_lost callback that records its calls: pass h_lost_cb and a
+ * struct h_lost * (h_lost_init'ed) as callback_arg. The count is atomic
+ * (h_lost_count); the other fields are written before it is incremented, so
+ * they may be read once h_lost_count() shows the call.
  */
+#define H_LOST_NO_PROBE 12345
 struct h_lost {
     int count;           /* use h_lost_count() */
     long long last_ms;   /* h_now_ms() of the last call */
     char last_name[256]; /* the last name reported (truncated) */
+    pthread_t thread;    /* the thread of the last call */
+    /* Optional: the callback calls rlock_is_locked(probe) (other rlock calls
+     * are allowed there) and stores its result in probe_rc, which stays
+     * H_LOST_NO_PROBE until then. */
+    rlock *probe;
+    int probe_rc;
 };
+void h_lost_init(struct h_lost *l);
 void h_lost_cb(const char *name, void *arg);
 int h_lost_count(struct h_lost *l);
 
