@@ -71,23 +71,6 @@ static void *join_within(pthread_t th, long long timeout_ms)
 }
 
 
-/* Another owner takes name for ttl_ms; foreign_release deletes it and
- * publishes the unlock message, as a Redisson client would. */
-static void foreign_take(redisContext *r, const char *name, long long ttl_ms)
-{
-    h_cmd_ok(r, "HSET %s other-owner:1 1", name);
-    h_cmd_ok(r, "PEXPIRE %s %lld", name, ttl_ms);
-}
-
-static void foreign_release(redisContext *r, const char *name)
-{
-    size_t clen;
-    char *ch = h_channel(name, strlen(name), &clen);
-    h_cmd_ok(r, "DEL %s", name);
-    h_cmd_ok(r, "PUBLISH %b 0", ch, clen);
-    free(ch);
-}
-
 struct waiter {
     rlock *lock;
     int use_try;
@@ -140,7 +123,7 @@ static void test_cancel_release_race(void **state)
         int offset_us = (round % 8) * 150 - 300; /* cancel 300 us before .. 750 us after */
         long long t_end;
 
-        foreign_take(r, name, 30000);
+        h_foreign_lock(r, name, 30000);
         assert_int_equal(pthread_create(&th, NULL, waiter_main, &w), 0);
         H_WAIT_FOR(h_numsub(r, name, strlen(name)) == 1, 2000);
         h_sleep_ms(20);
@@ -150,10 +133,10 @@ static void test_cancel_release_race(void **state)
                 struct timespec ts = {0, (long)(-offset_us) * 1000L};
                 nanosleep(&ts, NULL);
             }
-            foreign_release(r, name);
+            h_foreign_unlock(r, name);
         } else {
             struct timespec ts = {0, (long)offset_us * 1000L};
-            foreign_release(r, name);
+            h_foreign_unlock(r, name);
             nanosleep(&ts, NULL);
             pthread_cancel(th);
         }
@@ -206,7 +189,7 @@ static void test_cancel_some_waiters(void **state)
     r = h_redis();
     l = h_get(c, name);
 
-    foreign_take(r, name, 30000);
+    h_foreign_lock(r, name, 30000);
     for (i = 0; i < NW; i++) {
         memset(&w[i], 0, sizeof w[i]);
         w[i].lock = l;
@@ -227,7 +210,7 @@ static void test_cancel_some_waiters(void **state)
         assert_int_equal(__atomic_load_n(&w[i].returned, __ATOMIC_SEQ_CST), 0);
 
     t_release = h_now_ms();
-    foreign_release(r, name);
+    h_foreign_unlock(r, name);
     for (i = 1; i < NW; i += 2) {
         assert_ptr_equal(join_within(th[i], 10000), NULL);
         H_ASSERT_RC(w[i].rc, RLOCK_OK);

@@ -239,8 +239,6 @@ static void test_processes(void **state)
 
 /* ---- fork safety ------------------------------------------------------ */
 
-static const char foreign_owner[] = "1f2e3d4c-5b6a-4789-8abc-def012345678:3";
-
 static void test_fork_while_holding_and_waiting(void **state)
 {
     long long wd = H_MS(900);
@@ -262,8 +260,7 @@ static void test_fork_while_holding_and_waiting(void **state)
     snprintf(parent_id, sizeof parent_id, "%s", rlock_client_id(c));
     H_ASSERT_RC(rlock_lock(lh), RLOCK_OK);
     H_ASSERT_RC(rlock_lock(lh), RLOCK_OK);
-    h_cmd_ok(r, "HSET %s %s 1", waited, foreign_owner);
-    h_cmd_ok(r, "PEXPIRE %s 60000", waited);
+    h_foreign_lock(r, waited, 60000);
     h_actor_post(waiter, h_op_try_lock, &t);
     H_WAIT_FOR(h_numsub(r, waited, strlen(waited)) >= 1, 2000);
     h_sleep_ms(50);
@@ -333,13 +330,7 @@ static void test_fork_while_holding_and_waiting(void **state)
     /* The parent's waiter is still waiting, and is woken by the release. */
     assert_false(h_actor_done(waiter));
     t0 = h_now_ms();
-    {
-        size_t clen;
-        char *chn = h_channel(waited, strlen(waited), &clen);
-        h_cmd_ok(r, "DEL %s", waited);
-        h_cmd_ok(r, "PUBLISH %b 0", chn, clen);
-        free(chn);
-    }
+    h_foreign_unlock(r, waited);
     H_ASSERT_RC((int)h_actor_wait(waiter, 5000), RLOCK_OK);
     H_ASSERT_BETWEEN(h_actor_finished_ms(waiter) - t0, 0, H_MS(500));
     H_ASSERT_LOCK_IS(r, waited, parent_id, 1);

@@ -21,35 +21,6 @@
 
 #include "harness.h"
 
-static const char foreign_owner[] = "5c3a9e2b-7d41-4f0a-9b6e-1a2b3c4d5e6f:1";
-
-static long long script_calls(redisContext *r)
-{
-    return h_script_calls(r);
-}
-
-static long long wait_quiet(redisContext *r, long long quiet_ms, long long timeout_ms)
-{
-    return h_scripts_quiet(r, quiet_ms, timeout_ms);
-}
-
-/* A raw (Redisson-style) holder of name, from another client. */
-static void foreign_lock(redisContext *r, const char *name, long long pexpire_ms)
-{
-    h_cmd_ok(r, "HSET %s %s 1", name, foreign_owner);
-    h_cmd_ok(r, "PEXPIRE %s %lld", name, pexpire_ms);
-}
-
-/* What a Redisson client does on unlock. */
-static void foreign_unlock(redisContext *r, const char *name)
-{
-    size_t clen;
-    char *ch = h_channel(name, strlen(name), &clen);
-    h_cmd_ok(r, "DEL %s", name);
-    h_cmd_ok(r, "PUBLISH %b 0", ch, clen);
-    free(ch);
-}
-
 /* ---- wait bounds ----------------------------------------------------- */
 
 static void test_wait_zero_and_bounded(void **state)
@@ -119,7 +90,7 @@ static void test_wake_on_expiry(void **state)
     long long ttl = H_MS(400), t0, dt;
     (void)state;
 
-    foreign_lock(r, name, ttl);
+    h_foreign_lock(r, name, ttl);
     t0 = h_now_ms();
     H_ASSERT_RC(rlock_try_lock(l, H_MS(5000), -1), RLOCK_OK);
     dt = h_now_ms() - t0;
@@ -129,7 +100,7 @@ static void test_wake_on_expiry(void **state)
     H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
 
     /* The same with rlock_lock(). */
-    foreign_lock(r, name, ttl);
+    h_foreign_lock(r, name, ttl);
     t0 = h_now_ms();
     H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
     dt = h_now_ms() - t0;
@@ -163,7 +134,7 @@ static void wake_by_unlock(int same_client, int use_lock)
     else
         h_actor_post(waiter, h_op_try_lock, &t);
     H_WAIT_FOR(h_numsub(r, name, strlen(name)) >= 1, 2000);
-    wait_quiet(r, 100, 5000);
+    h_scripts_quiet(r, 100, 5000);
     assert_false(h_actor_done(waiter));
 
     t0 = h_now_ms();
@@ -224,27 +195,27 @@ static void test_wake_sends_acquire_ahead(void **state)
     t.lease_ms = -1;
     for (round = 0; round < 2; round++) {
         int flush = round == 1;
-        foreign_lock(r, name, 30000);
+        h_foreign_lock(r, name, 30000);
         h_actor_post(waiter, h_op_try_lock, &t);
         H_WAIT_FOR(h_numsub(r, name, strlen(name)) >= 1, 2000);
-        wait_quiet(r, 100, 5000);
+        h_scripts_quiet(r, 100, 5000);
         if (flush)
             h_cmd_ok(r, "SCRIPT FLUSH");
-        scripts0 = script_calls(r);
+        scripts0 = h_script_calls(r);
         evals0 = h_commandstat_calls(r, "eval");
         t0 = h_now_ms();
-        foreign_unlock(r, name);
+        h_foreign_unlock(r, name);
         H_ASSERT_RC((int)h_actor_wait(waiter, 5000), RLOCK_OK);
         print_message("      %s: acquired %lld ms after the unlock message, %lld script calls\n",
                       flush ? "scripts flushed" : "normal", h_actor_finished_ms(waiter) - t0,
-                      script_calls(r) - scripts0);
+                      h_script_calls(r) - scripts0);
         H_ASSERT_BETWEEN(h_actor_finished_ms(waiter) - t0, 0, H_MS(100));
         H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), 1);
         if (flush) { /* EVALSHA ahead: NOSCRIPT; the attempt's EVALSHA: NOSCRIPT; EVAL */
-            H_ASSERT_BETWEEN(script_calls(r) - scripts0, 3, 3);
+            H_ASSERT_BETWEEN(h_script_calls(r) - scripts0, 3, 3);
             H_ASSERT_BETWEEN(h_commandstat_calls(r, "eval") - evals0, 1, 1);
         } else {
-            H_ASSERT_BETWEEN(script_calls(r) - scripts0, 1, 1);
+            H_ASSERT_BETWEEN(h_script_calls(r) - scripts0, 1, 1);
         }
         H_ASSERT_RC((int)h_actor_call(waiter, h_op_unlock, l), RLOCK_OK);
         assert_int_equal(h_exists(r, name, strlen(name)), 0);
@@ -285,23 +256,23 @@ static void test_shared_channel_wakeups(void **state)
         struct h_try *tfirst = round == 0 ? &tb : &tx, *tsecond = round == 0 ? &tx : &tb;
         *tfirst = (struct h_try){round == 0 ? lb : lx, H_MS(20000), -1};
         *tsecond = (struct h_try){round == 0 ? lx : lb, H_MS(20000), -1};
-        foreign_lock(r, first, 30000);
-        foreign_lock(r, second, 30000);
+        h_foreign_lock(r, first, 30000);
+        h_foreign_lock(r, second, 30000);
         h_actor_post(wfirst, h_op_try_lock, tfirst);
-        wait_quiet(r, 150, 5000);
+        h_scripts_quiet(r, 150, 5000);
         h_actor_post(wsecond, h_op_try_lock, tsecond);
-        wait_quiet(r, 150, 5000);
+        h_scripts_quiet(r, 150, 5000);
 
         /* Unlock the lock of the younger waiter: it must wake at once. */
         t0 = h_now_ms();
-        foreign_unlock(r, second);
+        h_foreign_unlock(r, second);
         H_ASSERT_RC((int)h_actor_wait(wsecond, 2000), RLOCK_OK);
         print_message("      round %d: waiter of \"%s\" acquired %lld ms after its unlock "
                       "(the other lock's waiter slept longer)\n", round,
                       round == 0 ? "X" : "{X}", h_actor_finished_ms(wsecond) - t0);
         assert_false(h_actor_done(wfirst));
         H_ASSERT_RC((int)h_actor_call(wsecond, h_op_unlock, tsecond->lock), RLOCK_OK);
-        foreign_unlock(r, first);
+        h_foreign_unlock(r, first);
         H_ASSERT_RC((int)h_actor_wait(wfirst, 2000), RLOCK_OK);
         H_ASSERT_RC((int)h_actor_call(wfirst, h_op_unlock, tfirst->lock), RLOCK_OK);
         assert_int_equal(h_exists(r, name, strlen(name)), 0);
@@ -329,17 +300,17 @@ static void foreign_holder(const char *name)
     t.lock = l;
     t.wait_ms = H_MS(20000);
     t.lease_ms = -1;
-    foreign_lock(r, name, 30000);
+    h_foreign_lock(r, name, 30000);
     H_ASSERT_RC(rlock_try_lock(l, 0, -1), RLOCK_BUSY);
     H_ASSERT_RC(rlock_is_locked(l), 1);
 
     h_actor_post(waiter, h_op_try_lock, &t);
     H_WAIT_FOR(h_numsub(r, name, strlen(name)) >= 1, 2000);
-    wait_quiet(r, 100, 5000);
+    h_scripts_quiet(r, 100, 5000);
     assert_false(h_actor_done(waiter));
 
     t0 = h_now_ms();
-    foreign_unlock(r, name);
+    h_foreign_unlock(r, name);
     H_ASSERT_RC((int)h_actor_wait(waiter, 5000), RLOCK_OK);
     dt = h_actor_finished_ms(waiter) - t0;
     print_message("      foreign unlock of \"%.60s\": waiter acquired after %lld ms\n", name, dt);
@@ -384,14 +355,14 @@ static void test_unbounded_waits(void **state)
         t.lock = l;
         t.wait_ms = waits[i];
         t.lease_ms = 10000;
-        foreign_lock(r, name, 30000);
+        h_foreign_lock(r, name, 30000);
         h_actor_post(waiter, h_op_try_lock, &t);
         H_WAIT_FOR(h_numsub(r, name, strlen(name)) >= 1, 2000);
         h_sleep_ms(H_MS(200));
         if (h_actor_done(waiter))
             fail_msg("try_lock(wait %lld) returned %s while the lock was held", waits[i],
                      rlock_status_name((int)h_actor_wait(waiter, 0)));
-        foreign_unlock(r, name);
+        h_foreign_unlock(r, name);
         H_ASSERT_RC((int)h_actor_wait(waiter, 5000), RLOCK_OK);
         H_ASSERT_RC((int)h_actor_call(waiter, h_op_unlock, l), RLOCK_OK);
     }
@@ -463,14 +434,14 @@ static void run_herd(int local_handoffs)
     memset(&h, 0, sizeof h);
     h.lock = h_get(c, name);
     H_ASSERT_RC(rlock_lock(h.lock), RLOCK_OK);
-    base0 = script_calls(r);
+    base0 = h_script_calls(r);
     for (i = 0; i < HERD; i++) {
         args[i].h = &h;
         args[i].i = i;
         assert_int_equal(pthread_create(&th[i], NULL, herd_thread, &args[i]), 0);
     }
-    H_WAIT_FOR(script_calls(r) - base0 >= HERD, 5000);
-    base1 = wait_quiet(r, 300, 10000);
+    H_WAIT_FOR(h_script_calls(r) - base0 >= HERD, 5000);
+    base1 = h_scripts_quiet(r, 300, 10000);
     assert_int_equal(atomic_load(&h.done), 0);
     print_message("      local_handoffs %d: %d waiters made %lld script calls before the hand-offs\n",
                   local_handoffs, HERD, base1 - base0);
@@ -480,7 +451,7 @@ static void run_herd(int local_handoffs)
     H_WAIT_FOR(atomic_load(&h.done) == HERD, 30000);
     for (i = 0; i < HERD; i++)
         pthread_join(th[i], NULL);
-    end = script_calls(r);
+    end = h_script_calls(r);
     pubs = h_commandstat_calls(r, "publish") - pub0;
     for (i = 0; i < HERD; i++) {
         H_ASSERT_RC(h.rc[i], RLOCK_OK);
@@ -555,8 +526,8 @@ static void test_close_wakes_waiters(void **state)
 
     handles[0] = h_get(c, name);
     handles[1] = h_get(c, name2);
-    foreign_lock(r, name, 30000);
-    foreign_lock(r, name2, 30000);
+    h_foreign_lock(r, name, 30000);
+    h_foreign_lock(r, name2, 30000);
     for (i = 0; i < N; i++) {
         b[i].lock = handles[i % 2];
         b[i].use_try = i >= N / 2;
@@ -566,7 +537,7 @@ static void test_close_wakes_waiters(void **state)
     }
     H_WAIT_FOR(h_numsub(r, name, strlen(name)) >= 1 && h_numsub(r, name2, strlen(name2)) >= 1,
                2000);
-    wait_quiet(r, 200, 5000);
+    h_scripts_quiet(r, 200, 5000);
     for (i = 0; i < N; i++)
         assert_int_equal(atomic_load(&b[i].done), 0);
 
@@ -615,14 +586,14 @@ static void cancel_waiter(int use_try)
     long long t_end;
     int rc;
 
-    foreign_lock(r, name, 30000);
+    h_foreign_lock(r, name, 30000);
     b.lock = l;
     b.use_try = use_try;
     b.rc = 12345;
     atomic_init(&b.done, 0);
     assert_int_equal(pthread_create(&th, NULL, cancel_thread, &b), 0);
     H_WAIT_FOR(h_numsub(r, name, strlen(name)) >= 1, 2000);
-    wait_quiet(r, 100, 5000);
+    h_scripts_quiet(r, 100, 5000);
     assert_int_equal(pthread_cancel(th), 0);
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_sec += (time_t)(h_scaled(5000) / 1000);
@@ -636,7 +607,7 @@ static void cancel_waiter(int use_try)
     /* No subscription left behind; when the lock is released, nobody
      * (no leftover waiter) takes it. */
     H_WAIT_FOR(h_numsub(r, name, strlen(name)) == 0, 2000);
-    foreign_unlock(r, name);
+    h_foreign_unlock(r, name);
     t_end = h_now_ms() + H_MS(300);
     while (h_now_ms() < t_end) {
         assert_int_equal(h_exists(r, name, strlen(name)), 0);

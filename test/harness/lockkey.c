@@ -1,7 +1,7 @@
 /*
- * lockkey.c - the lock key and its channel as Redis holds them, read with
- * raw commands: owner fields and counts, the channel name and its
- * subscribers, a raw subscriber.
+ * lockkey.c - the lock key and its channel as Redis holds them, read and
+ * written with raw commands: owner fields and counts, the channel name and
+ * its subscribers, a raw subscriber, a foreign holder.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,4 +146,17 @@ char *h_sub_read(redisContext *sub, long long timeout_ms) {
         s = dup_reply_str(r->element[2]);
     freeReplyObject(r);
     return s;
+}
+
+void h_foreign_lock(redisContext *c, const char *name, long long pexpire_ms) {
+    h_cmd_ok(c, "HSET %s %s 1", name, H_FOREIGN_OWNER);
+    h_cmd_ok(c, "PEXPIRE %s %lld", name, pexpire_ms);
+}
+
+void h_foreign_unlock(redisContext *c, const char *name) {
+    size_t clen;
+    char *ch = h_channel(name, strlen(name), &clen);
+    h_cmd_ok(c, "DEL %s", name);
+    h_cmd_ok(c, "PUBLISH %b 0", ch, clen);
+    free(ch);
 }

@@ -1,7 +1,7 @@
 /*
- * lockkey.h - what a lock looks like in Redis, read behind librlock's back:
- * the hash of a lock key and its owner field, the wake-up channel, a raw
- * subscriber.
+ * lockkey.h - what a lock looks like in Redis, read and written behind
+ * librlock's back: the hash of a lock key and its owner field, the wake-up
+ * channel, a raw subscriber, a foreign (Redisson-style) holder.
  */
 #ifndef RLOCK_TEST_HARNESS_LOCKKEY_H
 #define RLOCK_TEST_HARNESS_LOCKKEY_H
@@ -51,5 +51,13 @@ long long h_numsub(redisContext *c, const char *name, size_t len);
  */
 redisContext *h_sub_open(const char *url, const char *name, size_t len);
 char *h_sub_read(redisContext *sub, long long timeout_ms);
+
+/* The owner field h_foreign_lock writes: another (Redisson) client's. */
+#define H_FOREIGN_OWNER "5c3a9e2b-7d41-4f0a-9b6e-1a2b3c4d5e6f:1"
+/* A Redisson-style holder from another client: HSET name H_FOREIGN_OWNER 1,
+ * PEXPIRE name pexpire_ms (used as given). */
+void h_foreign_lock(redisContext *c, const char *name, long long pexpire_ms);
+/* What a Redisson client does on unlock: DEL name, PUBLISH 0 on its channel. */
+void h_foreign_unlock(redisContext *c, const char *name);
 
 #endif /* RLOCK_TEST_HARNESS_LOCKKEY_H */
