@@ -283,10 +283,10 @@ static void test_idle_connection_killed(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_pool_exhaustion, h_server_fixture_start, h_server_fixture_stop),
-        cmocka_unit_test_setup_teardown(test_connect_hangs, h_server_fixture_start, h_server_fixture_stop),
-        cmocka_unit_test_setup_teardown(test_signals, h_server_fixture_start, h_server_fixture_stop),
-        cmocka_unit_test_setup_teardown(test_idle_connection_killed, h_server_fixture_start, h_server_fixture_stop),
+        H_SERVER_TEST(test_pool_exhaustion),
+        H_SERVER_TEST(test_connect_hangs),
+        H_SERVER_TEST(test_signals),
+        H_SERVER_TEST(test_idle_connection_killed),
     };
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (getenv("FAULT_FILTER"))

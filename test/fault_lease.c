@@ -818,16 +818,11 @@ static void test_subscribe_refused_polls(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_lease_gone_without_redis, h_server_fixture_start,
-                                        h_server_fixture_stop),
-        cmocka_unit_test_setup_teardown(test_warned_before_loss, h_server_fixture_start,
-                                        h_server_fixture_stop),
-        cmocka_unit_test_setup_teardown(test_slow_callback_no_stall, h_server_fixture_start,
-                                        h_server_fixture_stop),
-        cmocka_unit_test_setup_teardown(test_stall_boundary, h_server_fixture_start,
-                                        h_server_fixture_stop),
-        cmocka_unit_test_setup_teardown(test_subscribe_refused_polls, h_server_fixture_start,
-                                        h_server_fixture_stop),
+        H_SERVER_TEST(test_lease_gone_without_redis),
+        H_SERVER_TEST(test_warned_before_loss),
+        H_SERVER_TEST(test_slow_callback_no_stall),
+        H_SERVER_TEST(test_stall_boundary),
+        H_SERVER_TEST(test_subscribe_refused_polls),
     };
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (getenv("FAULT_FILTER")) /* e.g. FAULT_FILTER='test_stall*' */

@@ -33,23 +33,6 @@
 #include "harness.h"
 #include "proxy.h"
 
-static h_server *srv;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    srv = h_server_start();
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    h_server_stop(srv);
-    srv = NULL;
-    return 0;
-}
-
 static rlock_client *open_client(const char *url, long long wd, long long cmd, int retries)
 {
     rlock_config cfg;
@@ -104,7 +87,7 @@ static void test_client_pause_sweep(void **state)
 {
     static const long long pauses[] = {100, 250, 450, 700, 1100};
     const long long cmd = H_MS(200), wd = H_MS(1500);
-    redisContext *r = h_server_redis(srv);
+    redisContext *r = h_server_redis(h_srv);
     int retries_set[2] = {0, 3}, ri;
     size_t pi;
     int acq_ok = 0, acq_err_absent = 0, acq_err_orphan = 0, rel_ok = 0, rel_eio = 0;
@@ -112,7 +95,7 @@ static void test_client_pause_sweep(void **state)
 
     for (ri = 0; ri < 2; ri++) {
         int retries = retries_set[ri];
-        rlock_client *c = open_client(h_server_url(srv), wd, cmd, retries);
+        rlock_client *c = open_client(h_server_url(h_srv), wd, cmd, retries);
         const char *id = rlock_client_id(c);
         for (pi = 0; pi < sizeof pauses / sizeof pauses[0]; pi++) {
             long long p = H_MS(pauses[pi]), t0, dt, count = 0, left;
@@ -207,8 +190,8 @@ static void test_client_pause_sweep(void **state)
 static void test_lost_reply_acquire(void **state)
 {
     const long long wd = H_MS(1500);
-    h_proxy *px = h_proxy_start(h_server_port(srv));
-    redisContext *r = h_server_redis(srv);
+    h_proxy *px = h_proxy_start(h_server_port(h_srv));
+    redisContext *r = h_server_redis(h_srv);
     rlock_client *c3 = open_client(h_proxy_url(px), wd, H_MS(1000), 3);
     rlock_client *c0 = open_client(h_proxy_url(px), wd, H_MS(1000), 0);
     const char *n1 = h_unique_name("lost-acq3"), *n2 = h_unique_name("lost-acq0");
@@ -268,8 +251,8 @@ static void test_lost_reply_acquire(void **state)
 
 static void test_lost_reply_release(void **state)
 {
-    h_proxy *px = h_proxy_start(h_server_port(srv));
-    redisContext *r = h_server_redis(srv);
+    h_proxy *px = h_proxy_start(h_server_port(h_srv));
+    redisContext *r = h_server_redis(h_srv);
     rlock_client *c3 = open_client(h_proxy_url(px), 30000, H_MS(1000), 3);
     rlock_client *c0 = open_client(h_proxy_url(px), 30000, H_MS(1000), 0);
     const char *n1 = h_unique_name("lost-rel3"), *n2 = h_unique_name("lost-rel0");
@@ -324,8 +307,8 @@ static void test_lost_reply_release(void **state)
  */
 static void lost_transfer(int retries)
 {
-    h_proxy *px = h_proxy_start(h_server_port(srv));
-    redisContext *r = h_server_redis(srv);
+    h_proxy *px = h_proxy_start(h_server_port(h_srv));
+    redisContext *r = h_server_redis(h_srv);
     rlock_client *c = open_client(h_proxy_url(px), 30000, H_MS(1000), retries);
     const char *name = h_unique_name(retries ? "lost-xfer3" : "lost-xfer0");
     rlock *l = h_get(c, name);
@@ -391,8 +374,8 @@ static void wait_renewal(redisContext *r, const char *name, long long timeout_ms
 static void test_lost_reply_reentrant(void **state)
 {
     const long long wd = H_MS(1500);
-    h_proxy *px = h_proxy_start(h_server_port(srv));
-    redisContext *r = h_server_redis(srv);
+    h_proxy *px = h_proxy_start(h_server_port(h_srv));
+    redisContext *r = h_server_redis(h_srv);
     rlock_client *c0 = open_client(h_proxy_url(px), wd, H_MS(1000), 0);
     const char *name = h_unique_name("lost-reent");
     rlock *l = h_get(c0, name);
@@ -478,7 +461,7 @@ static int cmp_ll(const void *a, const void *b)
 static void chain_round(rlock_client *h, rlock_client *w, int kill_mode)
 {
     const char *name = h_unique_name(kill_mode == 1 ? "pubsub-kill" : "pubsub-kills");
-    redisContext *r = h_server_redis(srv);
+    redisContext *r = h_server_redis(h_srv);
     rlock *hl = h_get(h, name), *wl = h_get(w, name);
     struct chain_waiter cw[NWAITERS];
     h_actor *act[NWAITERS];
@@ -564,8 +547,8 @@ static void chain_round(rlock_client *h, rlock_client *w, int kill_mode)
 
 static void test_pubsub_killed(void **state)
 {
-    rlock_client *h = h_open_url(h_server_url(srv), 0, 0);
-    rlock_client *w = h_open_url(h_server_url(srv), 0, 0);
+    rlock_client *h = h_open_url(h_server_url(h_srv), 0, 0);
+    rlock_client *w = h_open_url(h_server_url(h_srv), 0, 0);
     (void)state;
     chain_round(h, w, 1);
     chain_round(h, w, 2);
@@ -586,5 +569,5 @@ int main(void)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (getenv("FAULT_FILTER")) /* e.g. FAULT_FILTER='test_lost*' */
         cmocka_set_test_filter(getenv("FAULT_FILTER"));
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, h_server_fixture_start, h_server_fixture_stop);
 }

@@ -36,23 +36,6 @@
 #include "harness.h"
 #include "proxy.h"
 
-static h_server *srv;
-
-static int setup(void **state)
-{
-    (void)state;
-    srv = h_server_start();
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    h_server_stop(srv);
-    srv = NULL;
-    return 0;
-}
-
 static rlock_client *open_client(const char *url, long long wd, long long cmd, int retries,
                                  int retry_interval, struct h_lost *lost)
 {
@@ -88,10 +71,10 @@ static void test_redis_stall_short(void **state)
 {
     const long long wd = H_MS(2000), interval = wd / 3, pause = interval + interval / 2;
     const char *name = h_unique_name("stall-short");
-    redisContext *r = h_server_redis(srv);
+    redisContext *r = h_server_redis(h_srv);
     struct h_lost lost;
-    rlock_client *a = open_client(h_server_url(srv), wd, H_MS(2000), -1, -1, &lost);
-    rlock_client *b = open_client(h_server_url(srv), wd, H_MS(2000), -1, -1, NULL);
+    rlock_client *a = open_client(h_server_url(h_srv), wd, H_MS(2000), -1, -1, &lost);
+    rlock_client *b = open_client(h_server_url(h_srv), wd, H_MS(2000), -1, -1, NULL);
     rlock *al = h_get(a, name), *bl = h_get(b, name);
     h_actor *waiter = h_actor_start();
     struct h_try t = {bl, 3 * wd, 30000};
@@ -103,10 +86,10 @@ static void test_redis_stall_short(void **state)
     h_actor_post(waiter, h_op_try_lock, &t);
     H_WAIT_FOR(h_numsub(r, name, strlen(name)) == 1, 2000);
 
-    h_server_pause(srv);
+    h_server_pause(h_srv);
     t_p = h_now_ms();
     h_sleep_ms(pause);
-    h_server_resume(srv);
+    h_server_resume(h_srv);
     t_r = h_now_ms();
 
     /* Held and renewed for 3 x WD after the resume. */
@@ -151,10 +134,10 @@ static void test_redis_stall_long(void **state)
     const long long call_bound = (retries + 1) * cmd + retries * retry_ms + H_MS(300);
     const long long wait_ms = 500;
     const char *name = h_unique_name("stall-long"), *other = h_unique_name("stall-long2");
-    redisContext *r = h_server_redis(srv);
+    redisContext *r = h_server_redis(h_srv);
     struct h_lost lost;
-    rlock_client *a = open_client(h_server_url(srv), wd, cmd, retries, retry_ms, &lost);
-    rlock_client *b = open_client(h_server_url(srv), wd, cmd, retries, retry_ms, NULL);
+    rlock_client *a = open_client(h_server_url(h_srv), wd, cmd, retries, retry_ms, &lost);
+    rlock_client *b = open_client(h_server_url(h_srv), wd, cmd, retries, retry_ms, NULL);
     rlock *al = h_get(a, name), *bl = h_get(b, name), *bo = h_get(b, other);
     h_actor *bact = h_actor_start();
     struct h_try t = {bl, wait_ms, RLOCK_LEASE_WATCHDOG};
@@ -165,7 +148,7 @@ static void test_redis_stall_long(void **state)
     H_ASSERT_RC(rlock_lock(al), RLOCK_OK);
     H_ASSERT_LOCK_IS(r, name, rlock_client_id(a), 1);
 
-    h_server_pause(srv);
+    h_server_pause(h_srv);
     t_p = h_now_ms();
     /* Calls made meanwhile fail within their bounds. */
     dt_is = TIMED(rc_is, rlock_is_locked(al));
@@ -177,7 +160,7 @@ static void test_redis_stall_long(void **state)
     dt_ttl = TIMED(rc_ttl, rlock_remain_ttl(al, &ttl));
     /* Stay stopped for 1.5 x the lease in all. */
     h_sleep_ms(t_p + wd + wd / 2 - h_now_ms());
-    h_server_resume(srv);
+    h_server_resume(h_srv);
     t_r = h_now_ms();
 
     /* The old holder learns of the loss at its next renewal. */
@@ -261,11 +244,11 @@ static void test_redis_restart(void **state)
     const long long wd = H_MS(2000), interval = wd / 3;
     const char *n1 = h_unique_name("restart1"), *n2 = h_unique_name("restart2");
     const char *n3 = h_unique_name("restart3");
-    redisContext *r = h_server_redis(srv);
+    redisContext *r = h_server_redis(h_srv);
     struct h_lost lost;
     /* The waiters' client retries long enough to ride out a restart. */
-    rlock_client *a = open_client(h_server_url(srv), wd, 0, -1, -1, &lost);
-    rlock_client *b = open_client(h_server_url(srv), wd, 0, 10, 500, NULL);
+    rlock_client *a = open_client(h_server_url(h_srv), wd, 0, -1, -1, &lost);
+    rlock_client *b = open_client(h_server_url(h_srv), wd, 0, 10, 500, NULL);
     rlock *a1 = h_get(a, n1), *a2 = h_get(a, n2), *a3 = h_get(a, n3);
     rlock *b1 = h_get(b, n1), *b2 = h_get(b, n2);
     struct waiter w[3] = {{b1, 20000, 100, 0}, {b1, 20000, 100, 0}, {b2, 20000, 100, 0}};
@@ -285,9 +268,9 @@ static void test_redis_restart(void **state)
     redisFree(r);
 
     t_kill = h_now_ms();
-    h_server_restart(srv);
+    h_server_restart(h_srv);
     t_up = h_now_ms();
-    r = h_server_redis(srv);
+    r = h_server_redis(h_srv);
 
     for (i = 0; i < 3; i++) {
         long long rc = h_actor_wait(act[i], 25000);
@@ -357,8 +340,8 @@ static void test_watchdog_outage(void **state)
     const long long outage = 2 * interval + interval / 4; /* < wd */
     const char *n1 = h_unique_name("outage1"), *n2 = h_unique_name("outage2");
     const char *n3 = h_unique_name("outage3");
-    h_proxy *px = h_proxy_start(h_server_port(srv));
-    redisContext *r = h_server_redis(srv);
+    h_proxy *px = h_proxy_start(h_server_port(h_srv));
+    redisContext *r = h_server_redis(h_srv);
     struct h_lost lost;
     rlock_client *a = open_client(h_proxy_url(px), wd, H_MS(300), -1, -1, &lost);
     rlock *l1 = h_get(a, n1), *l2 = h_get(a, n2), *l3 = h_get(a, n3);
@@ -451,8 +434,8 @@ static void test_watchdog_outage_one_round(void **state)
     const long long wd = H_MS(3000), interval = wd / 3;
     const long long outage = interval + interval / 4;
     const char *n1 = h_unique_name("outage-one");
-    h_proxy *px = h_proxy_start(h_server_port(srv));
-    redisContext *r = h_server_redis(srv);
+    h_proxy *px = h_proxy_start(h_server_port(h_srv));
+    redisContext *r = h_server_redis(h_srv);
     struct h_lost lost;
     rlock_client *a = open_client(h_proxy_url(px), wd, H_MS(300), -1, -1, &lost);
     rlock *l1 = h_get(a, n1);
@@ -503,7 +486,7 @@ static void test_reconnect(void **state)
     (void)state;
 
     h_config(&cfg);
-    cfg.url = h_server_url(srv);
+    cfg.url = h_server_url(h_srv);
     cfg.command_timeout_ms = (int)cmd;
     cfg.connect_timeout_ms = (int)conn;
     cfg.retry_attempts = retries;
@@ -513,7 +496,7 @@ static void test_reconnect(void **state)
     l2 = h_get(c, n2);
     H_ASSERT_RC(rlock_lock_lease(l, 60000), RLOCK_OK);
 
-    h_server_kill(srv);
+    h_server_kill(h_srv);
     dt_is = TIMED(rc_is, rlock_is_locked(l));
     dt_unlock = TIMED(rc_unlock, rlock_unlock(l));
     dt_lock = TIMED(rc_lock, rlock_lock(l2));
@@ -523,8 +506,8 @@ static void test_reconnect(void **state)
     if (rc_open == RLOCK_OK)
         rlock_client_close(c2);
 
-    h_server_restart(srv);
-    r = h_server_redis(srv);
+    h_server_restart(h_srv);
+    r = h_server_redis(h_srv);
     /* The same client, not reopened: the first call after the restart works. */
     dt_back = TIMED(rc, rlock_lock(l2));
     H_ASSERT_RC(rc, RLOCK_OK);
@@ -565,12 +548,12 @@ static void test_reconnect(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_redis_stall_short, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_redis_stall_long, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_redis_restart, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_watchdog_outage_one_round, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_watchdog_outage, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_reconnect, setup, teardown),
+        H_SERVER_TEST(test_redis_stall_short),
+        H_SERVER_TEST(test_redis_stall_long),
+        H_SERVER_TEST(test_redis_restart),
+        H_SERVER_TEST(test_watchdog_outage_one_round),
+        H_SERVER_TEST(test_watchdog_outage),
+        H_SERVER_TEST(test_reconnect),
     };
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (getenv("FAULT_FILTER")) /* e.g. FAULT_FILTER='test_kill9*' */

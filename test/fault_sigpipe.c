@@ -113,8 +113,7 @@ static void test_close_during_connect(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_close_during_connect, h_server_fixture_start,
-                                        h_server_fixture_stop),
+        H_SERVER_TEST(test_close_during_connect),
     };
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (getenv("FAULT_FILTER"))

@@ -32,6 +32,8 @@ struct h_server {
     struct h_server *next; /* in h_servers, until h_server_stop() */
 };
 
+h_server *h_srv;
+
 /* Servers not stopped yet (a failed test skips its h_server_stop()): the
  * exit handler below kills them and removes their directories. */
 static pthread_mutex_t h_servers_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -344,13 +346,16 @@ void h_server_stop(h_server *s) {
     server_track(s, 0);
     h_server_kill(s);
     remove_dir(s->dir);
+    if (h_srv == s)
+        h_srv = NULL;
     free(s);
 }
 
 /* ---- cmocka fixtures --------------------------------------------------- */
 
 int h_server_fixture_start(void **state) {
-    *state = h_server_start();
+    h_srv = h_server_start();
+    *state = h_srv;
     return 0;
 }
 

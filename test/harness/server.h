@@ -39,8 +39,18 @@ void h_server_restart(h_server *s);
 /* Kills it, removes its directory and frees s. NULL is a no-op. */
 void h_server_stop(h_server *s);
 
-/* cmocka per-test fixtures: *state = a fresh server (h_server *), stopped after. */
+/*
+ * cmocka fixtures, per test (cmocka_unit_test_setup_teardown) or per group
+ * (cmocka_run_group_tests): *state = a fresh server (h_server *), also
+ * reachable as h_srv until the fixture stops it.
+ */
 int h_server_fixture_start(void **state);
 int h_server_fixture_stop(void **state);
+/* The server of the fixture that runs (NULL outside one): for files whose
+ * helpers reach it without the cmocka state. */
+extern h_server *h_srv;
+/* A cmocka test with a server of its own (needs cmocka.h). */
+#define H_SERVER_TEST(fn)                                                                          \
+    cmocka_unit_test_setup_teardown(fn, h_server_fixture_start, h_server_fixture_stop)
 
 #endif /* RLOCK_TEST_HARNESS_SERVER_H */
