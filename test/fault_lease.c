@@ -281,12 +281,6 @@ static char *owner_field(redisContext *c, const char *name, const char *client_i
     return field;
 }
 
-static int server_stopped(h_server *s)
-{
-    char st = h_proc_state(h_server_pid(s));
-    return st == 'T' || st == 't';
-}
-
 /* ---- class 5: the lease is gone by the client's clock ---------------------- */
 
 /*
@@ -335,7 +329,7 @@ static void test_lease_gone_without_redis(void **state)
     int is_done = H_POLL_UNTIL(h_actor_done(owner), 1000);
     held = is_done ? (int)h_actor_wait(owner, 0) : -1000;
     dt_is = (is_done ? h_actor_finished_ms(owner) : h_now_ms()) - t_is;
-    stopped_during_is = server_stopped(srv);
+    stopped_during_is = h_server_stopped(srv);
     struct rec_event lost = {0};
     if (rec_count(&rec, RLOCK_EVENT_LOCK_LOST, name, &t_lost, &lost_idx) >= 1)
         lost = rec_get(&rec, lost_idx);
@@ -344,7 +338,7 @@ static void test_lease_gone_without_redis(void **state)
     h_sleep_ms(wd / 3);
     int lost_events = rec_count(&rec, RLOCK_EVENT_LOCK_LOST, name, NULL, NULL);
     int lost_calls = rec_lost_count(&rec, name);
-    int still_stopped = server_stopped(srv);
+    int still_stopped = h_server_stopped(srv);
 
     printf("      WD %lld ms, command timeout %lld ms: Redis stopped right after a renewal "
            "(PTTL %lld); %s %lld ms later (LOCK_LOST event at %lld ms, lease_left %lld, "
@@ -419,7 +413,7 @@ static void test_warned_before_loss(void **state)
     h_server_pause(srv);
 
     H_WAIT_FOR(rec_count(&rec, RLOCK_EVENT_LOCK_LOST, name, &t_lost, &lost_idx) >= 1, 3000 + 2000);
-    assert_true(server_stopped(srv));
+    assert_true(h_server_stopped(srv));
     h_sleep_ms(H_MS(200)); /* nothing more about this lock may come now */
     h_server_resume(srv);
     t_resume = h_now_ms();
@@ -671,7 +665,7 @@ static void test_stall_boundary(void **state)
     h_sleep_ms(t0 + long_stall - h_now_ms());
     int lost_in_stall = rec_count(&rec, RLOCK_EVENT_LOCK_LOST, name, &t_lost, &lost_idx);
     int calls_in_stall = rec_lost_count(&rec, name);
-    assert_true(server_stopped(srv));
+    assert_true(h_server_stopped(srv));
     h_server_resume(srv);
     t_resume = h_now_ms();
 

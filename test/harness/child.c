@@ -1,6 +1,6 @@
 /*
  * child.c - forked processes: waiting, exit codes, h_child_exit (valgrind
- * friendly), /proc state, and h_child helpers with their line protocol.
+ * friendly), /proc states, and h_child helpers with their line protocol.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -78,6 +78,11 @@ char h_proc_state(pid_t pid) {
     if (!p || p[1] != ' ')
         return 0;
     return p[2];
+}
+
+int h_proc_stopped(pid_t pid) {
+    char st = h_proc_state(pid);
+    return st == 'T' || st == 't';
 }
 
 /* ---- helper processes and their line protocol -------------------------- */

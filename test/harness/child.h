@@ -1,6 +1,6 @@
 /*
  * child.h - forked processes: waiting for and ending children, their exit
- * codes, /proc state, and h_child, a helper process that talks to the test
+ * codes, /proc states, and h_child, a helper process that talks to the test
  * over two pipes, one text line per message.
  */
 #ifndef RLOCK_TEST_HARNESS_CHILD_H
@@ -42,6 +42,8 @@ int h_child_code(int status);
 
 /* The state letter of /proc/PID/stat ('T' or 't' when stopped), or 0. */
 char h_proc_state(pid_t pid);
+/* 1 if pid is stopped (state 'T' or 't'). */
+int h_proc_stopped(pid_t pid);
 
 /*
  * A forked helper process (another "process" holding or waiting for locks)

@@ -288,7 +288,7 @@ void h_server_pause(h_server *s) {
         H_FAIL("h_server_pause: server not running");
     if (kill(s->pid, SIGSTOP) != 0)
         H_FAIL("kill(SIGSTOP): %s", strerror(errno));
-    H_WAIT_FOR(h_proc_state(s->pid) == 'T' || h_proc_state(s->pid) == 't', 2000);
+    H_WAIT_FOR(h_proc_stopped(s->pid), 2000);
 }
 
 void h_server_resume(h_server *s) {
@@ -296,7 +296,11 @@ void h_server_resume(h_server *s) {
         H_FAIL("h_server_resume: server not running");
     if (kill(s->pid, SIGCONT) != 0)
         H_FAIL("kill(SIGCONT): %s", strerror(errno));
-    H_WAIT_FOR(h_proc_state(s->pid) != 'T' && h_proc_state(s->pid) != 't', 2000);
+    H_WAIT_FOR(!h_proc_stopped(s->pid), 2000);
+}
+
+int h_server_stopped(const h_server *s) {
+    return h_proc_stopped(s->pid);
 }
 
 void h_server_kill(h_server *s) {

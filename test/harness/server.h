@@ -31,6 +31,8 @@ redisContext *h_server_redis(const h_server *s);
 void h_server_pause(h_server *s);
 /* SIGCONT, and waits until it is no longer stopped. */
 void h_server_resume(h_server *s);
+/* 1 while it is stopped (paused). */
+int h_server_stopped(const h_server *s);
 /* SIGKILL and reap. */
 void h_server_kill(h_server *s);
 /* Kills it if running, then starts it again on the same port and data
