@@ -22,18 +22,6 @@
 
 #define SLACK_MS H_MS(1500)
 
-/* The owner field of a lock held by exactly one owner (malloc'd). */
-static char *owner_field(redisContext *r, const char *name)
-{
-    char *field = NULL;
-    int n = h_lock_fields(r, name, strlen(name), &field, NULL);
-    if (n != 1) {
-        free(field);
-        fail_msg("lock %s has %d fields, expected 1", name, n);
-    }
-    return field;
-}
-
 static void test_reentrancy_layout(void **state)
 {
     rlock_client *c = h_open(30000, 0);
@@ -147,7 +135,7 @@ static void test_owner_threads(void **state)
     /* Main thread holds it (twice). */
     H_ASSERT_RC(rlock_lock_lease(l, 20000), RLOCK_OK);
     H_ASSERT_RC(rlock_lock_lease(l, 20000), RLOCK_OK);
-    field = owner_field(r, name);
+    field = h_lock_owner(r, name);
     pttl0 = h_pttl(r, name, strlen(name));
 
     /* Thread B can't release it or see it as its own, through either handle. */
@@ -161,7 +149,7 @@ static void test_owner_threads(void **state)
     H_ASSERT_RC((int)h_actor_call(b, h_op_try_lock, &t200), RLOCK_BUSY);
     assert_true(h_now_ms() - t >= H_MS(200) - 5);
     /* Nothing changed: same field, same count, TTL not re-armed. */
-    field2 = owner_field(r, name);
+    field2 = h_lock_owner(r, name);
     assert_string_equal(field, field2);
     free(field2);
     H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), 2);
@@ -174,7 +162,7 @@ static void test_owner_threads(void **state)
 
     /* Now B takes it: a different owner field, and main can't release it. */
     H_ASSERT_RC((int)h_actor_call(b, h_op_lock, l), RLOCK_OK);
-    field2 = owner_field(r, name);
+    field2 = h_lock_owner(r, name);
     assert_string_not_equal(field, field2);
     H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), 1);
     H_ASSERT_RC(rlock_unlock(l), RLOCK_ENOTOWNER);
@@ -208,7 +196,7 @@ static void test_thread_ids_not_reused(void **state)
     for (i = 0; i < 8; i++) {
         h_actor *a = h_actor_start();
         H_ASSERT_RC((int)h_actor_call(a, h_op_lock, l), RLOCK_OK);
-        fields[i] = owner_field(r, name);
+        fields[i] = h_lock_owner(r, name);
         H_ASSERT_RC((int)h_actor_call(a, h_op_unlock, l), RLOCK_OK);
         h_actor_stop(a);
         for (j = 0; j < i; j++)
@@ -362,12 +350,12 @@ static void test_owner_processes(void **state)
     r = h_redis();
     snprintf(parent_id, sizeof parent_id, "%s", rlock_client_id(c));
     H_ASSERT_RC(rlock_lock_lease(l, 20000), RLOCK_OK);
-    field = owner_field(r, name);
+    field = h_lock_owner(r, name);
     pttl0 = h_pttl(r, name, strlen(name));
 
     /* Another process can't take it, release it or see it as its own. */
     assert_int_equal(kid_go(&k1, parent_id), 0);
-    field2 = owner_field(r, name);
+    field2 = h_lock_owner(r, name);
     assert_string_equal(field, field2);
     free(field2);
     H_ASSERT_LOCK_IS(r, name, parent_id, 1);
@@ -376,7 +364,7 @@ static void test_owner_processes(void **state)
 
     /* The other way round: a child takes it and exits without unlocking. */
     assert_int_equal(kid_go(&k2, ""), 0);
-    field2 = owner_field(r, name);
+    field2 = h_lock_owner(r, name);
     assert_string_not_equal(field2, field);
     assert_false(strncmp(field2, parent_id, strlen(parent_id)) == 0);
     H_ASSERT_RC(rlock_try_lock(l, 0, -1), RLOCK_BUSY);

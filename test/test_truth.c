@@ -145,18 +145,6 @@ static rlock_client *open_rec(const char *url, long long wd, struct rec *r)
     return h_open_config(&cfg);
 }
 
-/* The single owner field of a lock (malloc'd); fails unless exactly one. */
-static char *only_field(redisContext *r, const char *name)
-{
-    char *field = NULL;
-    int n = h_lock_fields(r, name, strlen(name), &field, NULL);
-    if (n != 1) {
-        free(field);
-        fail_msg("lock %s has %d fields, expected 1", name, n);
-    }
-    return field;
-}
-
 /* ---- 1. one client, two owners ----------------------------------------- */
 
 /*
@@ -189,7 +177,7 @@ static void test_one_client_two_owners(void **state)
     la = h_get(admin, name);
 
     H_ASSERT_RC((int)h_actor_call(a, h_op_lock, l), RLOCK_OK);
-    field_a = only_field(r, name);
+    field_a = h_lock_owner(r, name);
     H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), 1);
 
     /* B waits (10 s, watchdog) and is subscribed before the forced unlock. */
@@ -202,7 +190,7 @@ static void test_one_client_two_owners(void **state)
 
     H_ASSERT_RC(rlock_force_unlock(la), 1);
     H_ASSERT_RC((int)h_actor_wait(b, 5000), RLOCK_OK);
-    field_b = only_field(r, name);
+    field_b = h_lock_owner(r, name);
     assert_string_not_equal(field_a, field_b);
     H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), 1);
 
@@ -292,7 +280,7 @@ static void test_relock_after_loss_lease(void **state)
     H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
     H_ASSERT_RC(rlock_hold_count(l), 1);
     H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), 1);
-    field = only_field(r, name);
+    field = h_lock_owner(r, name);
     {
         char *v = h_cmd_str(r, "HGET %b %s", name, n, field);
         assert_non_null(v);

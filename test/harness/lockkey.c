@@ -75,6 +75,16 @@ int h_lock_is(redisContext *c, const char *name, size_t len, const char *client_
     return ok;
 }
 
+char *h_lock_owner(redisContext *c, const char *name) {
+    char *field = NULL;
+    int n = h_lock_fields(c, name, strlen(name), &field, NULL);
+    if (n != 1) {
+        free(field);
+        H_FAIL("lock %s has %d fields, expected 1", name, n);
+    }
+    return field;
+}
+
 char *h_channel(const char *name, size_t len, size_t *out_len) {
     static const char prefix[] = "redisson_lock__channel:";
     size_t plen = sizeof prefix - 1;

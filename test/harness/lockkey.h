@@ -25,6 +25,9 @@ int h_lock_fields(redisContext *c, const char *name, size_t len, char **field, l
  */
 int h_lock_is(redisContext *c, const char *name, size_t len, const char *client_id,
               long long count);
+/* The owner field of a lock held by exactly one owner (malloc'd); fails the
+ * test unless the key has exactly one field. */
+char *h_lock_owner(redisContext *c, const char *name);
 
 /* Fails unless the lock key holds exactly one field "<id>:<tid>" = count. */
 #define H_ASSERT_LOCK_IS(redis, name, client_id, count)                                            \
