@@ -251,22 +251,11 @@ static rlock_client *open_recording(const char *url, long long wd, long long cmd
     return h_open_config(&cfg);
 }
 
-/*
- * Waits until the watchdog has just renewed name: its PTTL jumps back up.
- * Returns the PTTL seen right after the jump.
- */
+/* Waits until the watchdog has just renewed name (within two renewal
+ * rounds and a second); returns the PTTL seen right after the renewal. */
 static long long wait_renewal(redisContext *c, const char *name, long long wd)
 {
-    long long deadline = h_now_ms() + 2 * wd + h_scaled(1000);
-    long long prev = h_pttl(c, name, strlen(name));
-    while (h_now_ms() < deadline) {
-        long long p = h_pttl(c, name, strlen(name));
-        if (p > prev + 20)
-            return p;
-        prev = p;
-        h_sleep_ms(2);
-    }
-    H_FAIL("no renewal of %s seen within %lld ms", name, 2 * wd + h_scaled(1000));
+    return h_wait_renewal(c, name, 20, 2 * wd + h_scaled(1000));
 }
 
 /* The lock's single field (malloc'd); fails unless it is "<client_id>:<tid>" = 1. */

@@ -349,21 +349,6 @@ static void test_lost_reply_transfer(void **state)
     lost_transfer(0);
 }
 
-/* Waits for the PTTL of name to jump up (a renewal just ran). */
-static void wait_renewal(redisContext *r, const char *name, long long timeout_ms)
-{
-    long long deadline = h_now_ms() + h_scaled(timeout_ms);
-    long long prev = h_pttl(r, name, strlen(name));
-    while (h_now_ms() < deadline) {
-        long long p = h_pttl(r, name, strlen(name));
-        if (p > prev + 50)
-            return;
-        prev = p;
-        h_sleep_ms(2);
-    }
-    H_FAIL("no renewal of %s seen within %lld ms", name, h_scaled(timeout_ms));
-}
-
 /*
  * A reentrant acquisition whose reply is lost (no retries) returns RLOCK_EIO.
  * The caller gives up on it and releases the one hold it knows of. The
@@ -384,7 +369,7 @@ static void test_lost_reply_reentrant(void **state)
     (void)state;
 
     H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
-    wait_renewal(r, name, wd); /* no renewal round will race with the drop */
+    h_wait_renewal(r, name, 50, h_scaled(wd)); /* no renewal round will race with the drop */
     h_proxy_drop_replies(px, 1);
     rc = rlock_try_lock(l, 0, RLOCK_LEASE_WATCHDOG);
     H_ASSERT_RC(rc, RLOCK_EIO);

@@ -319,21 +319,6 @@ static void test_redis_restart(void **state)
 
 /* ---- scenario 7: watchdog outage, then recovery ------------------------ */
 
-/* Waits for the PTTL of name to jump up (a renewal just ran); returns it. */
-static long long wait_renewal(redisContext *r, const char *name, long long timeout_ms)
-{
-    long long deadline = h_now_ms() + h_scaled(timeout_ms);
-    long long prev = h_pttl(r, name, strlen(name));
-    while (h_now_ms() < deadline) {
-        long long p = h_pttl(r, name, strlen(name));
-        if (p > prev + 50)
-            return p;
-        prev = p;
-        h_sleep_ms(2);
-    }
-    H_FAIL("no renewal of %s seen within %lld ms", name, h_scaled(timeout_ms));
-}
-
 static void test_watchdog_outage(void **state)
 {
     const long long wd = H_MS(3000), interval = wd / 3;
@@ -352,7 +337,7 @@ static void test_watchdog_outage(void **state)
     H_ASSERT_RC(rlock_lock(l1), RLOCK_OK);
     H_ASSERT_RC(rlock_lock(l2), RLOCK_OK);
     /* Start the outage right after a renewal: the next two rounds fail. */
-    wait_renewal(r, n1, interval + 1000);
+    h_wait_renewal(r, n1, 50, h_scaled(interval + 1000));
     h_proxy_stats(px, &st0);
     h_proxy_set_refuse(px, 1);
     t_off = h_now_ms();
@@ -443,7 +428,7 @@ static void test_watchdog_outage_one_round(void **state)
     (void)state;
 
     H_ASSERT_RC(rlock_lock(l1), RLOCK_OK);
-    wait_renewal(r, n1, interval + 1000);
+    h_wait_renewal(r, n1, 50, h_scaled(interval + 1000));
     h_proxy_set_refuse(px, 1);
     t_off = h_now_ms();
     h_sleep_ms(outage);

@@ -6,7 +6,7 @@
  *   timing   h_now_ms, h_sleep_ms, h_scaled / H_MS (TEST_TIMEOUT_SCALE)
  *   redis    the second Redis client: h_url, h_redis, h_cmd*, commandstats
  *   lockkey  lock keys and channels in Redis: H_ASSERT_LOCK_IS, h_numsub,
- *            raw subscribers, foreign holders
+ *            raw subscribers, foreign holders, renewals
  *   client   librlock clients: h_unique_name, h_open*, h_lost, h_timed_close
  *   actor    h_actor threads and the h_op_* calls they run
  *   child    forked processes, H_CHILD_CHECK, h_child and its line protocol

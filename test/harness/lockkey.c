@@ -1,7 +1,8 @@
 /*
  * lockkey.c - the lock key and its channel as Redis holds them, read and
  * written with raw commands: owner fields and counts, the channel name and
- * its subscribers, a raw subscriber, a foreign holder.
+ * its subscribers, a raw subscriber, a foreign holder, watchdog renewals seen
+ * as PTTL jumps.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,4 +170,18 @@ void h_foreign_unlock(redisContext *c, const char *name) {
     h_cmd_ok(c, "DEL %s", name);
     h_cmd_ok(c, "PUBLISH %b 0", ch, clen);
     free(ch);
+}
+
+long long h_wait_renewal(redisContext *c, const char *name, long long min_jump_ms,
+                         long long within_ms) {
+    long long deadline = h_now_ms() + within_ms;
+    long long prev = h_pttl(c, name, strlen(name));
+    while (h_now_ms() < deadline) {
+        long long p = h_pttl(c, name, strlen(name));
+        if (p > prev + min_jump_ms)
+            return p;
+        prev = p;
+        h_sleep_ms(2);
+    }
+    H_FAIL("no renewal of %s seen within %lld ms", name, within_ms);
 }

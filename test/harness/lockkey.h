@@ -1,7 +1,8 @@
 /*
  * lockkey.h - what a lock looks like in Redis, read and written behind
  * librlock's back: the hash of a lock key and its owner field, the wake-up
- * channel, a raw subscriber, a foreign (Redisson-style) holder.
+ * channel, a raw subscriber, a foreign (Redisson-style) holder, renewals
+ * seen through PTTL.
  */
 #ifndef RLOCK_TEST_HARNESS_LOCKKEY_H
 #define RLOCK_TEST_HARNESS_LOCKKEY_H
@@ -62,5 +63,13 @@ char *h_sub_read(redisContext *sub, long long timeout_ms);
 void h_foreign_lock(redisContext *c, const char *name, long long pexpire_ms);
 /* What a Redisson client does on unlock: DEL name, PUBLISH 0 on its channel. */
 void h_foreign_unlock(redisContext *c, const char *name);
+
+/*
+ * Waits until the watchdog has just renewed name: its PTTL jumps up by more
+ * than min_jump_ms. Fails the test if no jump is seen within within_ms (used
+ * as given: scale it yourself). Returns the PTTL seen right after the jump.
+ */
+long long h_wait_renewal(redisContext *c, const char *name, long long min_jump_ms,
+                         long long within_ms);
 
 #endif /* RLOCK_TEST_HARNESS_LOCKKEY_H */
