@@ -63,27 +63,12 @@ static rlock_client *open_client(const char *url, int pool_size, long long comma
 
 #define POOL_THREADS 8
 
-struct timed_try {
-    rlock *lock;
-    long long elapsed_ms;
-    int rc;
-};
-
-static void *timed_try_main(void *arg)
-{
-    struct timed_try *t = arg;
-    long long t0 = h_now_ms();
-    t->rc = rlock_try_lock(t->lock, 0, 10000);
-    t->elapsed_ms = h_now_ms() - t0;
-    return NULL;
-}
-
 static void test_pool_exhaustion(void **state)
 {
     h_server *srv = *state;
     const long long bound = H_MS(300);
     rlock_client *c = open_client(h_server_url(srv), 1, bound, H_MS(2000));
-    struct timed_try tries[POOL_THREADS];
+    struct h_timed_try tries[POOL_THREADS];
     pthread_t threads[POOL_THREADS];
     rlock *l = h_get(c, h_unique_name("pool"));
     long long worst = 0;
@@ -92,8 +77,8 @@ static void test_pool_exhaustion(void **state)
     H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
     h_server_pause(srv);
     for (int i = 0; i < POOL_THREADS; i++) {
-        tries[i] = (struct timed_try){.lock = l};
-        assert_int_equal(pthread_create(&threads[i], NULL, timed_try_main, &tries[i]), 0);
+        tries[i] = (struct h_timed_try){.lock = l, .wait_ms = 0, .lease_ms = 10000};
+        assert_int_equal(pthread_create(&threads[i], NULL, h_timed_try_main, &tries[i]), 0);
     }
     for (int i = 0; i < POOL_THREADS; i++) {
         pthread_join(threads[i], NULL);
@@ -198,30 +183,13 @@ static void *pelter_main(void *arg)
     return NULL;
 }
 
-struct signalled_try {
-    rlock *lock;
-    atomic_int done;
-    int rc;
-    long long elapsed_ms;
-};
-
-static void *signalled_try_main(void *arg)
-{
-    struct signalled_try *t = arg;
-    long long t0 = h_now_ms();
-    t->rc = rlock_try_lock(t->lock, 0, 10000);
-    t->elapsed_ms = h_now_ms() - t0;
-    atomic_store(&t->done, 1);
-    return NULL;
-}
-
 static void test_signals(void **state)
 {
     h_server *srv = *state;
     const long long bound = H_MS(300);
     struct sigaction sa, old;
     rlock_client *c = open_client(h_server_url(srv), 2, bound, H_MS(2000));
-    struct signalled_try t = {.lock = h_get(c, h_unique_name("signals"))};
+    struct h_timed_try t = {.lock = h_get(c, h_unique_name("signals")), .lease_ms = 10000};
     struct pelter p = {0};
     pthread_t caller, pelter;
 
@@ -233,11 +201,11 @@ static void test_signals(void **state)
     H_ASSERT_RC(rlock_unlock(t.lock), RLOCK_OK);
 
     h_server_pause(srv);
-    assert_int_equal(pthread_create(&caller, NULL, signalled_try_main, &t), 0);
+    assert_int_equal(pthread_create(&caller, NULL, h_timed_try_main, &t), 0);
     p.target = caller;
     assert_int_equal(pthread_create(&pelter, NULL, pelter_main, &p), 0);
     /* Generous: the old code never returned while the signals flowed. */
-    int returned = H_POLL_UNTIL(atomic_load(&t.done), 5 * bound + 2000);
+    int returned = H_POLL_UNTIL(h_timed_try_done(&t), 5 * bound + 2000);
     atomic_store(&p.stop, 1);
     pthread_join(pelter, NULL);
     pthread_join(caller, NULL); /* returns once the signals stop, in any case */

@@ -7,7 +7,7 @@
  *   redis    the second Redis client: h_url, h_redis, h_cmd*, commandstats
  *   lockkey  lock keys and channels in Redis: H_ASSERT_LOCK_IS, h_numsub,
  *            raw subscribers, foreign holders, renewals
- *   client   librlock clients: h_unique_name, h_open*, h_lost, h_timed_close
+ *   client   librlock clients: h_unique_name, h_open*, h_lost, timed calls
  *   actor    h_actor threads and the h_op_* calls they run
  *   child    forked processes, H_CHILD_CHECK, h_child and its line protocol
  *   server   redis-servers of our own (h_server_*) and their cmocka fixtures

@@ -1,7 +1,7 @@
 /*
  * client.c - librlock clients for the tests: unique lock names, configs with
  * scaled timeouts, opening (failing the test, or reporting the status), the
- * h_lost on_lock_lost recorder, and a close timed on an actor.
+ * h_lost on_lock_lost recorder, and timed close / try_lock.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -139,7 +139,7 @@ int h_lost_count(struct h_lost *l) {
     return __atomic_load_n(&l->count, __ATOMIC_SEQ_CST);
 }
 
-/* ---- timed close ------------------------------------------------------- */
+/* ---- timed calls ------------------------------------------------------- */
 
 static long long op_close(void *client) {
     rlock_client_close(client);
@@ -154,4 +154,17 @@ long long h_timed_close(rlock_client *c, long long timeout_ms) {
     dt = h_actor_finished_ms(a) - t0;
     h_actor_stop(a);
     return dt;
+}
+
+void *h_timed_try_main(void *arg) {
+    struct h_timed_try *t = arg;
+    long long t0 = h_now_ms();
+    t->rc = rlock_try_lock(t->lock, t->wait_ms, t->lease_ms);
+    t->elapsed_ms = h_now_ms() - t0;
+    __atomic_store_n(&t->done, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+int h_timed_try_done(struct h_timed_try *t) {
+    return __atomic_load_n(&t->done, __ATOMIC_SEQ_CST);
 }

@@ -1,7 +1,7 @@
 /*
  * client.h - librlock clients as the tests open them: unique lock names,
  * configs with scaled timeouts, opening that fails the test (or reports why
- * not), an on_lock_lost recorder, and a close timed on an actor.
+ * not), an on_lock_lost recorder, and calls timed on threads of their own.
  */
 #ifndef RLOCK_TEST_HARNESS_CLIENT_H
 #define RLOCK_TEST_HARNESS_CLIENT_H
@@ -60,5 +60,21 @@ int h_lost_count(struct h_lost *l);
  * (fails after timeout_ms, scaled); returns how long close took in ms.
  */
 long long h_timed_close(rlock_client *c, long long timeout_ms);
+
+/*
+ * rlock_try_lock(lock, wait_ms, lease_ms) timed on a plain thread of the
+ * test's own: pthread_create(&th, NULL, h_timed_try_main, &t). rc and
+ * elapsed_ms are set when it returns; h_timed_try_done() tells whether it has.
+ */
+struct h_timed_try {
+    rlock *lock;
+    long long wait_ms;  /* used as given */
+    long long lease_ms; /* used as given */
+    int rc;
+    long long elapsed_ms;
+    int done; /* use h_timed_try_done() */
+};
+void *h_timed_try_main(void *timed_try);
+int h_timed_try_done(struct h_timed_try *t);
 
 #endif /* RLOCK_TEST_HARNESS_CLIENT_H */
