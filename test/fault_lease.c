@@ -732,7 +732,7 @@ static void test_subscribe_refused_polls(void **state)
     int ev_idx = -1, rc;
 
     h_cmd_ok(r, "ACL SETUSER u on >pw ~* &* +@all -subscribe");
-    snprintf(url, sizeof url, "redis://u:pw@127.0.0.1:%d", h_server_port(srv));
+    h_url_auth(url, sizeof url, h_server_url(srv), "u", "pw");
     rec_init(&rec);
     admin = h_open_url(h_server_url(srv), 0, 0);
     /* Command timeout 300 ms, shorter than the admin's 500 ms hold: the old

@@ -468,14 +468,6 @@ static void test_relock_after_loss_watchdog(void **state)
 
 /* ---- 3. an unlock that errs has not released --------------------------- */
 
-/* redis://USER:PASS@host:port for the url base (a plain redis://host:port). */
-static void user_url(char *out, size_t size, const char *base, const char *user,
-                     const char *pass)
-{
-    assert_true(strncmp(base, "redis://", 8) == 0);
-    snprintf(out, size, "redis://%s:%s@%s", user, pass, base + 8);
-}
-
 /*
  * An ACL user that may use every key and command but no channel: locking
  * works, but the unlock cannot PUBLISH. rlock_unlock is RLOCK_ENOPERM with
@@ -509,7 +501,7 @@ static void test_unlock_refused_keeps_lock(void **state)
     }
     snprintf(user, sizeof user, "rlock-truth-%ld-%lld", (long)getpid(), h_now_us());
     h_cmd_ok(admin, "ACL SETUSER %s on >pw ~* resetchannels +@all", user);
-    user_url(url, sizeof url, base, user, "pw");
+    h_url_auth(url, sizeof url, base, user, "pw");
 
     rec_init(&rec);
     c = open_rec(url, WD, &rec);

@@ -118,6 +118,22 @@ rlock *h_get(rlock_client *client, const char *name) {
     return l;
 }
 
+int h_open_status(const char *url, int connect_timeout_ms, rlock_error_info *info) {
+    rlock_config cfg;
+    rlock_client *c = NULL;
+    int rc;
+    h_config(&cfg);
+    cfg.url = url;
+    if (connect_timeout_ms > 0)
+        cfg.connect_timeout_ms = connect_timeout_ms;
+    rc = rlock_client_open(&cfg, &c);
+    rlock_last_error_info(info);
+    printf("      %-48s -> %s%s%s\n", url, rlock_status_name(rc), rc < 0 ? ": " : "",
+           rc < 0 ? info->message : "");
+    rlock_client_close(c);
+    return rc;
+}
+
 /* ---- on_lock_lost recorder --------------------------------------------- */
 
 void h_lost_init(struct h_lost *l) {

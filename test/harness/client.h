@@ -32,6 +32,12 @@ rlock_client *h_open_cb(long long watchdog_timeout_ms, int command_timeout_ms,
 rlock_client *h_open_url(const char *url, long long watchdog_timeout_ms, int command_timeout_ms);
 /* rlock_get(); fails the test on error. */
 rlock *h_get(rlock_client *client, const char *name);
+/*
+ * Tries to open a client on url (h_config(), and connect_timeout_ms if > 0)
+ * and closes it again. Returns rlock_client_open's status; *info receives
+ * rlock_last_error_info(). Prints the url and the outcome.
+ */
+int h_open_status(const char *url, int connect_timeout_ms, rlock_error_info *info);
 
 /*
  * An on_lock_lost callback that records its calls: pass h_lost_cb and a

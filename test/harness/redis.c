@@ -34,6 +34,20 @@ const char *h_url_db(int db) {
     return buf;
 }
 
+const char *h_url_host_port(const char *url) {
+    if (strncmp(url, "redis://", 8) != 0)
+        H_FAIL("not a redis:// url: %s", url);
+    return url + 8;
+}
+
+const char *h_url_auth(char *out, size_t size, const char *base, const char *user,
+                       const char *password) {
+    int n = snprintf(out, size, "redis://%s:%s@%s", user, password, h_url_host_port(base));
+    if (n < 0 || (size_t)n >= size)
+        H_FAIL("url for user %s on %s does not fit in %zu bytes", user, base, size);
+    return out;
+}
+
 /* Connects to the host or socket of u; fails the test if it cannot. */
 static redisContext *connect_or_fail(const char *url, const raw_url *u) {
     struct timeval tv = {(time_t)(h_scaled(5000) / 1000), 0};

@@ -15,6 +15,14 @@ const char *h_url(void);
 /* h_url() with "/db" appended (NULL if h_url() is not a plain
  * redis://host:port url). Static storage. */
 const char *h_url_db(int db);
+/* "HOST:PORT" of a plain redis://HOST:PORT url (e.g. h_url(), h_server_url());
+ * fails the test for another scheme. Points into url. */
+const char *h_url_host_port(const char *url);
+/* "redis://USER:PASSWORD@HOST:PORT" for base "redis://HOST:PORT" (user and
+ * password as given, not %-encoded), written to out (size bytes). Fails the
+ * test if base is not redis:// or out is too small. Returns out. */
+const char *h_url_auth(char *out, size_t size, const char *base, const char *user,
+                       const char *password);
 
 /* A new raw hiredis connection to h_url() (redis:// urls, with optional
  * password and /db; or unix://path). Fails the test if it cannot connect.
