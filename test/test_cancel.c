@@ -52,18 +52,10 @@
 /* Joins th within timeout_ms (scaled); fails if it does not end. */
 static void *join_within(pthread_t th, long long timeout_ms)
 {
-    struct timespec ts;
-    void *ret = NULL;
     long long ms = h_scaled(timeout_ms);
-    int rc;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    rc = pthread_timedjoin_np(th, &ret, &ts);
+    struct timespec ts = h_timespec_in(CLOCK_REALTIME, ms);
+    void *ret = NULL;
+    int rc = pthread_timedjoin_np(th, &ret, &ts);
     if (rc == ETIMEDOUT)
         H_FAIL("thread did not end within %lld ms", ms);
     assert_int_equal(rc, 0);

@@ -92,15 +92,8 @@ int h_actor_done(h_actor *a) {
 
 long long h_actor_wait_at(h_actor *a, long long timeout_ms, const char *file, int line) {
     long long limit = h_scaled(timeout_ms);
-    struct timespec ts;
+    struct timespec ts = h_timespec_in(CLOCK_MONOTONIC, limit);
     long long r;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(limit / 1000);
-    ts.tv_nsec += (long)(limit % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
     pthread_mutex_lock(&a->mu);
     while (!a->done) {
         if (pthread_cond_timedwait(&a->cv, &a->mu, &ts) == ETIMEDOUT && !a->done) {

@@ -59,3 +59,15 @@ long long h_scaled(long long ms) {
     long long r = (long long)v;
     return (double)r < v ? r + 1 : r;
 }
+
+struct timespec h_timespec_in(clockid_t clock, long long ms) {
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}

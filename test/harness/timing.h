@@ -19,5 +19,8 @@ double h_scale(void);
 /* ms * TEST_TIMEOUT_SCALE, rounded up. */
 long long h_scaled(long long ms);
 #define H_MS(ms) h_scaled(ms)
+/* The time ms milliseconds (used as given) from now on clock, as an absolute
+ * timespec for pthread_cond_timedwait, pthread_timedjoin_np and the like. */
+struct timespec h_timespec_in(clockid_t clock, long long ms);
 
 #endif /* RLOCK_TEST_HARNESS_TIMING_H */
