@@ -30,8 +30,7 @@
 #include "harness.h"
 
 /* Number of client connections the server has (CLIENT LIST lines). */
-static int client_count(redisContext *r)
-{
+static int client_count(redisContext *r) {
     char *list = h_cmd_str(r, "CLIENT LIST");
     int n = 0;
     const char *p;
@@ -42,16 +41,14 @@ static int client_count(redisContext *r)
 }
 
 
-static long long op_is_locked(void *lock)
-{
+static long long op_is_locked(void *lock) {
     return rlock_is_locked(lock);
 }
 
 #define NHELD 3
 #define NWAIT 10
 
-static void test_close_under_load(void **state)
-{
+static void test_close_under_load(void **state) {
     const long long wd = H_MS(2000);
     const char *held_names[NHELD], *w1 = h_unique_name("close-w1"), *w2 = h_unique_name("close-w2");
     redisContext *r = h_server_redis(h_srv);
@@ -167,8 +164,7 @@ static void test_close_under_load(void **state)
 
 #define NCALLS 6
 
-static void test_close_redis_stopped(void **state)
-{
+static void test_close_redis_stopped(void **state) {
     const char *name = h_unique_name("close-stopped"), *wname = h_unique_name("close-wd");
     rlock_config cfg;
     rlock_client *c;
@@ -209,8 +205,7 @@ static void test_close_redis_stopped(void **state)
     rlock_free(wl);
 }
 
-static void test_close_during_retries(void **state)
-{
+static void test_close_during_retries(void **state) {
     const char *name = h_unique_name("close-retry");
     rlock_config cfg;
     rlock_client *c;
@@ -245,8 +240,7 @@ static void test_close_during_retries(void **state)
     rlock_free(l);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         H_SERVER_TEST(test_close_under_load),
         H_SERVER_TEST(test_close_redis_stopped),

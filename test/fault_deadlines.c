@@ -47,8 +47,7 @@
 #include "proxy.h"
 
 static rlock_client *open_client(const char *url, int pool_size, long long command_ms,
-                                 long long connect_ms)
-{
+                                 long long connect_ms) {
     rlock_config cfg;
     h_config(&cfg);
     cfg.url = url;
@@ -63,8 +62,7 @@ static rlock_client *open_client(const char *url, int pool_size, long long comma
 
 #define POOL_THREADS 8
 
-static void test_pool_exhaustion(void **state)
-{
+static void test_pool_exhaustion(void **state) {
     h_server *srv = *state;
     const long long bound = H_MS(300);
     rlock_client *c = open_client(h_server_url(srv), 1, bound, H_MS(2000));
@@ -98,8 +96,7 @@ static void test_pool_exhaustion(void **state)
 /* ---- class 10: a connect that hangs ------------------------------------- */
 
 /* A listening socket on port whose accept queue is full: new SYNs are dropped. */
-static int full_listener(int port, int *fillers, int nfillers)
-{
+static int full_listener(int port, int *fillers, int nfillers) {
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -115,8 +112,7 @@ static int full_listener(int port, int *fillers, int nfillers)
     return fd;
 }
 
-static void test_connect_hangs(void **state)
-{
+static void test_connect_hangs(void **state) {
     h_server *srv = *state;
     const long long bound = H_MS(300), wait = H_MS(200);
     h_proxy *px = h_proxy_start(h_server_port(srv));
@@ -160,8 +156,7 @@ static void test_connect_hangs(void **state)
 
 /* ---- class 11: signals -------------------------------------------------- */
 
-static void on_signal(int sig)
-{
+static void on_signal(int sig) {
     (void)sig;
 }
 
@@ -172,8 +167,7 @@ struct pelter {
 };
 
 /* Sends the target SIGUSR1 every 2 ms until told to stop. */
-static void *pelter_main(void *arg)
-{
+static void *pelter_main(void *arg) {
     struct pelter *p = arg;
     while (!atomic_load(&p->stop)) {
         pthread_kill(p->target, SIGUSR1);
@@ -183,8 +177,7 @@ static void *pelter_main(void *arg)
     return NULL;
 }
 
-static void test_signals(void **state)
-{
+static void test_signals(void **state) {
     h_server *srv = *state;
     const long long bound = H_MS(300);
     struct sigaction sa, old;
@@ -223,8 +216,7 @@ static void test_signals(void **state)
 
 /* ---- class 12: idle connections closed by the server -------------------- */
 
-static void test_idle_connection_killed(void **state)
-{
+static void test_idle_connection_killed(void **state) {
     h_server *srv = *state;
     redisContext *r = h_server_redis(srv);
     rlock_client *c = open_client(h_server_url(srv), 2, H_MS(2000), H_MS(2000));
@@ -248,8 +240,7 @@ static void test_idle_connection_killed(void **state)
     redisFree(r);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         H_SERVER_TEST(test_pool_exhaustion),
         H_SERVER_TEST(test_connect_hangs),

@@ -53,8 +53,7 @@ struct holder_args {
  *   UNLOCK     -> "UNLOCK <rc>"
  *   QUIT       -> closes the client and exits 0
  */
-static int holder_main(void *arg, int in, int out)
-{
+static int holder_main(void *arg, int in, int out) {
     struct holder_args *a = arg;
     struct h_lost lost;
     rlock_config cfg;
@@ -99,8 +98,7 @@ static int holder_main(void *arg, int in, int out)
 }
 
 /* Starts a holder and waits for "LOCKED 0 <id>"; copies the id. */
-static void start_holder(h_child *ch, struct holder_args *a, char *id, size_t idsize)
-{
+static void start_holder(h_child *ch, struct holder_args *a, char *id, size_t idsize) {
     char line[256];
     int rc = -100;
     char got[128] = "";
@@ -119,8 +117,7 @@ static void start_holder(h_child *ch, struct holder_args *a, char *id, size_t id
  * the main thread checks that the dead holder's field stays until its lease
  * ends.
  */
-static void kill9_case(int watchdog)
-{
+static void kill9_case(int watchdog) {
     const long long wd = H_MS(2000);
     const char *name = h_unique_name(watchdog ? "kill9wd" : "kill9lease");
     struct holder_args a = {h_server_url(h_srv), name, wd, watchdog ? RLOCK_LEASE_WATCHDOG : wd};
@@ -190,22 +187,19 @@ static void kill9_case(int watchdog)
     redisFree(r);
 }
 
-static void test_kill9_watchdog(void **state)
-{
+static void test_kill9_watchdog(void **state) {
     (void)state;
     kill9_case(1);
 }
 
-static void test_kill9_lease(void **state)
-{
+static void test_kill9_lease(void **state) {
     (void)state;
     kill9_case(0);
 }
 
 /* ---- scenario 2: SIGSTOP longer than the lease ------------------------- */
 
-static void test_holder_sigstop(void **state)
-{
+static void test_holder_sigstop(void **state) {
     const long long wd = H_MS(2000), interval = wd / 3;
     const char *name = h_unique_name("sigstop");
     struct holder_args a = {h_server_url(h_srv), name, wd, RLOCK_LEASE_WATCHDOG};
@@ -297,8 +291,7 @@ static void test_holder_sigstop(void **state)
 
 /* ---- F5: holder cut off from Redis ------------------------------------- */
 
-static void test_holder_cut_off(void **state)
-{
+static void test_holder_cut_off(void **state) {
     const long long wd = H_MS(2000), interval = wd / 3;
     const char *name = h_unique_name("cutoff");
     h_proxy *px = h_proxy_start(h_server_port(h_srv));
@@ -371,8 +364,7 @@ static void test_holder_cut_off(void **state)
     redisFree(r);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kill9_watchdog),
         cmocka_unit_test(test_kill9_lease),

@@ -33,8 +33,7 @@
 #include "harness.h"
 #include "proxy.h"
 
-static rlock_client *open_client(const char *url, long long wd, long long cmd, int retries)
-{
+static rlock_client *open_client(const char *url, long long wd, long long cmd, int retries) {
     rlock_config cfg;
     h_config(&cfg);
     cfg.url = url;
@@ -46,8 +45,7 @@ static rlock_client *open_client(const char *url, long long wd, long long cmd, i
 }
 
 /* Fields of a lock key: 0 (absent) or 1 with *count set; fails on more. */
-static int fields(redisContext *r, const char *name, const char *id, long long *count)
-{
+static int fields(redisContext *r, const char *name, const char *id, long long *count) {
     char *field = NULL;
     int n = h_lock_fields(r, name, strlen(name), &field, count);
     if (n > 1)
@@ -63,8 +61,7 @@ static int fields(redisContext *r, const char *name, const char *id, long long *
 /* Polls until the key is gone, checking meanwhile that nobody renews it (its
  * PTTL only decreases) and that it holds count 1. Returns how long it took. */
 static long long expect_orphan_expires(redisContext *r, const char *name, const char *id,
-                                       long long lease_ms)
-{
+                                       long long lease_ms) {
     long long t0 = h_now_ms(), prev = h_pttl(r, name, strlen(name)), count = 0;
     while (h_exists(r, name, strlen(name))) {
         long long p = h_pttl(r, name, strlen(name));
@@ -83,8 +80,7 @@ static long long expect_orphan_expires(redisContext *r, const char *name, const 
 
 /* ---- scenario 5a/5b: CLIENT PAUSE WRITE ------------------------------- */
 
-static void test_client_pause_sweep(void **state)
-{
+static void test_client_pause_sweep(void **state) {
     static const long long pauses[] = {100, 250, 450, 700, 1100};
     const long long cmd = H_MS(200), wd = H_MS(1500);
     redisContext *r = h_server_redis(h_srv);
@@ -187,8 +183,7 @@ static void test_client_pause_sweep(void **state)
 
 /* ---- scenario 5c: executed, reply lost (proxy) -------------------------- */
 
-static void test_lost_reply_acquire(void **state)
-{
+static void test_lost_reply_acquire(void **state) {
     const long long wd = H_MS(1500);
     h_proxy *px = h_proxy_start(h_server_port(h_srv));
     redisContext *r = h_server_redis(h_srv);
@@ -249,8 +244,7 @@ static void test_lost_reply_acquire(void **state)
     redisFree(r);
 }
 
-static void test_lost_reply_release(void **state)
-{
+static void test_lost_reply_release(void **state) {
     h_proxy *px = h_proxy_start(h_server_port(h_srv));
     redisContext *r = h_server_redis(h_srv);
     rlock_client *c3 = open_client(h_proxy_url(px), 30000, H_MS(1000), 3);
@@ -305,8 +299,7 @@ static void test_lost_reply_release(void **state)
  * TRANSFER gave it. Either way: one owner (the waiter, count 1), nothing
  * published, the waiter returns RLOCK_OK.
  */
-static void lost_transfer(int retries)
-{
+static void lost_transfer(int retries) {
     h_proxy *px = h_proxy_start(h_server_port(h_srv));
     redisContext *r = h_server_redis(h_srv);
     rlock_client *c = open_client(h_proxy_url(px), 30000, H_MS(1000), retries);
@@ -342,8 +335,7 @@ static void lost_transfer(int retries)
     redisFree(r);
 }
 
-static void test_lost_reply_transfer(void **state)
-{
+static void test_lost_reply_transfer(void **state) {
     (void)state;
     lost_transfer(3);
     lost_transfer(0);
@@ -356,8 +348,7 @@ static void test_lost_reply_transfer(void **state)
  * the lock must end free (at the latest when the extra hold's lease runs out),
  * not held and renewed for as long as the thread lives.
  */
-static void test_lost_reply_reentrant(void **state)
-{
+static void test_lost_reply_reentrant(void **state) {
     const long long wd = H_MS(1500);
     h_proxy *px = h_proxy_start(h_server_port(h_srv));
     redisContext *r = h_server_redis(h_srv);
@@ -407,8 +398,7 @@ struct chain_waiter {
     long long acquired_ms, released_ms;
 };
 
-static long long op_chain(void *p)
-{
+static long long op_chain(void *p) {
     struct chain_waiter *w = p;
     int rc = rlock_try_lock(w->lock, 30000, RLOCK_LEASE_WATCHDOG);
     if (rc != RLOCK_OK)
@@ -421,8 +411,7 @@ static long long op_chain(void *p)
 }
 
 /* The id of the (only) pub/sub connection, from CLIENT LIST TYPE pubsub; 0 if none. */
-static long long pubsub_client_id(redisContext *r)
-{
+static long long pubsub_client_id(redisContext *r) {
     char *list = h_cmd_str(r, "CLIENT LIST TYPE pubsub");
     long long id = 0;
     if (list && strncmp(list, "id=", 3) == 0)
@@ -431,8 +420,7 @@ static long long pubsub_client_id(redisContext *r)
     return id;
 }
 
-static int cmp_ll(const void *a, const void *b)
-{
+static int cmp_ll(const void *a, const void *b) {
     long long x = *(const long long *)a, y = *(const long long *)b;
     return x < y ? -1 : x > y;
 }
@@ -443,8 +431,7 @@ static int cmp_ll(const void *a, const void *b)
  * holder unlocks 1 s later; kill_mode 2: the holder unlocks at once and the
  * subscriber is killed every 30 ms during the hand-offs.
  */
-static void chain_round(rlock_client *h, rlock_client *w, int kill_mode)
-{
+static void chain_round(rlock_client *h, rlock_client *w, int kill_mode) {
     const char *name = h_unique_name(kill_mode == 1 ? "pubsub-kill" : "pubsub-kills");
     redisContext *r = h_server_redis(h_srv);
     rlock *hl = h_get(h, name), *wl = h_get(w, name);
@@ -530,8 +517,7 @@ static void chain_round(rlock_client *h, rlock_client *w, int kill_mode)
     redisFree(r);
 }
 
-static void test_pubsub_killed(void **state)
-{
+static void test_pubsub_killed(void **state) {
     rlock_client *h = h_open_url(h_server_url(h_srv), 0, 0);
     rlock_client *w = h_open_url(h_server_url(h_srv), 0, 0);
     (void)state;
@@ -541,8 +527,7 @@ static void test_pubsub_killed(void **state)
     rlock_client_close(w);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_client_pause_sweep),
         cmocka_unit_test(test_lost_reply_acquire),

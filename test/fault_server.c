@@ -37,8 +37,7 @@
 #include "proxy.h"
 
 static rlock_client *open_client(const char *url, long long wd, long long cmd, int retries,
-                                 int retry_interval, struct h_lost *lost)
-{
+                                 int retry_interval, struct h_lost *lost) {
     rlock_config cfg;
     h_config(&cfg);
     cfg.url = url;
@@ -67,8 +66,7 @@ static rlock_client *open_client(const char *url, long long wd, long long cmd, i
 
 /* ---- scenario 3a: short stall ------------------------------------------ */
 
-static void test_redis_stall_short(void **state)
-{
+static void test_redis_stall_short(void **state) {
     const long long wd = H_MS(2000), interval = wd / 3, pause = interval + interval / 2;
     const char *name = h_unique_name("stall-short");
     redisContext *r = h_server_redis(h_srv);
@@ -126,8 +124,7 @@ static void test_redis_stall_short(void **state)
 
 /* ---- scenario 3b: stall longer than the lease -------------------------- */
 
-static void test_redis_stall_long(void **state)
-{
+static void test_redis_stall_long(void **state) {
     const long long wd = H_MS(2000), interval = wd / 3, cmd = H_MS(300);
     const int retries = 1, retry_ms = 100;
     /* Bound of a call without deadline: every attempt times out, plus the pauses. */
@@ -227,8 +224,7 @@ struct waiter {
 
 /* try_lock, hold a little, unlock; returns the try_lock status (or the
  * unlock's if that failed). */
-static long long op_wait_hold_release(void *p)
-{
+static long long op_wait_hold_release(void *p) {
     struct waiter *w = p;
     int rc = rlock_try_lock(w->lock, w->wait_ms, RLOCK_LEASE_WATCHDOG);
     if (rc != RLOCK_OK)
@@ -239,8 +235,7 @@ static long long op_wait_hold_release(void *p)
     return rc == RLOCK_OK ? RLOCK_OK : 100 + rc;
 }
 
-static void test_redis_restart(void **state)
-{
+static void test_redis_restart(void **state) {
     const long long wd = H_MS(2000), interval = wd / 3;
     const char *n1 = h_unique_name("restart1"), *n2 = h_unique_name("restart2");
     const char *n3 = h_unique_name("restart3");
@@ -319,8 +314,7 @@ static void test_redis_restart(void **state)
 
 /* ---- scenario 7: watchdog outage, then recovery ------------------------ */
 
-static void test_watchdog_outage(void **state)
-{
+static void test_watchdog_outage(void **state) {
     const long long wd = H_MS(3000), interval = wd / 3;
     const long long outage = 2 * interval + interval / 4; /* < wd */
     const char *n1 = h_unique_name("outage1"), *n2 = h_unique_name("outage2");
@@ -414,8 +408,7 @@ static void test_watchdog_outage(void **state)
 }
 
 /* The same with an outage that swallows one round only (1.25 intervals). */
-static void test_watchdog_outage_one_round(void **state)
-{
+static void test_watchdog_outage_one_round(void **state) {
     const long long wd = H_MS(3000), interval = wd / 3;
     const long long outage = interval + interval / 4;
     const char *n1 = h_unique_name("outage-one");
@@ -456,8 +449,7 @@ static void test_watchdog_outage_one_round(void **state)
 
 /* ---- reconnect ------------------------------------------------------------ */
 
-static void test_reconnect(void **state)
-{
+static void test_reconnect(void **state) {
     const long long cmd = H_MS(500), conn = H_MS(500);
     const int retries = 2, retry_ms = 100;
     const long long bound = (retries + 1) * (conn + cmd) + retries * retry_ms + H_MS(300);
@@ -530,8 +522,7 @@ static void test_reconnect(void **state)
     redisFree(r);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         H_SERVER_TEST(test_redis_stall_short),
         H_SERVER_TEST(test_redis_stall_long),

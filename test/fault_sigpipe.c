@@ -38,20 +38,17 @@
 
 static atomic_int sigpipes;
 
-static void count_sigpipe(int sig)
-{
+static void count_sigpipe(int sig) {
     (void)sig;
     atomic_fetch_add(&sigpipes, 1);
 }
 
-static void *close_main(void *arg)
-{
+static void *close_main(void *arg) {
     rlock_client_close(arg);
     return NULL;
 }
 
-static void test_close_during_connect(void **state)
-{
+static void test_close_during_connect(void **state) {
     h_server *srv = *state;
     redisContext *r = h_server_redis(srv);
     struct sigaction sa, old;
@@ -95,8 +92,7 @@ static void test_close_during_connect(void **state)
     redisFree(r);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         H_SERVER_TEST(test_close_during_connect),
     };

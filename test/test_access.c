@@ -26,8 +26,7 @@
 #include "harness.h"
 
 /* An ACL user name of this run (h_unique_name has ':', which a url's userinfo cannot). */
-static const char *unique_user(const char *prefix)
-{
+static const char *unique_user(const char *prefix) {
     static char names[4][64];
     static int next;
     char *name = names[next++ % 4];
@@ -36,8 +35,7 @@ static const char *unique_user(const char *prefix)
 }
 
 /* h_url() with user:password@ inserted (static storage). */
-static const char *url_as(const char *user, const char *password)
-{
+static const char *url_as(const char *user, const char *password) {
     static char url[256];
     return h_url_auth(url, sizeof url, h_url(), user, password);
 }
@@ -47,8 +45,7 @@ static const char *url_as(const char *user, const char *password)
  * the channel, unlock, force_unlock, with key access to the lock names only
  * (the channel is a script argument, not a key).
  */
-static void test_least_privilege_acl(void **state)
-{
+static void test_least_privilege_acl(void **state) {
     const char *user = unique_user("locker");
     char name[128];
     redisContext *r = h_redis();
@@ -87,8 +84,7 @@ static void test_least_privilege_acl(void **state)
 /* ---- errors a person (and a program) can act on ------------------------ */
 
 /* A 127.0.0.1 port nothing listens on. */
-static int closed_port(void)
-{
+static int closed_port(void) {
     struct sockaddr_in addr = {.sin_family = AF_INET};
     socklen_t len = sizeof addr;
     int fd = socket(AF_INET, SOCK_STREAM, 0), port;
@@ -100,8 +96,7 @@ static int closed_port(void)
     return port;
 }
 
-static void test_errors_told_apart(void **state)
-{
+static void test_errors_told_apart(void **state) {
     const char *user = unique_user("errs");
     redisContext *r = h_redis();
     rlock_error_info info;
@@ -150,8 +145,7 @@ static void test_errors_told_apart(void **state)
     redisFree(r);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_least_privilege_acl),
         cmocka_unit_test(test_errors_told_apart),

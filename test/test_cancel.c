@@ -50,8 +50,7 @@
 #endif
 
 /* Joins th within timeout_ms (scaled); fails if it does not end. */
-static void *join_within(pthread_t th, long long timeout_ms)
-{
+static void *join_within(pthread_t th, long long timeout_ms) {
     long long ms = h_scaled(timeout_ms);
     struct timespec ts = h_timespec_in(CLOCK_REALTIME, ms);
     void *ret = NULL;
@@ -73,8 +72,7 @@ struct waiter {
     long long acquired_ms;
 };
 
-static void *waiter_main(void *p)
-{
+static void *waiter_main(void *p) {
     struct waiter *w = p;
     int rc = w->use_try ? rlock_try_lock(w->lock, 30000, RLOCK_LEASE_WATCHDOG)
                         : rlock_lock(w->lock);
@@ -95,8 +93,7 @@ static void *waiter_main(void *p)
     return NULL;
 }
 
-static void test_cancel_release_race(void **state)
-{
+static void test_cancel_release_race(void **state) {
     rlock_client *c;
     redisContext *r;
     int round, cancelled = 0, acquired = 0;
@@ -165,8 +162,7 @@ static void test_cancel_release_race(void **state)
 
 #define NW 6
 
-static void test_cancel_some_waiters(void **state)
-{
+static void test_cancel_some_waiters(void **state) {
     rlock_client *c;
     redisContext *r;
     const char *name = h_unique_name("cancel-some");
@@ -231,8 +227,7 @@ struct query {
     int rc;
 };
 
-static void *query_main(void *p)
-{
+static void *query_main(void *p) {
     struct query *q = p;
     int rc = rlock_is_locked(q->lock);
     __atomic_store_n(&q->rc, rc, __ATOMIC_SEQ_CST);
@@ -242,8 +237,7 @@ static void *query_main(void *p)
     return NULL;
 }
 
-static void test_cancel_inside_call(void **state)
-{
+static void test_cancel_inside_call(void **state) {
     h_server *s = h_server_start();
     rlock_config cfg;
     rlock_client *c;
@@ -285,8 +279,7 @@ static void test_cancel_inside_call(void **state)
     h_server_stop(s);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cancel_release_race),
         cmocka_unit_test(test_cancel_some_waiters),

@@ -34,14 +34,12 @@ struct worker {
     long long max_wait_ms;
 };
 
-static void worker_error(struct worker *w, const char *what, int rc)
-{
+static void worker_error(struct worker *w, const char *what, int rc) {
     if (w->errors++ == 0)
         snprintf(w->what, sizeof w->what, "%s: %s", what, rlock_status_name(rc));
 }
 
-static void *worker_main(void *p)
-{
+static void *worker_main(void *p) {
     struct worker *w = p;
     redisContext *r = h_redis();
     const char *name = rlock_name(w->lock);
@@ -103,8 +101,7 @@ static void *worker_main(void *p)
  * number of errors (details on stderr).
  */
 static int run_workers(rlock_client **clients, int nclients, const char *name,
-                       const char *counter, int nthreads, int iterations, long long *max_wait)
-{
+                       const char *counter, int nthreads, int iterations, long long *max_wait) {
     struct worker *w = calloc((size_t)nthreads, sizeof *w);
     pthread_t *th = calloc((size_t)nthreads, sizeof *th);
     rlock **locks = calloc((size_t)nclients, sizeof *locks);
@@ -143,16 +140,14 @@ static int run_workers(rlock_client **clients, int nclients, const char *name,
     return errors;
 }
 
-static long long counter_value(redisContext *r, const char *counter)
-{
+static long long counter_value(redisContext *r, const char *counter) {
     char *s = h_cmd_str(r, "GET %s", counter);
     long long v = s ? strtoll(s, NULL, 10) : 0;
     free(s);
     return v;
 }
 
-static void check_done(redisContext *r, const char *name, const char *counter, long long expect)
-{
+static void check_done(redisContext *r, const char *name, const char *counter, long long expect) {
     long long v = counter_value(r, counter);
     if (v != expect)
         fail_msg("counter is %lld, expected %lld: mutual exclusion broken", v, expect);
@@ -161,8 +156,7 @@ static void check_done(redisContext *r, const char *name, const char *counter, l
     h_cmd_ok(r, "DEL %s", counter);
 }
 
-static void test_threads_one_client(void **state)
-{
+static void test_threads_one_client(void **state) {
     enum { THREADS = 8, ITER = 250 };
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("cont1"), *counter = h_unique_name("counter1");
@@ -180,8 +174,7 @@ static void test_threads_one_client(void **state)
     rlock_client_close(c);
 }
 
-static void test_threads_two_clients(void **state)
-{
+static void test_threads_two_clients(void **state) {
     enum { THREADS = 8, ITER = 250 };
     rlock_client *c[2];
     const char *name = h_unique_name("cont2"), *counter = h_unique_name("counter2");
@@ -202,8 +195,7 @@ static void test_threads_two_clients(void **state)
     rlock_client_close(c[1]);
 }
 
-static void test_processes(void **state)
-{
+static void test_processes(void **state) {
     enum { PROCS = 4, THREADS = 4, ITER = 150 };
     const char *name = h_unique_name("contp"), *counter = h_unique_name("counterp");
     redisContext *r = h_redis();
@@ -239,8 +231,7 @@ static void test_processes(void **state)
 
 /* ---- fork safety ------------------------------------------------------ */
 
-static void test_fork_while_holding_and_waiting(void **state)
-{
+static void test_fork_while_holding_and_waiting(void **state) {
     long long wd = H_MS(900);
     rlock_client *c = h_open(wd, 0);
     const char *held = h_unique_name("forkheld"), *waited = h_unique_name("forkwait");
@@ -355,8 +346,7 @@ struct churn {
     long long rounds;
 };
 
-static void *churn_main(void *p)
-{
+static void *churn_main(void *p) {
     struct churn *ch = p;
     while (!atomic_load(&ch->stop)) {
         int rc = rlock_lock(ch->lock);
@@ -371,8 +361,7 @@ static void *churn_main(void *p)
     return NULL;
 }
 
-static void test_fork_under_load(void **state)
-{
+static void test_fork_under_load(void **state) {
     enum { THREADS = 4, FORKS = 15 };
     rlock_client *c = h_open(H_MS(900), 0);
     const char *name = h_unique_name("forkload");
@@ -451,8 +440,7 @@ static void test_fork_under_load(void **state)
     rlock_client_close(c);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_threads_one_client),
         cmocka_unit_test(test_threads_two_clients),

@@ -33,16 +33,14 @@
 
 #include "harness.h"
 
-static void assert_names(const rlock_error_info *info, const char *what, const char *where)
-{
+static void assert_names(const rlock_error_info *info, const char *what, const char *where) {
     char expected[256];
     snprintf(expected, sizeof expected, "%s at %s", what, where);
     if (strstr(info->message, expected) == NULL)
         H_FAIL("message \"%s\" does not contain \"%s\"", info->message, expected);
 }
 
-static void test_script_load_refused(void **state)
-{
+static void test_script_load_refused(void **state) {
     char user[64], url[256];
     redisContext *r = h_redis();
     rlock_error_info info;
@@ -60,8 +58,7 @@ static void test_script_load_refused(void **state)
     redisFree(r);
 }
 
-static void test_password_required(void **state)
-{
+static void test_password_required(void **state) {
     h_server *srv = h_server_start();
     redisContext *r = h_server_redis(srv);
     const char *at = h_url_host_port(h_server_url(srv));
@@ -86,8 +83,7 @@ static void test_password_required(void **state)
     h_server_stop(srv);
 }
 
-static void test_select_refused(void **state)
-{
+static void test_select_refused(void **state) {
     char url[256];
     rlock_error_info info;
     (void)state;
@@ -98,8 +94,7 @@ static void test_select_refused(void **state)
     assert_names(&info, "SELECT", h_url_host_port(h_url()));
 }
 
-static void test_setup_timed_out(void **state)
-{
+static void test_setup_timed_out(void **state) {
     h_server *srv = h_server_start();
     const long long bound = H_MS(300);
     rlock_error_info info;
@@ -122,8 +117,7 @@ static void test_setup_timed_out(void **state)
     h_server_stop(srv);
 }
 
-static void test_no_socket_file(void **state)
-{
+static void test_no_socket_file(void **state) {
     char url[256];
     rlock_error_info info;
     (void)state;
@@ -135,8 +129,7 @@ static void test_no_socket_file(void **state)
     assert_non_null(strstr(info.message, url + strlen("unix://")));
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_script_load_refused),
         cmocka_unit_test(test_password_required),

@@ -22,8 +22,7 @@
 
 #define SLACK_MS H_MS(1500)
 
-static void test_reentrancy_layout(void **state)
-{
+static void test_reentrancy_layout(void **state) {
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("reent");
     rlock *l = h_get(c, name);
@@ -74,8 +73,7 @@ static void test_reentrancy_layout(void **state)
     rlock_client_close(c);
 }
 
-static void test_ttl_per_acquisition(void **state)
-{
+static void test_ttl_per_acquisition(void **state) {
     rlock_client *c = h_open(H_MS(10000), 0);
     const char *name = h_unique_name("ttl");
     rlock *l = h_get(c, name);
@@ -120,8 +118,7 @@ static void test_ttl_per_acquisition(void **state)
 
 /* ---- ownership across threads ---------------------------------------- */
 
-static void test_owner_threads(void **state)
-{
+static void test_owner_threads(void **state) {
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("thr");
     rlock *l = h_get(c, name), *l2 = h_get(c, name);
@@ -183,8 +180,7 @@ static void test_owner_threads(void **state)
 
 /* Thread ids are never reused: a later thread gets a new owner field even
  * if the system reuses the pthread_t. */
-static void test_thread_ids_not_reused(void **state)
-{
+static void test_thread_ids_not_reused(void **state) {
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("tid");
     rlock *l = h_get(c, name);
@@ -210,8 +206,7 @@ static void test_thread_ids_not_reused(void **state)
 }
 
 /* Two clients in one process are two owners, even on the same thread. */
-static void test_owner_per_client(void **state)
-{
+static void test_owner_per_client(void **state) {
     rlock_client *a = h_open(30000, 0), *b = h_open(30000, 0);
     const char *name = h_unique_name("twoclients");
     rlock *la = h_get(a, name), *lb = h_get(b, name);
@@ -250,8 +245,7 @@ struct kid {
 
 typedef int (*kid_fn)(const char *name, const char *line);
 
-static void kid_start(struct kid *k, kid_fn fn, const char *name)
-{
+static void kid_start(struct kid *k, kid_fn fn, const char *name) {
     int p[2];
     pid_t parent = getpid();
     assert_int_equal(pipe(p), 0);
@@ -282,8 +276,7 @@ static void kid_start(struct kid *k, kid_fn fn, const char *name)
 }
 
 /* Lets the kid run with line, and returns its exit code. */
-static int kid_go(struct kid *k, const char *line)
-{
+static int kid_go(struct kid *k, const char *line) {
     char buf[130];
     int n = snprintf(buf, sizeof buf, "%s\n", line);
     ssize_t w = write(k->fd, buf, (size_t)n);
@@ -298,8 +291,7 @@ static int kid_go(struct kid *k, const char *line)
 }
 
 /* Child 1: the parent (whose client id is line) holds name. */
-static int kid_not_owner(const char *name, const char *parent_id)
-{
+static int kid_not_owner(const char *name, const char *parent_id) {
     rlock_client *cc = h_open(30000, 0);
     rlock *cl = h_get(cc, name);
     H_CHILD_CHECK(strcmp(rlock_client_id(cc), parent_id) != 0, 10);
@@ -315,8 +307,7 @@ static int kid_not_owner(const char *name, const char *parent_id)
 }
 
 /* Child 2: takes the lock and exits without unlocking. */
-static int kid_take(const char *name, const char *unused)
-{
+static int kid_take(const char *name, const char *unused) {
     rlock_client *cc = h_open(30000, 0);
     rlock *cl = h_get(cc, name);
     redisContext *cr = h_redis();
@@ -329,8 +320,7 @@ static int kid_take(const char *name, const char *unused)
     return 0;
 }
 
-static void test_owner_processes(void **state)
-{
+static void test_owner_processes(void **state) {
     const char *name = h_unique_name("proc");
     struct kid k1, k2;
     rlock_client *c;
@@ -384,8 +374,7 @@ static void test_owner_processes(void **state)
 
 /* ---- leases ---------------------------------------------------------- */
 
-static void test_lease_expiry(void **state)
-{
+static void test_lease_expiry(void **state) {
     /* A short watchdog timeout, so the watchdog runs often: it must leave
      * a lease lock alone. */
     rlock_client *c = h_open(H_MS(300), 0);
@@ -439,8 +428,7 @@ static void test_lease_expiry(void **state)
 
 /* ---- force_unlock, is_locked, remain_ttl ----------------------------- */
 
-static void test_force_unlock(void **state)
-{
+static void test_force_unlock(void **state) {
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("force");
     rlock *l = h_get(c, name);
@@ -484,8 +472,7 @@ static void test_force_unlock(void **state)
     rlock_client_close(c);
 }
 
-static void test_is_locked_remain_ttl(void **state)
-{
+static void test_is_locked_remain_ttl(void **state) {
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("ttlq");
     rlock *l = h_get(c, name);
@@ -539,8 +526,7 @@ static void test_is_locked_remain_ttl(void **state)
 
 /* Unlock to zero publishes "0" on the Redisson channel; a reentrant unlock
  * publishes nothing. */
-static void check_channel(rlock_client *c, redisContext *r, const char *name)
-{
+static void check_channel(rlock_client *c, redisContext *r, const char *name) {
     rlock *l = h_get(c, name);
     redisContext *sub = h_sub_open(h_url(), name, strlen(name));
     long long pub0;
@@ -562,8 +548,7 @@ static void check_channel(rlock_client *c, redisContext *r, const char *name)
     rlock_free(l);
 }
 
-static void test_unlock_channel(void **state)
-{
+static void test_unlock_channel(void **state) {
     rlock_client *c = h_open(30000, 0);
     redisContext *r = h_redis();
     char name[300];
@@ -579,8 +564,7 @@ static void test_unlock_channel(void **state)
 
 /* ---- coexistence with other data ------------------------------------ */
 
-static void test_wrongtype(void **state)
-{
+static void test_wrongtype(void **state) {
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("wrongtype");
     rlock *l = h_get(c, name);
@@ -623,8 +607,7 @@ static void test_wrongtype(void **state)
 }
 
 /* SCRIPT FLUSH: the next lock reloads the script with exactly one EVAL. */
-static void test_script_flush(void **state)
-{
+static void test_script_flush(void **state) {
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("flush"), *name2 = h_unique_name("flush2");
     rlock *l = h_get(c, name), *l2 = h_get(c, name2);
@@ -664,8 +647,7 @@ static void test_script_flush(void **state)
     rlock_client_close(c);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reentrancy_layout),
         cmocka_unit_test(test_ttl_per_acquisition),

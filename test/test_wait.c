@@ -23,8 +23,7 @@
 
 /* ---- wait bounds ----------------------------------------------------- */
 
-static void test_wait_zero_and_bounded(void **state)
-{
+static void test_wait_zero_and_bounded(void **state) {
     rlock_client *c = h_open(30000, 0), *c2 = h_open(30000, 0);
     const char *name = h_unique_name("bound");
     rlock *l = h_get(c, name), *l2 = h_get(c2, name);
@@ -81,8 +80,7 @@ static void test_wait_zero_and_bounded(void **state)
 
 /* A lock that expires (no unlock, so no message) is taken once its TTL
  * runs out, not at the end of the wait. */
-static void test_wake_on_expiry(void **state)
-{
+static void test_wake_on_expiry(void **state) {
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("expiry");
     rlock *l = h_get(c, name);
@@ -114,8 +112,7 @@ static void test_wake_on_expiry(void **state)
 
 /* ---- wake-up by unlock ------------------------------------------------ */
 
-static void wake_by_unlock(int same_client, int use_lock)
-{
+static void wake_by_unlock(int same_client, int use_lock) {
     rlock_client *c = h_open(30000, 0), *c2 = same_client ? c : h_open(30000, 0);
     const char *name = h_unique_name("wake");
     rlock *lh = h_get(c, name), *lw = h_get(c2, name);
@@ -158,15 +155,13 @@ static void wake_by_unlock(int same_client, int use_lock)
     rlock_client_close(c);
 }
 
-static void test_wake_same_client(void **state)
-{
+static void test_wake_same_client(void **state) {
     (void)state;
     wake_by_unlock(1, 0);
     wake_by_unlock(1, 1);
 }
 
-static void test_wake_other_client(void **state)
-{
+static void test_wake_other_client(void **state) {
     (void)state;
     wake_by_unlock(0, 0);
     wake_by_unlock(0, 1);
@@ -178,8 +173,7 @@ static void test_wake_other_client(void **state)
  * script cache flushed, that early EVALSHA gets NOSCRIPT and the waiter falls
  * back to an ordinary attempt (EVAL), still acquiring at once.
  */
-static void test_wake_sends_acquire_ahead(void **state)
-{
+static void test_wake_sends_acquire_ahead(void **state) {
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("ahead");
     rlock *l = h_get(c, name);
@@ -232,8 +226,7 @@ static void test_wake_sends_acquire_ahead(void **state)
  * message of one must wake a waiter of that lock even when a waiter of the
  * other one has slept longer.
  */
-static void test_shared_channel_wakeups(void **state)
-{
+static void test_shared_channel_wakeups(void **state) {
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("sharedchan");
     char braced[256];
@@ -288,8 +281,7 @@ static void test_shared_channel_wakeups(void **state)
 }
 
 /* A Redisson-style holder: BUSY, then its DEL + PUBLISH wakes our waiter. */
-static void foreign_holder(const char *name)
-{
+static void foreign_holder(const char *name) {
     rlock_client *c = h_open(30000, 0);
     rlock *l = h_get(c, name);
     redisContext *r = h_redis();
@@ -326,8 +318,7 @@ static void foreign_holder(const char *name)
     rlock_client_close(c);
 }
 
-static void test_foreign_holder(void **state)
-{
+static void test_foreign_holder(void **state) {
     char name[300];
     (void)state;
     foreign_holder(h_unique_name("foreign"));
@@ -339,8 +330,7 @@ static void test_foreign_holder(void **state)
 }
 
 /* Waits without a limit, however the "no limit" is spelled. */
-static void test_unbounded_waits(void **state)
-{
+static void test_unbounded_waits(void **state) {
     static const long long waits[] = {-1, -2, LLONG_MIN, LLONG_MAX, LLONG_MAX - 1};
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("unbounded");
@@ -392,8 +382,7 @@ struct herd_arg {
     int i;
 };
 
-static void *herd_thread(void *p)
-{
+static void *herd_thread(void *p) {
     struct herd_arg *a = p;
     struct herd *h = a->h;
     int rc = rlock_lock(h->lock);
@@ -415,8 +404,7 @@ static void *herd_thread(void *p)
  * all of them. With local_handoffs 0 every unlock releases and publishes;
  * otherwise most unlocks hand the lock straight to the next sleeper.
  */
-static void run_herd(int local_handoffs)
-{
+static void run_herd(int local_handoffs) {
     rlock_config cfg;
     h_config(&cfg);
     cfg.watchdog_timeout_ms = 30000;
@@ -482,14 +470,12 @@ static void run_herd(int local_handoffs)
     rlock_client_close(c);
 }
 
-static void test_no_herd(void **state)
-{
+static void test_no_herd(void **state) {
     (void)state;
     run_herd(0);
 }
 
-static void test_no_herd_handoff(void **state)
-{
+static void test_no_herd_handoff(void **state) {
     (void)state;
     run_herd(4);
 }
@@ -503,16 +489,14 @@ struct blocked {
     atomic_int done;
 };
 
-static void *blocked_thread(void *p)
-{
+static void *blocked_thread(void *p) {
     struct blocked *b = p;
     b->rc = b->use_try ? rlock_try_lock(b->lock, H_MS(60000), -1) : rlock_lock(b->lock);
     atomic_store(&b->done, 1);
     return NULL;
 }
 
-static void test_close_wakes_waiters(void **state)
-{
+static void test_close_wakes_waiters(void **state) {
     enum { N = 6 };
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("closewake"), *name2 = h_unique_name("closewake2");
@@ -565,16 +549,14 @@ static void test_close_wakes_waiters(void **state)
     redisFree(r);
 }
 
-static void *cancel_thread(void *p)
-{
+static void *cancel_thread(void *p) {
     struct blocked *b = p;
     b->rc = b->use_try ? rlock_try_lock(b->lock, -1, -1) : rlock_lock(b->lock);
     atomic_store(&b->done, 1);
     return NULL;
 }
 
-static void cancel_waiter(int use_try)
-{
+static void cancel_waiter(int use_try) {
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("cancel");
     rlock *l = h_get(c, name);
@@ -622,8 +604,7 @@ static void cancel_waiter(int use_try)
     rlock_client_close(c);
 }
 
-static void test_cancel_waiter(void **state)
-{
+static void test_cancel_waiter(void **state) {
     (void)state;
 #if defined(__SANITIZE_ADDRESS__)
     /* ASan reports a false stack-buffer-underflow when a cancelled thread
@@ -637,8 +618,7 @@ static void test_cancel_waiter(void **state)
 
 /* ---- Redis unreachable ----------------------------------------------- */
 
-static rlock_client *open_on(h_server *s, int retry_attempts, int retry_interval_ms)
-{
+static rlock_client *open_on(h_server *s, int retry_attempts, int retry_interval_ms) {
     rlock_config cfg;
     h_config(&cfg);
     cfg.url = h_server_url(s);
@@ -650,8 +630,7 @@ static rlock_client *open_on(h_server *s, int retry_attempts, int retry_interval
 }
 
 /* try_lock returns EIO within wait + command timeout (+ slack). */
-static void expect_eio_within(rlock *l, long long wait_ms, const char *what)
-{
+static void expect_eio_within(rlock *l, long long wait_ms, const char *what) {
     long long t0 = h_now_ms(), dt, bound = wait_ms + H_MS(500) + H_MS(500);
     int rc = rlock_try_lock(l, wait_ms, -1);
     dt = h_now_ms() - t0;
@@ -661,8 +640,7 @@ static void expect_eio_within(rlock *l, long long wait_ms, const char *what)
     H_ASSERT_BETWEEN(dt, 0, bound);
 }
 
-static void test_redis_killed(void **state)
-{
+static void test_redis_killed(void **state) {
     h_server *s = h_server_start();
     rlock_client *c = open_on(s, 3, 1000); /* the default retries */
     const char *name = h_unique_name("killed");
@@ -700,8 +678,7 @@ static void test_redis_killed(void **state)
     h_server_stop(s);
 }
 
-static void test_redis_paused(void **state)
-{
+static void test_redis_paused(void **state) {
     h_server *s = h_server_start();
     rlock_client *c = open_on(s, 3, 1000);
     const char *name = h_unique_name("paused"), *other = h_unique_name("paused2");
@@ -743,8 +720,7 @@ static void test_redis_paused(void **state)
     h_server_stop(s);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wait_zero_and_bounded),
         cmocka_unit_test(test_wake_on_expiry),

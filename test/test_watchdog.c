@@ -22,8 +22,7 @@
 
 /* ---- tests ------------------------------------------------------------ */
 
-static void test_keeps_lock(void **state)
-{
+static void test_keeps_lock(void **state) {
     struct h_lost lost;
     rlock_client *c;
     const char *name = h_unique_name("keep"), *name2 = h_unique_name("keep2");
@@ -80,8 +79,7 @@ static void test_keeps_lock(void **state)
     assert_int_equal(h_lost_count(&lost), 0);
 }
 
-static void test_stops_after_unlock(void **state)
-{
+static void test_stops_after_unlock(void **state) {
     struct h_lost lost;
     rlock_client *a, *b;
     const char *name = h_unique_name("unlocked");
@@ -125,8 +123,7 @@ static void test_stops_after_unlock(void **state)
     redisFree(r);
 }
 
-static void test_stops_after_thread_exit(void **state)
-{
+static void test_stops_after_thread_exit(void **state) {
     rlock_client *c = h_open(WD, 0);
     const char *name = h_unique_name("threadexit");
     const char *name2 = h_unique_name("threadexit2");
@@ -164,8 +161,7 @@ static void test_stops_after_thread_exit(void **state)
     redisFree(r);
 }
 
-static void test_stops_after_close(void **state)
-{
+static void test_stops_after_close(void **state) {
     struct h_lost lost;
     rlock_client *c;
     const char *name = h_unique_name("closed");
@@ -193,8 +189,7 @@ static void test_stops_after_close(void **state)
 }
 
 /* A lease lock is not watchdog-renewed: its expiry is not a "loss". */
-static void test_lease_lock_not_renewed_nor_reported(void **state)
-{
+static void test_lease_lock_not_renewed_nor_reported(void **state) {
     struct h_lost lost;
     rlock_client *c;
     const char *name = h_unique_name("leaseexp");
@@ -226,8 +221,7 @@ static void test_lease_lock_not_renewed_nor_reported(void **state)
  * deep says RLOCK_ELOST, the last RLOCK_ENOTOWNER.
  */
 static void check_lost_once(struct h_lost *lost, rlock *l, redisContext *r, const char *name,
-                            int key_should_exist, int held)
-{
+                            int key_should_exist, int held) {
     long long t_end;
     H_WAIT_FOR(h_lost_count(lost) >= 1, WD + 700);
     assert_string_equal(lost->last_name, name);
@@ -247,8 +241,7 @@ static void check_lost_once(struct h_lost *lost, rlock *l, redisContext *r, cons
     assert_int_equal(h_lost_count(lost), 1);
 }
 
-static void test_lost_on_del(void **state)
-{
+static void test_lost_on_del(void **state) {
     struct h_lost lost;
     rlock_client *c;
     const char *name = h_unique_name("del");
@@ -280,8 +273,7 @@ static void test_lost_on_del(void **state)
     redisFree(r);
 }
 
-static void test_lost_replaced_by_other_owner(void **state)
-{
+static void test_lost_replaced_by_other_owner(void **state) {
     struct h_lost lost;
     rlock_client *c;
     const char *name = h_unique_name("replaced");
@@ -319,8 +311,7 @@ static void test_lost_replaced_by_other_owner(void **state)
     redisFree(r);
 }
 
-static void test_lost_on_force_unlock(void **state)
-{
+static void test_lost_on_force_unlock(void **state) {
     struct h_lost lost;
     rlock_client *c, *admin;
     const char *name = h_unique_name("forced");
@@ -349,8 +340,7 @@ static void test_lost_on_force_unlock(void **state)
 }
 
 /* Losing a lock held by another thread is reported too. */
-static void test_lost_other_thread(void **state)
-{
+static void test_lost_other_thread(void **state) {
     struct h_lost lost;
     rlock_client *c;
     const char *name = h_unique_name("lostthr");
@@ -378,8 +368,7 @@ static void test_lost_other_thread(void **state)
 }
 
 /* The callback may call other rlock functions (here: is_locked). */
-static void test_callback_may_call_rlock(void **state)
-{
+static void test_callback_may_call_rlock(void **state) {
     struct h_lost lost;
     rlock_client *c;
     const char *name = h_unique_name("cbcall");
@@ -403,8 +392,7 @@ static void test_callback_may_call_rlock(void **state)
 }
 
 /* Many locks in one client are all renewed. */
-static void test_many_locks(void **state)
-{
+static void test_many_locks(void **state) {
     enum { N = 200 };
     rlock_client *c = h_open(WD, 0);
     rlock *locks[N];
@@ -439,8 +427,7 @@ static void test_many_locks(void **state)
     redisFree(r);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keeps_lock),
         cmocka_unit_test(test_stops_after_unlock),
