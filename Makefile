@@ -69,7 +69,9 @@ TEST_SRCS := $(wildcard test/test_*.c)
 TEST_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRCS))
 FAULT_SRCS := $(wildcard test/fault_*.c)
 FAULT_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(FAULT_SRCS))
-HARNESS_OBJ := $(BUILD)/test/harness.o
+HARNESS_SRCS := $(wildcard test/harness/*.c)
+HARNESS_OBJS := $(patsubst test/harness/%.c,$(BUILD)/test/harness/%.o,$(HARNESS_SRCS))
+HARNESS_HDRS := test/harness.h $(wildcard test/harness/*.h)
 BENCH_SRCS := $(wildcard test/bench/*.c)
 BENCH_BINS := $(patsubst test/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 DEMO := $(BUILD)/demo
@@ -113,37 +115,45 @@ $(PCFILE): include/rlock.h Makefile
 	@mkdir -p $(dir $@)
 	$(Q)printf '%s\n' $(call PC_LINES,$(PREFIX)) > $@
 
-$(HARNESS_OBJ): test/harness.c test/harness.h include/rlock.h
-	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(REAL_CFLAGS) -Isrc -c $< -o $@
-
-$(BUILD)/test/%: test/%.c $(HARNESS_OBJ) $(STLIB) test/harness.h
+# The test harness (test/harness/*.c, one object per concern; -Itest for
+# harness.h and rawredis.h), with header dependencies as for the library.
+$(BUILD)/test/harness/%.o: test/harness/%.c $(BUILD)/test/harness/%.d
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $<")
-	$(Q)$(CC) $(REAL_CFLAGS) -Isrc $< $(HARNESS_OBJ) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lcmocka
+	$(Q)$(CC) $(REAL_CFLAGS) -Itest -MMD -MP -c $< -o $@
+
+$(BUILD)/test/harness/%.d: ;
+.PRECIOUS: $(BUILD)/test/harness/%.d
+
+-include $(HARNESS_OBJS:.o=.d)
+
+$(BUILD)/test/%: test/%.c $(HARNESS_OBJS) $(STLIB) $(HARNESS_HDRS)
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC      $<")
+	$(Q)$(CC) $(REAL_CFLAGS) -Isrc $< $(HARNESS_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lcmocka
 
 # Fault-injection binaries also link the TCP proxy of test/proxy.c (this rule's
 # shorter stem makes make prefer it to the one above for test/fault_*.c).
 PROXY_OBJ := $(BUILD)/test/proxy.o
 
-$(PROXY_OBJ): test/proxy.c test/proxy.h test/harness.h include/rlock.h
+$(PROXY_OBJ): test/proxy.c test/proxy.h $(HARNESS_HDRS) include/rlock.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(REAL_CFLAGS) -c $< -o $@
 
-$(BUILD)/test/fault_%: test/fault_%.c $(HARNESS_OBJ) $(PROXY_OBJ) $(STLIB) test/harness.h test/proxy.h
+$(BUILD)/test/fault_%: test/fault_%.c $(HARNESS_OBJS) $(PROXY_OBJ) $(STLIB) $(HARNESS_HDRS) test/proxy.h
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $<")
-	$(Q)$(CC) $(REAL_CFLAGS) -Isrc $< $(HARNESS_OBJ) $(PROXY_OBJ) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lcmocka
+	$(Q)$(CC) $(REAL_CFLAGS) -Isrc $< $(HARNESS_OBJS) $(PROXY_OBJ) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lcmocka
 
-$(BUILD)/bench/%: test/bench/%.c test/bench/bench.h test/rawredis.h $(HARNESS_OBJ) $(STLIB)
+$(BUILD)/bench/%: test/bench/%.c test/bench/bench.h test/rawredis.h $(HARNESS_OBJS) $(STLIB)
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $<")
-	$(Q)$(CC) $(REAL_CFLAGS) -Isrc -Itest $< $(HARNESS_OBJ) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lm
+	$(Q)$(CC) $(REAL_CFLAGS) -Isrc -Itest $< $(HARNESS_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lm
 
-$(DEMO): test/demo.c test/rawredis.h $(HARNESS_OBJ) $(STLIB)
+$(DEMO): test/demo.c test/rawredis.h $(HARNESS_OBJS) $(STLIB)
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $<")
-	$(Q)$(CC) $(REAL_CFLAGS) -Itest $< $(HARNESS_OBJ) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lm
+	$(Q)$(CC) $(REAL_CFLAGS) -Itest $< $(HARNESS_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lm
 
 deps:
 	@scripts/deps.sh

@@ -29,26 +29,8 @@
 
 #include "harness.h"
 
-static h_server *srv;
-
-static int setup(void **state)
-{
-    (void)state;
-    srv = h_server_start();
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    h_server_stop(srv);
-    srv = NULL;
-    return 0;
-}
-
 /* Number of client connections the server has (CLIENT LIST lines). */
-static int client_count(redisContext *r)
-{
+static int client_count(redisContext *r) {
     char *list = h_cmd_str(r, "CLIENT LIST");
     int n = 0;
     const char *p;
@@ -59,20 +41,18 @@ static int client_count(redisContext *r)
 }
 
 
-static long long op_is_locked(void *lock)
-{
+static long long op_is_locked(void *lock) {
     return rlock_is_locked(lock);
 }
 
 #define NHELD 3
 #define NWAIT 10
 
-static void test_close_under_load(void **state)
-{
+static void test_close_under_load(void **state) {
     const long long wd = H_MS(2000);
     const char *held_names[NHELD], *w1 = h_unique_name("close-w1"), *w2 = h_unique_name("close-w2");
-    redisContext *r = h_server_redis(srv);
-    rlock_client *other = h_open_url(h_server_url(srv), 0, 0), *c;
+    redisContext *r = h_server_redis(h_srv);
+    rlock_client *other = h_open_url(h_server_url(h_srv), 0, 0), *c;
     rlock *ow1 = h_get(other, w1), *ow2 = h_get(other, w2);
     rlock *held[NHELD], *wl1, *wl2, *own;
     h_actor *holders[NHELD], *waiters[NWAIT];
@@ -83,7 +63,7 @@ static void test_close_under_load(void **state)
     (void)state;
 
     baseline = client_count(r);
-    c = h_open_url(h_server_url(srv), wd, 0);
+    c = h_open_url(h_server_url(h_srv), wd, 0);
     snprintf(id, sizeof id, "%s", rlock_client_id(c));
     H_ASSERT_RC(rlock_lock_lease(ow1, 60000), RLOCK_OK);
     H_ASSERT_RC(rlock_lock_lease(ow2, 60000), RLOCK_OK);
@@ -184,8 +164,7 @@ static void test_close_under_load(void **state)
 
 #define NCALLS 6
 
-static void test_close_redis_stopped(void **state)
-{
+static void test_close_redis_stopped(void **state) {
     const char *name = h_unique_name("close-stopped"), *wname = h_unique_name("close-wd");
     rlock_config cfg;
     rlock_client *c;
@@ -196,7 +175,7 @@ static void test_close_redis_stopped(void **state)
     (void)state;
 
     h_config(&cfg);
-    cfg.url = h_server_url(srv);
+    cfg.url = h_server_url(h_srv);
     cfg.command_timeout_ms = (int)H_MS(20000); /* the calls would block 20 s */
     cfg.watchdog_timeout_ms = 300;             /* a renewal round every 100 ms */
     c = h_open_config(&cfg);
@@ -204,7 +183,7 @@ static void test_close_redis_stopped(void **state)
     wl = h_get(c, wname);
     H_ASSERT_RC(rlock_lock(wl), RLOCK_OK);
 
-    h_server_pause(srv);
+    h_server_pause(h_srv);
     for (i = 0; i < NCALLS; i++) {
         calls[i] = h_actor_start();
         h_actor_post(calls[i], i == 0 ? h_op_lock : op_is_locked, l);
@@ -215,7 +194,7 @@ static void test_close_redis_stopped(void **state)
     dt = h_timed_close(c, 10000);
     for (i = 0; i < NCALLS; i++)
         H_ASSERT_RC((int)h_actor_wait(calls[i], 2000), RLOCK_ECLOSED);
-    h_server_resume(srv);
+    h_server_resume(h_srv);
     printf("scenario 10b: close with Redis stopped, %d calls and a renewal round in flight "
            "(command timeout %lld ms): %lld ms; the calls returned RLOCK_ECLOSED\n",
            NCALLS, H_MS(20000), dt);
@@ -226,8 +205,7 @@ static void test_close_redis_stopped(void **state)
     rlock_free(wl);
 }
 
-static void test_close_during_retries(void **state)
-{
+static void test_close_during_retries(void **state) {
     const char *name = h_unique_name("close-retry");
     rlock_config cfg;
     rlock_client *c;
@@ -238,12 +216,12 @@ static void test_close_during_retries(void **state)
     (void)state;
 
     h_config(&cfg);
-    cfg.url = h_server_url(srv);
+    cfg.url = h_server_url(h_srv);
     cfg.retry_attempts = 10;
     cfg.retry_interval_ms = 3000;
     c = h_open_config(&cfg);
     l = h_get(c, name);
-    h_server_kill(srv);
+    h_server_kill(h_srv);
     for (i = 0; i < NCALLS; i++) {
         calls[i] = h_actor_start();
         h_actor_post(calls[i], i == 0 ? h_op_lock : op_is_locked, l);
@@ -262,12 +240,11 @@ static void test_close_during_retries(void **state)
     rlock_free(l);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_close_under_load, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_close_redis_stopped, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_close_during_retries, setup, teardown),
+        H_SERVER_TEST(test_close_under_load),
+        H_SERVER_TEST(test_close_redis_stopped),
+        H_SERVER_TEST(test_close_during_retries),
     };
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (getenv("FAULT_FILTER"))

@@ -47,8 +47,7 @@
 #include "proxy.h"
 
 static rlock_client *open_client(const char *url, int pool_size, long long command_ms,
-                                 long long connect_ms)
-{
+                                 long long connect_ms) {
     rlock_config cfg;
     h_config(&cfg);
     cfg.url = url;
@@ -63,27 +62,11 @@ static rlock_client *open_client(const char *url, int pool_size, long long comma
 
 #define POOL_THREADS 8
 
-struct timed_try {
-    rlock *lock;
-    long long elapsed_ms;
-    int rc;
-};
-
-static void *timed_try_main(void *arg)
-{
-    struct timed_try *t = arg;
-    long long t0 = h_now_ms();
-    t->rc = rlock_try_lock(t->lock, 0, 10000);
-    t->elapsed_ms = h_now_ms() - t0;
-    return NULL;
-}
-
-static void test_pool_exhaustion(void **state)
-{
+static void test_pool_exhaustion(void **state) {
     h_server *srv = *state;
     const long long bound = H_MS(300);
     rlock_client *c = open_client(h_server_url(srv), 1, bound, H_MS(2000));
-    struct timed_try tries[POOL_THREADS];
+    struct h_timed_try tries[POOL_THREADS];
     pthread_t threads[POOL_THREADS];
     rlock *l = h_get(c, h_unique_name("pool"));
     long long worst = 0;
@@ -92,8 +75,8 @@ static void test_pool_exhaustion(void **state)
     H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
     h_server_pause(srv);
     for (int i = 0; i < POOL_THREADS; i++) {
-        tries[i] = (struct timed_try){.lock = l};
-        assert_int_equal(pthread_create(&threads[i], NULL, timed_try_main, &tries[i]), 0);
+        tries[i] = (struct h_timed_try){.lock = l, .wait_ms = 0, .lease_ms = 10000};
+        assert_int_equal(pthread_create(&threads[i], NULL, h_timed_try_main, &tries[i]), 0);
     }
     for (int i = 0; i < POOL_THREADS; i++) {
         pthread_join(threads[i], NULL);
@@ -113,8 +96,7 @@ static void test_pool_exhaustion(void **state)
 /* ---- class 10: a connect that hangs ------------------------------------- */
 
 /* A listening socket on port whose accept queue is full: new SYNs are dropped. */
-static int full_listener(int port, int *fillers, int nfillers)
-{
+static int full_listener(int port, int *fillers, int nfillers) {
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -130,8 +112,7 @@ static int full_listener(int port, int *fillers, int nfillers)
     return fd;
 }
 
-static void test_connect_hangs(void **state)
-{
+static void test_connect_hangs(void **state) {
     h_server *srv = *state;
     const long long bound = H_MS(300), wait = H_MS(200);
     h_proxy *px = h_proxy_start(h_server_port(srv));
@@ -175,8 +156,7 @@ static void test_connect_hangs(void **state)
 
 /* ---- class 11: signals -------------------------------------------------- */
 
-static void on_signal(int sig)
-{
+static void on_signal(int sig) {
     (void)sig;
 }
 
@@ -187,8 +167,7 @@ struct pelter {
 };
 
 /* Sends the target SIGUSR1 every 2 ms until told to stop. */
-static void *pelter_main(void *arg)
-{
+static void *pelter_main(void *arg) {
     struct pelter *p = arg;
     while (!atomic_load(&p->stop)) {
         pthread_kill(p->target, SIGUSR1);
@@ -198,30 +177,12 @@ static void *pelter_main(void *arg)
     return NULL;
 }
 
-struct signalled_try {
-    rlock *lock;
-    atomic_int done;
-    int rc;
-    long long elapsed_ms;
-};
-
-static void *signalled_try_main(void *arg)
-{
-    struct signalled_try *t = arg;
-    long long t0 = h_now_ms();
-    t->rc = rlock_try_lock(t->lock, 0, 10000);
-    t->elapsed_ms = h_now_ms() - t0;
-    atomic_store(&t->done, 1);
-    return NULL;
-}
-
-static void test_signals(void **state)
-{
+static void test_signals(void **state) {
     h_server *srv = *state;
     const long long bound = H_MS(300);
     struct sigaction sa, old;
     rlock_client *c = open_client(h_server_url(srv), 2, bound, H_MS(2000));
-    struct signalled_try t = {.lock = h_get(c, h_unique_name("signals"))};
+    struct h_timed_try t = {.lock = h_get(c, h_unique_name("signals")), .lease_ms = 10000};
     struct pelter p = {0};
     pthread_t caller, pelter;
 
@@ -233,11 +194,11 @@ static void test_signals(void **state)
     H_ASSERT_RC(rlock_unlock(t.lock), RLOCK_OK);
 
     h_server_pause(srv);
-    assert_int_equal(pthread_create(&caller, NULL, signalled_try_main, &t), 0);
+    assert_int_equal(pthread_create(&caller, NULL, h_timed_try_main, &t), 0);
     p.target = caller;
     assert_int_equal(pthread_create(&pelter, NULL, pelter_main, &p), 0);
     /* Generous: the old code never returned while the signals flowed. */
-    int returned = H_POLL_UNTIL(atomic_load(&t.done), 5 * bound + 2000);
+    int returned = H_POLL_UNTIL(h_timed_try_done(&t), 5 * bound + 2000);
     atomic_store(&p.stop, 1);
     pthread_join(pelter, NULL);
     pthread_join(caller, NULL); /* returns once the signals stop, in any case */
@@ -255,8 +216,7 @@ static void test_signals(void **state)
 
 /* ---- class 12: idle connections closed by the server -------------------- */
 
-static void test_idle_connection_killed(void **state)
-{
+static void test_idle_connection_killed(void **state) {
     h_server *srv = *state;
     redisContext *r = h_server_redis(srv);
     rlock_client *c = open_client(h_server_url(srv), 2, H_MS(2000), H_MS(2000));
@@ -280,13 +240,12 @@ static void test_idle_connection_killed(void **state)
     redisFree(r);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_pool_exhaustion, h_server_fixture_start, h_server_fixture_stop),
-        cmocka_unit_test_setup_teardown(test_connect_hangs, h_server_fixture_start, h_server_fixture_stop),
-        cmocka_unit_test_setup_teardown(test_signals, h_server_fixture_start, h_server_fixture_stop),
-        cmocka_unit_test_setup_teardown(test_idle_connection_killed, h_server_fixture_start, h_server_fixture_stop),
+        H_SERVER_TEST(test_pool_exhaustion),
+        H_SERVER_TEST(test_connect_hangs),
+        H_SERVER_TEST(test_signals),
+        H_SERVER_TEST(test_idle_connection_killed),
     };
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (getenv("FAULT_FILTER"))

@@ -77,21 +77,18 @@ struct recorder {
     long long block_start_ms, block_end_ms;
 };
 
-static void rec_init(struct recorder *r)
-{
+static void rec_init(struct recorder *r) {
     memset(r, 0, sizeof *r);
     pthread_mutex_init(&r->mu, NULL);
 }
 
-static void rec_destroy(struct recorder *r)
-{
+static void rec_destroy(struct recorder *r) {
     pthread_mutex_destroy(&r->mu);
 }
 
 /* on_event: runs on the client's event thread; records only (no asserts here:
  * a harness failure off the main thread aborts). */
-static void rec_on_event(const rlock_event *event, void *arg)
-{
+static void rec_on_event(const rlock_event *event, void *arg) {
     struct recorder *r = arg;
     long long now = h_now_ms();
     pthread_mutex_lock(&r->mu);
@@ -112,8 +109,7 @@ static void rec_on_event(const rlock_event *event, void *arg)
 }
 
 /* on_lock_lost: records; for block_name, blocks in a try_lock with a wait. */
-static void rec_on_lost(const char *name, void *arg)
-{
+static void rec_on_lost(const char *name, void *arg) {
     struct recorder *r = arg;
     long long now = h_now_ms();
     rlock *block = NULL;
@@ -148,8 +144,7 @@ static void rec_on_lost(const char *name, void *arg)
     }
 }
 
-static int block_started(struct recorder *r)
-{
+static int block_started(struct recorder *r) {
     pthread_mutex_lock(&r->mu);
     int started = r->block_started;
     pthread_mutex_unlock(&r->mu);
@@ -159,8 +154,7 @@ static int block_started(struct recorder *r)
 /* Number of events of kind (for name if not NULL); *first_ms / *first_idx
  * of the first one (may be NULL). */
 static int rec_count(struct recorder *r, int kind, const char *name, long long *first_ms,
-                     int *first_idx)
-{
+                     int *first_idx) {
     int n = 0;
     pthread_mutex_lock(&r->mu);
     for (int i = 0; i < r->n; i++) {
@@ -178,8 +172,7 @@ static int rec_count(struct recorder *r, int kind, const char *name, long long *
 }
 
 /* on_lock_lost calls (for name if not NULL). */
-static int rec_lost_count(struct recorder *r, const char *name)
-{
+static int rec_lost_count(struct recorder *r, const char *name) {
     int n = 0;
     pthread_mutex_lock(&r->mu);
     if (name == NULL) {
@@ -194,8 +187,7 @@ static int rec_lost_count(struct recorder *r, const char *name)
 }
 
 /* A copy of event i (the main thread checks it without holding the lock). */
-static struct rec_event rec_get(struct recorder *r, int i)
-{
+static struct rec_event rec_get(struct recorder *r, int i) {
     struct rec_event e;
     pthread_mutex_lock(&r->mu);
     e = r->ev[i];
@@ -203,16 +195,14 @@ static struct rec_event rec_get(struct recorder *r, int i)
     return e;
 }
 
-static int rec_n(struct recorder *r)
-{
+static int rec_n(struct recorder *r) {
     pthread_mutex_lock(&r->mu);
     int n = r->n;
     pthread_mutex_unlock(&r->mu);
     return n;
 }
 
-static const char *kind_name(int kind)
-{
+static const char *kind_name(int kind) {
     switch (kind) {
     case RLOCK_EVENT_RENEWAL_FAILED: return "RENEWAL_FAILED";
     case RLOCK_EVENT_LOCK_LOST: return "LOCK_LOST";
@@ -224,8 +214,7 @@ static const char *kind_name(int kind)
 }
 
 /* Prints every recorded event relative to t0 (for a person reading a failure). */
-static void rec_dump(struct recorder *r, long long t0)
-{
+static void rec_dump(struct recorder *r, long long t0) {
     int n = rec_n(r);
     for (int i = 0; i < n; i++) {
         struct rec_event e = rec_get(r, i);
@@ -237,8 +226,7 @@ static void rec_dump(struct recorder *r, long long t0)
 }
 
 static rlock_client *open_recording(const char *url, long long wd, long long cmd_ms,
-                                    struct recorder *r)
-{
+                                    struct recorder *r) {
     rlock_config cfg;
     h_config(&cfg);
     cfg.url = url;
@@ -251,27 +239,14 @@ static rlock_client *open_recording(const char *url, long long wd, long long cmd
     return h_open_config(&cfg);
 }
 
-/*
- * Waits until the watchdog has just renewed name: its PTTL jumps back up.
- * Returns the PTTL seen right after the jump.
- */
-static long long wait_renewal(redisContext *c, const char *name, long long wd)
-{
-    long long deadline = h_now_ms() + 2 * wd + h_scaled(1000);
-    long long prev = h_pttl(c, name, strlen(name));
-    while (h_now_ms() < deadline) {
-        long long p = h_pttl(c, name, strlen(name));
-        if (p > prev + 20)
-            return p;
-        prev = p;
-        h_sleep_ms(2);
-    }
-    H_FAIL("no renewal of %s seen within %lld ms", name, 2 * wd + h_scaled(1000));
+/* Waits until the watchdog has just renewed name (within two renewal
+ * rounds and a second); returns the PTTL seen right after the renewal. */
+static long long wait_renewal(redisContext *c, const char *name, long long wd) {
+    return h_wait_renewal(c, name, 20, 2 * wd + h_scaled(1000));
 }
 
 /* The lock's single field (malloc'd); fails unless it is "<client_id>:<tid>" = 1. */
-static char *owner_field(redisContext *c, const char *name, const char *client_id)
-{
+static char *owner_field(redisContext *c, const char *name, const char *client_id) {
     char *field = NULL;
     long long count = 0;
     if (h_lock_fields(c, name, strlen(name), &field, &count) != 1 || count != 1 ||
@@ -279,12 +254,6 @@ static char *owner_field(redisContext *c, const char *name, const char *client_i
         H_FAIL("lock %s: expected one field of %s with count 1, got %s = %lld", name, client_id,
                field ? field : "(none)", count);
     return field;
-}
-
-static int server_stopped(h_server *s)
-{
-    char st = h_proc_state(h_server_pid(s));
-    return st == 'T' || st == 't';
 }
 
 /* ---- class 5: the lease is gone by the client's clock ---------------------- */
@@ -296,8 +265,7 @@ static int server_stopped(h_server *s)
  * (HEXISTS), blocking for the command timeout and its re-sends ("(blocked)"
  * at the 1 s bound). There was no on_event at all.
  */
-static void test_lease_gone_without_redis(void **state)
-{
+static void test_lease_gone_without_redis(void **state) {
     h_server *srv = *state;
     const long long wd = H_MS(3000);
     const char *name = h_unique_name("lease-clock");
@@ -335,7 +303,7 @@ static void test_lease_gone_without_redis(void **state)
     int is_done = H_POLL_UNTIL(h_actor_done(owner), 1000);
     held = is_done ? (int)h_actor_wait(owner, 0) : -1000;
     dt_is = (is_done ? h_actor_finished_ms(owner) : h_now_ms()) - t_is;
-    stopped_during_is = server_stopped(srv);
+    stopped_during_is = h_server_stopped(srv);
     struct rec_event lost = {0};
     if (rec_count(&rec, RLOCK_EVENT_LOCK_LOST, name, &t_lost, &lost_idx) >= 1)
         lost = rec_get(&rec, lost_idx);
@@ -344,7 +312,7 @@ static void test_lease_gone_without_redis(void **state)
     h_sleep_ms(wd / 3);
     int lost_events = rec_count(&rec, RLOCK_EVENT_LOCK_LOST, name, NULL, NULL);
     int lost_calls = rec_lost_count(&rec, name);
-    int still_stopped = server_stopped(srv);
+    int still_stopped = h_server_stopped(srv);
 
     printf("      WD %lld ms, command timeout %lld ms: Redis stopped right after a renewal "
            "(PTTL %lld); %s %lld ms later (LOCK_LOST event at %lld ms, lease_left %lld, "
@@ -397,8 +365,7 @@ static void test_lease_gone_without_redis(void **state)
  * rlock_config had no on_event), the watchdog retried only a whole interval
  * later, and the loss itself came after Redis answered again.
  */
-static void test_warned_before_loss(void **state)
-{
+static void test_warned_before_loss(void **state) {
     h_server *srv = *state;
     const long long wd = H_MS(3000), cmd = H_MS(500);
     const char *name = h_unique_name("lease-warn");
@@ -419,7 +386,7 @@ static void test_warned_before_loss(void **state)
     h_server_pause(srv);
 
     H_WAIT_FOR(rec_count(&rec, RLOCK_EVENT_LOCK_LOST, name, &t_lost, &lost_idx) >= 1, 3000 + 2000);
-    assert_true(server_stopped(srv));
+    assert_true(h_server_stopped(srv));
     h_sleep_ms(H_MS(200)); /* nothing more about this lock may come now */
     h_server_resume(srv);
     t_resume = h_now_ms();
@@ -499,8 +466,7 @@ static void test_warned_before_loss(void **state)
  * (here 4 s in a try_lock with a wait) no lock of the client was renewed,
  * so Z (lease 1.5 s) expired: its PTTL fell to -2 and its field vanished.
  */
-static void test_slow_callback_no_stall(void **state)
-{
+static void test_slow_callback_no_stall(void **state) {
     h_server *srv = *state;
     const long long wd = H_MS(1500), block = H_MS(4000);
     const char *y = h_unique_name("slow-y"), *z = h_unique_name("slow-z");
@@ -607,8 +573,7 @@ static void test_slow_callback_no_stall(void **state)
  * answered again (the report during the stall below failed), and there was no
  * on_event.
  */
-static void test_stall_boundary(void **state)
-{
+static void test_stall_boundary(void **state) {
     h_server *srv = *state;
     const long long wd = H_MS(3000), interval = wd / 3;
     const long long phases[] = {H_MS(100), H_MS(700), H_MS(950)};
@@ -671,7 +636,7 @@ static void test_stall_boundary(void **state)
     h_sleep_ms(t0 + long_stall - h_now_ms());
     int lost_in_stall = rec_count(&rec, RLOCK_EVENT_LOCK_LOST, name, &t_lost, &lost_idx);
     int calls_in_stall = rec_lost_count(&rec, name);
-    assert_true(server_stopped(srv));
+    assert_true(h_server_stopped(srv));
     h_server_resume(srv);
     t_resume = h_now_ms();
 
@@ -707,8 +672,7 @@ static void test_stall_boundary(void **state)
 /* ---- class 13: a refused SUBSCRIBE ---------------------------------------- */
 
 /* 1 if PUBSUB CHANNELS * lists any redisson lock channel; copies the first. */
-static int any_lock_channel(redisContext *c, char *first, size_t size)
-{
+static int any_lock_channel(redisContext *c, char *first, size_t size) {
     redisReply *rep = h_cmd(c, "PUBSUB CHANNELS *");
     int found = 0;
     if (rep->type != REDIS_REPLY_ARRAY) {
@@ -733,8 +697,7 @@ static int any_lock_channel(redisContext *c, char *first, size_t size)
  * until the holder's TTL (20 s here; still waiting when the 3 s bound below
  * ran out); no event existed, and the channel record leaked.
  */
-static void test_subscribe_refused_polls(void **state)
-{
+static void test_subscribe_refused_polls(void **state) {
     h_server *srv = *state;
     const char *name = h_unique_name("nosub");
     const long long lease = H_MS(20000);
@@ -749,7 +712,7 @@ static void test_subscribe_refused_polls(void **state)
     int ev_idx = -1, rc;
 
     h_cmd_ok(r, "ACL SETUSER u on >pw ~* &* +@all -subscribe");
-    snprintf(url, sizeof url, "redis://u:pw@127.0.0.1:%d", h_server_port(srv));
+    h_url_auth(url, sizeof url, h_server_url(srv), "u", "pw");
     rec_init(&rec);
     admin = h_open_url(h_server_url(srv), 0, 0);
     /* Command timeout 300 ms, shorter than the admin's 500 ms hold: the old
@@ -815,19 +778,13 @@ static void test_subscribe_refused_polls(void **state)
     redisFree(r);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_lease_gone_without_redis, h_server_fixture_start,
-                                        h_server_fixture_stop),
-        cmocka_unit_test_setup_teardown(test_warned_before_loss, h_server_fixture_start,
-                                        h_server_fixture_stop),
-        cmocka_unit_test_setup_teardown(test_slow_callback_no_stall, h_server_fixture_start,
-                                        h_server_fixture_stop),
-        cmocka_unit_test_setup_teardown(test_stall_boundary, h_server_fixture_start,
-                                        h_server_fixture_stop),
-        cmocka_unit_test_setup_teardown(test_subscribe_refused_polls, h_server_fixture_start,
-                                        h_server_fixture_stop),
+        H_SERVER_TEST(test_lease_gone_without_redis),
+        H_SERVER_TEST(test_warned_before_loss),
+        H_SERVER_TEST(test_slow_callback_no_stall),
+        H_SERVER_TEST(test_stall_boundary),
+        H_SERVER_TEST(test_subscribe_refused_polls),
     };
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (getenv("FAULT_FILTER")) /* e.g. FAULT_FILTER='test_stall*' */

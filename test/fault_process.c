@@ -35,23 +35,6 @@
 #include "harness.h"
 #include "proxy.h"
 
-static h_server *srv;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    srv = h_server_start();
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    h_server_stop(srv);
-    srv = NULL;
-    return 0;
-}
-
 /* ---- the holder process ---------------------------------------------- */
 
 struct holder_args {
@@ -70,8 +53,7 @@ struct holder_args {
  *   UNLOCK     -> "UNLOCK <rc>"
  *   QUIT       -> closes the client and exits 0
  */
-static int holder_main(void *arg, int in, int out)
-{
+static int holder_main(void *arg, int in, int out) {
     struct holder_args *a = arg;
     struct h_lost lost;
     rlock_config cfg;
@@ -80,7 +62,7 @@ static int holder_main(void *arg, int in, int out)
     char line[256];
     int rc;
 
-    memset(&lost, 0, sizeof lost);
+    h_lost_init(&lost);
     h_config(&cfg);
     cfg.url = a->url;
     cfg.watchdog_timeout_ms = a->wd_ms;
@@ -116,8 +98,7 @@ static int holder_main(void *arg, int in, int out)
 }
 
 /* Starts a holder and waits for "LOCKED 0 <id>"; copies the id. */
-static void start_holder(h_child *ch, struct holder_args *a, char *id, size_t idsize)
-{
+static void start_holder(h_child *ch, struct holder_args *a, char *id, size_t idsize) {
     char line[256];
     int rc = -100;
     char got[128] = "";
@@ -136,12 +117,11 @@ static void start_holder(h_child *ch, struct holder_args *a, char *id, size_t id
  * the main thread checks that the dead holder's field stays until its lease
  * ends.
  */
-static void kill9_case(int watchdog)
-{
+static void kill9_case(int watchdog) {
     const long long wd = H_MS(2000);
     const char *name = h_unique_name(watchdog ? "kill9wd" : "kill9lease");
-    struct holder_args a = {h_server_url(srv), name, wd, watchdog ? RLOCK_LEASE_WATCHDOG : wd};
-    redisContext *r = h_server_redis(srv);
+    struct holder_args a = {h_server_url(h_srv), name, wd, watchdog ? RLOCK_LEASE_WATCHDOG : wd};
+    redisContext *r = h_server_redis(h_srv);
     rlock_client *pc;
     rlock *l;
     h_actor *act = h_actor_start();
@@ -162,7 +142,7 @@ static void kill9_case(int watchdog)
         H_ASSERT_BETWEEN(h_pttl(r, name, strlen(name)), 1, wd);
     }
 
-    pc = h_open_url(h_server_url(srv), 0, 0);
+    pc = h_open_url(h_server_url(h_srv), 0, 0);
     l = h_get(pc, name);
     t_kill = h_now_ms();
     code = h_child_kill(&ch);
@@ -207,26 +187,23 @@ static void kill9_case(int watchdog)
     redisFree(r);
 }
 
-static void test_kill9_watchdog(void **state)
-{
+static void test_kill9_watchdog(void **state) {
     (void)state;
     kill9_case(1);
 }
 
-static void test_kill9_lease(void **state)
-{
+static void test_kill9_lease(void **state) {
     (void)state;
     kill9_case(0);
 }
 
 /* ---- scenario 2: SIGSTOP longer than the lease ------------------------- */
 
-static void test_holder_sigstop(void **state)
-{
+static void test_holder_sigstop(void **state) {
     const long long wd = H_MS(2000), interval = wd / 3;
     const char *name = h_unique_name("sigstop");
-    struct holder_args a = {h_server_url(srv), name, wd, RLOCK_LEASE_WATCHDOG};
-    redisContext *r = h_server_redis(srv);
+    struct holder_args a = {h_server_url(h_srv), name, wd, RLOCK_LEASE_WATCHDOG};
+    redisContext *r = h_server_redis(h_srv);
     rlock_client *pc;
     rlock *l;
     h_child ch;
@@ -237,7 +214,7 @@ static void test_holder_sigstop(void **state)
 
     start_holder(&ch, &a, id, sizeof id);
     H_ASSERT_LOCK_IS(r, name, id, 1);
-    pc = h_open_url(h_server_url(srv), 0, 0);
+    pc = h_open_url(h_server_url(h_srv), 0, 0);
     l = h_get(pc, name);
     H_ASSERT_RC(rlock_try_lock(l, 0, 30000), RLOCK_BUSY);
 
@@ -314,12 +291,11 @@ static void test_holder_sigstop(void **state)
 
 /* ---- F5: holder cut off from Redis ------------------------------------- */
 
-static void test_holder_cut_off(void **state)
-{
+static void test_holder_cut_off(void **state) {
     const long long wd = H_MS(2000), interval = wd / 3;
     const char *name = h_unique_name("cutoff");
-    h_proxy *px = h_proxy_start(h_server_port(srv));
-    redisContext *r = h_server_redis(srv);
+    h_proxy *px = h_proxy_start(h_server_port(h_srv));
+    redisContext *r = h_server_redis(h_srv);
     struct h_lost lost;
     rlock_config cfg;
     rlock_client *holder, *other;
@@ -328,7 +304,7 @@ static void test_holder_cut_off(void **state)
     long long t_cut, t_acq, t_back, pttl_other;
     (void)state;
 
-    memset(&lost, 0, sizeof lost);
+    h_lost_init(&lost);
     h_config(&cfg);
     cfg.url = h_proxy_url(px);
     cfg.watchdog_timeout_ms = wd;
@@ -336,7 +312,7 @@ static void test_holder_cut_off(void **state)
     cfg.on_lock_lost = h_lost_cb;
     cfg.callback_arg = &lost;
     holder = h_open_config(&cfg);
-    other = h_open_url(h_server_url(srv), 0, 0);
+    other = h_open_url(h_server_url(h_srv), 0, 0);
     hl = h_get(holder, name);
     ol = h_get(other, name);
 
@@ -388,8 +364,7 @@ static void test_holder_cut_off(void **state)
     redisFree(r);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kill9_watchdog),
         cmocka_unit_test(test_kill9_lease),
@@ -399,5 +374,5 @@ int main(void)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (getenv("FAULT_FILTER")) /* e.g. FAULT_FILTER='test_kill9*' */
         cmocka_set_test_filter(getenv("FAULT_FILTER"));
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, h_server_fixture_start, h_server_fixture_stop);
 }

@@ -33,25 +33,7 @@
 #include "harness.h"
 #include "proxy.h"
 
-static h_server *srv;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    srv = h_server_start();
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    h_server_stop(srv);
-    srv = NULL;
-    return 0;
-}
-
-static rlock_client *open_client(const char *url, long long wd, long long cmd, int retries)
-{
+static rlock_client *open_client(const char *url, long long wd, long long cmd, int retries) {
     rlock_config cfg;
     h_config(&cfg);
     cfg.url = url;
@@ -63,8 +45,7 @@ static rlock_client *open_client(const char *url, long long wd, long long cmd, i
 }
 
 /* Fields of a lock key: 0 (absent) or 1 with *count set; fails on more. */
-static int fields(redisContext *r, const char *name, const char *id, long long *count)
-{
+static int fields(redisContext *r, const char *name, const char *id, long long *count) {
     char *field = NULL;
     int n = h_lock_fields(r, name, strlen(name), &field, count);
     if (n > 1)
@@ -80,8 +61,7 @@ static int fields(redisContext *r, const char *name, const char *id, long long *
 /* Polls until the key is gone, checking meanwhile that nobody renews it (its
  * PTTL only decreases) and that it holds count 1. Returns how long it took. */
 static long long expect_orphan_expires(redisContext *r, const char *name, const char *id,
-                                       long long lease_ms)
-{
+                                       long long lease_ms) {
     long long t0 = h_now_ms(), prev = h_pttl(r, name, strlen(name)), count = 0;
     while (h_exists(r, name, strlen(name))) {
         long long p = h_pttl(r, name, strlen(name));
@@ -100,11 +80,10 @@ static long long expect_orphan_expires(redisContext *r, const char *name, const 
 
 /* ---- scenario 5a/5b: CLIENT PAUSE WRITE ------------------------------- */
 
-static void test_client_pause_sweep(void **state)
-{
+static void test_client_pause_sweep(void **state) {
     static const long long pauses[] = {100, 250, 450, 700, 1100};
     const long long cmd = H_MS(200), wd = H_MS(1500);
-    redisContext *r = h_server_redis(srv);
+    redisContext *r = h_server_redis(h_srv);
     int retries_set[2] = {0, 3}, ri;
     size_t pi;
     int acq_ok = 0, acq_err_absent = 0, acq_err_orphan = 0, rel_ok = 0, rel_eio = 0;
@@ -112,7 +91,7 @@ static void test_client_pause_sweep(void **state)
 
     for (ri = 0; ri < 2; ri++) {
         int retries = retries_set[ri];
-        rlock_client *c = open_client(h_server_url(srv), wd, cmd, retries);
+        rlock_client *c = open_client(h_server_url(h_srv), wd, cmd, retries);
         const char *id = rlock_client_id(c);
         for (pi = 0; pi < sizeof pauses / sizeof pauses[0]; pi++) {
             long long p = H_MS(pauses[pi]), t0, dt, count = 0, left;
@@ -204,11 +183,10 @@ static void test_client_pause_sweep(void **state)
 
 /* ---- scenario 5c: executed, reply lost (proxy) -------------------------- */
 
-static void test_lost_reply_acquire(void **state)
-{
+static void test_lost_reply_acquire(void **state) {
     const long long wd = H_MS(1500);
-    h_proxy *px = h_proxy_start(h_server_port(srv));
-    redisContext *r = h_server_redis(srv);
+    h_proxy *px = h_proxy_start(h_server_port(h_srv));
+    redisContext *r = h_server_redis(h_srv);
     rlock_client *c3 = open_client(h_proxy_url(px), wd, H_MS(1000), 3);
     rlock_client *c0 = open_client(h_proxy_url(px), wd, H_MS(1000), 0);
     const char *n1 = h_unique_name("lost-acq3"), *n2 = h_unique_name("lost-acq0");
@@ -266,10 +244,9 @@ static void test_lost_reply_acquire(void **state)
     redisFree(r);
 }
 
-static void test_lost_reply_release(void **state)
-{
-    h_proxy *px = h_proxy_start(h_server_port(srv));
-    redisContext *r = h_server_redis(srv);
+static void test_lost_reply_release(void **state) {
+    h_proxy *px = h_proxy_start(h_server_port(h_srv));
+    redisContext *r = h_server_redis(h_srv);
     rlock_client *c3 = open_client(h_proxy_url(px), 30000, H_MS(1000), 3);
     rlock_client *c0 = open_client(h_proxy_url(px), 30000, H_MS(1000), 0);
     const char *n1 = h_unique_name("lost-rel3"), *n2 = h_unique_name("lost-rel0");
@@ -322,10 +299,9 @@ static void test_lost_reply_release(void **state)
  * TRANSFER gave it. Either way: one owner (the waiter, count 1), nothing
  * published, the waiter returns RLOCK_OK.
  */
-static void lost_transfer(int retries)
-{
-    h_proxy *px = h_proxy_start(h_server_port(srv));
-    redisContext *r = h_server_redis(srv);
+static void lost_transfer(int retries) {
+    h_proxy *px = h_proxy_start(h_server_port(h_srv));
+    redisContext *r = h_server_redis(h_srv);
     rlock_client *c = open_client(h_proxy_url(px), 30000, H_MS(1000), retries);
     const char *name = h_unique_name(retries ? "lost-xfer3" : "lost-xfer0");
     rlock *l = h_get(c, name);
@@ -359,26 +335,10 @@ static void lost_transfer(int retries)
     redisFree(r);
 }
 
-static void test_lost_reply_transfer(void **state)
-{
+static void test_lost_reply_transfer(void **state) {
     (void)state;
     lost_transfer(3);
     lost_transfer(0);
-}
-
-/* Waits for the PTTL of name to jump up (a renewal just ran). */
-static void wait_renewal(redisContext *r, const char *name, long long timeout_ms)
-{
-    long long deadline = h_now_ms() + h_scaled(timeout_ms);
-    long long prev = h_pttl(r, name, strlen(name));
-    while (h_now_ms() < deadline) {
-        long long p = h_pttl(r, name, strlen(name));
-        if (p > prev + 50)
-            return;
-        prev = p;
-        h_sleep_ms(2);
-    }
-    H_FAIL("no renewal of %s seen within %lld ms", name, h_scaled(timeout_ms));
 }
 
 /*
@@ -388,11 +348,10 @@ static void wait_renewal(redisContext *r, const char *name, long long timeout_ms
  * the lock must end free (at the latest when the extra hold's lease runs out),
  * not held and renewed for as long as the thread lives.
  */
-static void test_lost_reply_reentrant(void **state)
-{
+static void test_lost_reply_reentrant(void **state) {
     const long long wd = H_MS(1500);
-    h_proxy *px = h_proxy_start(h_server_port(srv));
-    redisContext *r = h_server_redis(srv);
+    h_proxy *px = h_proxy_start(h_server_port(h_srv));
+    redisContext *r = h_server_redis(h_srv);
     rlock_client *c0 = open_client(h_proxy_url(px), wd, H_MS(1000), 0);
     const char *name = h_unique_name("lost-reent");
     rlock *l = h_get(c0, name);
@@ -401,7 +360,7 @@ static void test_lost_reply_reentrant(void **state)
     (void)state;
 
     H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
-    wait_renewal(r, name, wd); /* no renewal round will race with the drop */
+    h_wait_renewal(r, name, 50, h_scaled(wd)); /* no renewal round will race with the drop */
     h_proxy_drop_replies(px, 1);
     rc = rlock_try_lock(l, 0, RLOCK_LEASE_WATCHDOG);
     H_ASSERT_RC(rc, RLOCK_EIO);
@@ -439,8 +398,7 @@ struct chain_waiter {
     long long acquired_ms, released_ms;
 };
 
-static long long op_chain(void *p)
-{
+static long long op_chain(void *p) {
     struct chain_waiter *w = p;
     int rc = rlock_try_lock(w->lock, 30000, RLOCK_LEASE_WATCHDOG);
     if (rc != RLOCK_OK)
@@ -453,8 +411,7 @@ static long long op_chain(void *p)
 }
 
 /* The id of the (only) pub/sub connection, from CLIENT LIST TYPE pubsub; 0 if none. */
-static long long pubsub_client_id(redisContext *r)
-{
+static long long pubsub_client_id(redisContext *r) {
     char *list = h_cmd_str(r, "CLIENT LIST TYPE pubsub");
     long long id = 0;
     if (list && strncmp(list, "id=", 3) == 0)
@@ -463,8 +420,7 @@ static long long pubsub_client_id(redisContext *r)
     return id;
 }
 
-static int cmp_ll(const void *a, const void *b)
-{
+static int cmp_ll(const void *a, const void *b) {
     long long x = *(const long long *)a, y = *(const long long *)b;
     return x < y ? -1 : x > y;
 }
@@ -475,10 +431,9 @@ static int cmp_ll(const void *a, const void *b)
  * holder unlocks 1 s later; kill_mode 2: the holder unlocks at once and the
  * subscriber is killed every 30 ms during the hand-offs.
  */
-static void chain_round(rlock_client *h, rlock_client *w, int kill_mode)
-{
+static void chain_round(rlock_client *h, rlock_client *w, int kill_mode) {
     const char *name = h_unique_name(kill_mode == 1 ? "pubsub-kill" : "pubsub-kills");
-    redisContext *r = h_server_redis(srv);
+    redisContext *r = h_server_redis(h_srv);
     rlock *hl = h_get(h, name), *wl = h_get(w, name);
     struct chain_waiter cw[NWAITERS];
     h_actor *act[NWAITERS];
@@ -562,10 +517,9 @@ static void chain_round(rlock_client *h, rlock_client *w, int kill_mode)
     redisFree(r);
 }
 
-static void test_pubsub_killed(void **state)
-{
-    rlock_client *h = h_open_url(h_server_url(srv), 0, 0);
-    rlock_client *w = h_open_url(h_server_url(srv), 0, 0);
+static void test_pubsub_killed(void **state) {
+    rlock_client *h = h_open_url(h_server_url(h_srv), 0, 0);
+    rlock_client *w = h_open_url(h_server_url(h_srv), 0, 0);
     (void)state;
     chain_round(h, w, 1);
     chain_round(h, w, 2);
@@ -573,8 +527,7 @@ static void test_pubsub_killed(void **state)
     rlock_client_close(w);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_client_pause_sweep),
         cmocka_unit_test(test_lost_reply_acquire),
@@ -586,5 +539,5 @@ int main(void)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (getenv("FAULT_FILTER")) /* e.g. FAULT_FILTER='test_lost*' */
         cmocka_set_test_filter(getenv("FAULT_FILTER"));
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, h_server_fixture_start, h_server_fixture_stop);
 }

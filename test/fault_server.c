@@ -36,26 +36,8 @@
 #include "harness.h"
 #include "proxy.h"
 
-static h_server *srv;
-
-static int setup(void **state)
-{
-    (void)state;
-    srv = h_server_start();
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    h_server_stop(srv);
-    srv = NULL;
-    return 0;
-}
-
 static rlock_client *open_client(const char *url, long long wd, long long cmd, int retries,
-                                 int retry_interval, struct h_lost *lost)
-{
+                                 int retry_interval, struct h_lost *lost) {
     rlock_config cfg;
     h_config(&cfg);
     cfg.url = url;
@@ -67,7 +49,7 @@ static rlock_client *open_client(const char *url, long long wd, long long cmd, i
     if (retry_interval >= 0)
         cfg.retry_interval_ms = retry_interval;
     if (lost) {
-        memset(lost, 0, sizeof *lost);
+        h_lost_init(lost);
         cfg.on_lock_lost = h_lost_cb;
         cfg.callback_arg = lost;
     }
@@ -84,14 +66,13 @@ static rlock_client *open_client(const char *url, long long wd, long long cmd, i
 
 /* ---- scenario 3a: short stall ------------------------------------------ */
 
-static void test_redis_stall_short(void **state)
-{
+static void test_redis_stall_short(void **state) {
     const long long wd = H_MS(2000), interval = wd / 3, pause = interval + interval / 2;
     const char *name = h_unique_name("stall-short");
-    redisContext *r = h_server_redis(srv);
+    redisContext *r = h_server_redis(h_srv);
     struct h_lost lost;
-    rlock_client *a = open_client(h_server_url(srv), wd, H_MS(2000), -1, -1, &lost);
-    rlock_client *b = open_client(h_server_url(srv), wd, H_MS(2000), -1, -1, NULL);
+    rlock_client *a = open_client(h_server_url(h_srv), wd, H_MS(2000), -1, -1, &lost);
+    rlock_client *b = open_client(h_server_url(h_srv), wd, H_MS(2000), -1, -1, NULL);
     rlock *al = h_get(a, name), *bl = h_get(b, name);
     h_actor *waiter = h_actor_start();
     struct h_try t = {bl, 3 * wd, 30000};
@@ -103,10 +84,10 @@ static void test_redis_stall_short(void **state)
     h_actor_post(waiter, h_op_try_lock, &t);
     H_WAIT_FOR(h_numsub(r, name, strlen(name)) == 1, 2000);
 
-    h_server_pause(srv);
+    h_server_pause(h_srv);
     t_p = h_now_ms();
     h_sleep_ms(pause);
-    h_server_resume(srv);
+    h_server_resume(h_srv);
     t_r = h_now_ms();
 
     /* Held and renewed for 3 x WD after the resume. */
@@ -143,18 +124,17 @@ static void test_redis_stall_short(void **state)
 
 /* ---- scenario 3b: stall longer than the lease -------------------------- */
 
-static void test_redis_stall_long(void **state)
-{
+static void test_redis_stall_long(void **state) {
     const long long wd = H_MS(2000), interval = wd / 3, cmd = H_MS(300);
     const int retries = 1, retry_ms = 100;
     /* Bound of a call without deadline: every attempt times out, plus the pauses. */
     const long long call_bound = (retries + 1) * cmd + retries * retry_ms + H_MS(300);
     const long long wait_ms = 500;
     const char *name = h_unique_name("stall-long"), *other = h_unique_name("stall-long2");
-    redisContext *r = h_server_redis(srv);
+    redisContext *r = h_server_redis(h_srv);
     struct h_lost lost;
-    rlock_client *a = open_client(h_server_url(srv), wd, cmd, retries, retry_ms, &lost);
-    rlock_client *b = open_client(h_server_url(srv), wd, cmd, retries, retry_ms, NULL);
+    rlock_client *a = open_client(h_server_url(h_srv), wd, cmd, retries, retry_ms, &lost);
+    rlock_client *b = open_client(h_server_url(h_srv), wd, cmd, retries, retry_ms, NULL);
     rlock *al = h_get(a, name), *bl = h_get(b, name), *bo = h_get(b, other);
     h_actor *bact = h_actor_start();
     struct h_try t = {bl, wait_ms, RLOCK_LEASE_WATCHDOG};
@@ -165,7 +145,7 @@ static void test_redis_stall_long(void **state)
     H_ASSERT_RC(rlock_lock(al), RLOCK_OK);
     H_ASSERT_LOCK_IS(r, name, rlock_client_id(a), 1);
 
-    h_server_pause(srv);
+    h_server_pause(h_srv);
     t_p = h_now_ms();
     /* Calls made meanwhile fail within their bounds. */
     dt_is = TIMED(rc_is, rlock_is_locked(al));
@@ -177,7 +157,7 @@ static void test_redis_stall_long(void **state)
     dt_ttl = TIMED(rc_ttl, rlock_remain_ttl(al, &ttl));
     /* Stay stopped for 1.5 x the lease in all. */
     h_sleep_ms(t_p + wd + wd / 2 - h_now_ms());
-    h_server_resume(srv);
+    h_server_resume(h_srv);
     t_r = h_now_ms();
 
     /* The old holder learns of the loss at its next renewal. */
@@ -244,8 +224,7 @@ struct waiter {
 
 /* try_lock, hold a little, unlock; returns the try_lock status (or the
  * unlock's if that failed). */
-static long long op_wait_hold_release(void *p)
-{
+static long long op_wait_hold_release(void *p) {
     struct waiter *w = p;
     int rc = rlock_try_lock(w->lock, w->wait_ms, RLOCK_LEASE_WATCHDOG);
     if (rc != RLOCK_OK)
@@ -256,16 +235,15 @@ static long long op_wait_hold_release(void *p)
     return rc == RLOCK_OK ? RLOCK_OK : 100 + rc;
 }
 
-static void test_redis_restart(void **state)
-{
+static void test_redis_restart(void **state) {
     const long long wd = H_MS(2000), interval = wd / 3;
     const char *n1 = h_unique_name("restart1"), *n2 = h_unique_name("restart2");
     const char *n3 = h_unique_name("restart3");
-    redisContext *r = h_server_redis(srv);
+    redisContext *r = h_server_redis(h_srv);
     struct h_lost lost;
     /* The waiters' client retries long enough to ride out a restart. */
-    rlock_client *a = open_client(h_server_url(srv), wd, 0, -1, -1, &lost);
-    rlock_client *b = open_client(h_server_url(srv), wd, 0, 10, 500, NULL);
+    rlock_client *a = open_client(h_server_url(h_srv), wd, 0, -1, -1, &lost);
+    rlock_client *b = open_client(h_server_url(h_srv), wd, 0, 10, 500, NULL);
     rlock *a1 = h_get(a, n1), *a2 = h_get(a, n2), *a3 = h_get(a, n3);
     rlock *b1 = h_get(b, n1), *b2 = h_get(b, n2);
     struct waiter w[3] = {{b1, 20000, 100, 0}, {b1, 20000, 100, 0}, {b2, 20000, 100, 0}};
@@ -285,9 +263,9 @@ static void test_redis_restart(void **state)
     redisFree(r);
 
     t_kill = h_now_ms();
-    h_server_restart(srv);
+    h_server_restart(h_srv);
     t_up = h_now_ms();
-    r = h_server_redis(srv);
+    r = h_server_redis(h_srv);
 
     for (i = 0; i < 3; i++) {
         long long rc = h_actor_wait(act[i], 25000);
@@ -336,29 +314,13 @@ static void test_redis_restart(void **state)
 
 /* ---- scenario 7: watchdog outage, then recovery ------------------------ */
 
-/* Waits for the PTTL of name to jump up (a renewal just ran); returns it. */
-static long long wait_renewal(redisContext *r, const char *name, long long timeout_ms)
-{
-    long long deadline = h_now_ms() + h_scaled(timeout_ms);
-    long long prev = h_pttl(r, name, strlen(name));
-    while (h_now_ms() < deadline) {
-        long long p = h_pttl(r, name, strlen(name));
-        if (p > prev + 50)
-            return p;
-        prev = p;
-        h_sleep_ms(2);
-    }
-    H_FAIL("no renewal of %s seen within %lld ms", name, h_scaled(timeout_ms));
-}
-
-static void test_watchdog_outage(void **state)
-{
+static void test_watchdog_outage(void **state) {
     const long long wd = H_MS(3000), interval = wd / 3;
     const long long outage = 2 * interval + interval / 4; /* < wd */
     const char *n1 = h_unique_name("outage1"), *n2 = h_unique_name("outage2");
     const char *n3 = h_unique_name("outage3");
-    h_proxy *px = h_proxy_start(h_server_port(srv));
-    redisContext *r = h_server_redis(srv);
+    h_proxy *px = h_proxy_start(h_server_port(h_srv));
+    redisContext *r = h_server_redis(h_srv);
     struct h_lost lost;
     rlock_client *a = open_client(h_proxy_url(px), wd, H_MS(300), -1, -1, &lost);
     rlock *l1 = h_get(a, n1), *l2 = h_get(a, n2), *l3 = h_get(a, n3);
@@ -369,7 +331,7 @@ static void test_watchdog_outage(void **state)
     H_ASSERT_RC(rlock_lock(l1), RLOCK_OK);
     H_ASSERT_RC(rlock_lock(l2), RLOCK_OK);
     /* Start the outage right after a renewal: the next two rounds fail. */
-    wait_renewal(r, n1, interval + 1000);
+    h_wait_renewal(r, n1, 50, h_scaled(interval + 1000));
     h_proxy_stats(px, &st0);
     h_proxy_set_refuse(px, 1);
     t_off = h_now_ms();
@@ -446,13 +408,12 @@ static void test_watchdog_outage(void **state)
 }
 
 /* The same with an outage that swallows one round only (1.25 intervals). */
-static void test_watchdog_outage_one_round(void **state)
-{
+static void test_watchdog_outage_one_round(void **state) {
     const long long wd = H_MS(3000), interval = wd / 3;
     const long long outage = interval + interval / 4;
     const char *n1 = h_unique_name("outage-one");
-    h_proxy *px = h_proxy_start(h_server_port(srv));
-    redisContext *r = h_server_redis(srv);
+    h_proxy *px = h_proxy_start(h_server_port(h_srv));
+    redisContext *r = h_server_redis(h_srv);
     struct h_lost lost;
     rlock_client *a = open_client(h_proxy_url(px), wd, H_MS(300), -1, -1, &lost);
     rlock *l1 = h_get(a, n1);
@@ -460,7 +421,7 @@ static void test_watchdog_outage_one_round(void **state)
     (void)state;
 
     H_ASSERT_RC(rlock_lock(l1), RLOCK_OK);
-    wait_renewal(r, n1, interval + 1000);
+    h_wait_renewal(r, n1, 50, h_scaled(interval + 1000));
     h_proxy_set_refuse(px, 1);
     t_off = h_now_ms();
     h_sleep_ms(outage);
@@ -488,8 +449,7 @@ static void test_watchdog_outage_one_round(void **state)
 
 /* ---- reconnect ------------------------------------------------------------ */
 
-static void test_reconnect(void **state)
-{
+static void test_reconnect(void **state) {
     const long long cmd = H_MS(500), conn = H_MS(500);
     const int retries = 2, retry_ms = 100;
     const long long bound = (retries + 1) * (conn + cmd) + retries * retry_ms + H_MS(300);
@@ -503,7 +463,7 @@ static void test_reconnect(void **state)
     (void)state;
 
     h_config(&cfg);
-    cfg.url = h_server_url(srv);
+    cfg.url = h_server_url(h_srv);
     cfg.command_timeout_ms = (int)cmd;
     cfg.connect_timeout_ms = (int)conn;
     cfg.retry_attempts = retries;
@@ -513,7 +473,7 @@ static void test_reconnect(void **state)
     l2 = h_get(c, n2);
     H_ASSERT_RC(rlock_lock_lease(l, 60000), RLOCK_OK);
 
-    h_server_kill(srv);
+    h_server_kill(h_srv);
     dt_is = TIMED(rc_is, rlock_is_locked(l));
     dt_unlock = TIMED(rc_unlock, rlock_unlock(l));
     dt_lock = TIMED(rc_lock, rlock_lock(l2));
@@ -523,8 +483,8 @@ static void test_reconnect(void **state)
     if (rc_open == RLOCK_OK)
         rlock_client_close(c2);
 
-    h_server_restart(srv);
-    r = h_server_redis(srv);
+    h_server_restart(h_srv);
+    r = h_server_redis(h_srv);
     /* The same client, not reopened: the first call after the restart works. */
     dt_back = TIMED(rc, rlock_lock(l2));
     H_ASSERT_RC(rc, RLOCK_OK);
@@ -562,15 +522,14 @@ static void test_reconnect(void **state)
     redisFree(r);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_redis_stall_short, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_redis_stall_long, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_redis_restart, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_watchdog_outage_one_round, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_watchdog_outage, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_reconnect, setup, teardown),
+        H_SERVER_TEST(test_redis_stall_short),
+        H_SERVER_TEST(test_redis_stall_long),
+        H_SERVER_TEST(test_redis_restart),
+        H_SERVER_TEST(test_watchdog_outage_one_round),
+        H_SERVER_TEST(test_watchdog_outage),
+        H_SERVER_TEST(test_reconnect),
     };
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (getenv("FAULT_FILTER")) /* e.g. FAULT_FILTER='test_kill9*' */

@@ -38,35 +38,17 @@
 
 static atomic_int sigpipes;
 
-static void count_sigpipe(int sig)
-{
+static void count_sigpipe(int sig) {
     (void)sig;
     atomic_fetch_add(&sigpipes, 1);
 }
 
-struct connecting_try {
-    rlock *lock;
-    int rc;
-    long long elapsed_ms;
-};
-
-static void *connecting_try_main(void *arg)
-{
-    struct connecting_try *t = arg;
-    long long t0 = h_now_ms();
-    t->rc = rlock_try_lock(t->lock, 0, 10000);
-    t->elapsed_ms = h_now_ms() - t0;
-    return NULL;
-}
-
-static void *close_main(void *arg)
-{
+static void *close_main(void *arg) {
     rlock_client_close(arg);
     return NULL;
 }
 
-static void test_close_during_connect(void **state)
-{
+static void test_close_during_connect(void **state) {
     h_server *srv = *state;
     redisContext *r = h_server_redis(srv);
     struct sigaction sa, old;
@@ -86,13 +68,13 @@ static void test_close_during_connect(void **state)
     cfg.connect_timeout_ms = (int)H_MS(5000);
     cfg.retry_attempts = 0;
     rlock_client *c = h_open_config(&cfg);
-    struct connecting_try t = {.lock = h_get(c, h_unique_name("sigpipe"))};
+    struct h_timed_try t = {.lock = h_get(c, h_unique_name("sigpipe")), .lease_ms = 10000};
 
     /* The pooled connection is closed by the server; after 500 ms idle the pool sees it. */
     h_cmd_ok(r, "CLIENT KILL TYPE normal");
     h_sleep_ms(700);
     h_server_pause(srv);
-    assert_int_equal(pthread_create(&caller, NULL, connecting_try_main, &t), 0);
+    assert_int_equal(pthread_create(&caller, NULL, h_timed_try_main, &t), 0);
     h_sleep_ms(H_MS(300)); /* the caller's TCP connect is done; its SELECT waits */
     assert_int_equal(pthread_create(&closer, NULL, close_main, c), 0);
     h_sleep_ms(H_MS(300)); /* close has begun: it waits for the caller */
@@ -110,11 +92,9 @@ static void test_close_during_connect(void **state)
     redisFree(r);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_close_during_connect, h_server_fixture_start,
-                                        h_server_fixture_stop),
+        H_SERVER_TEST(test_close_during_connect),
     };
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (getenv("FAULT_FILTER"))

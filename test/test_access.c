@@ -26,8 +26,7 @@
 #include "harness.h"
 
 /* An ACL user name of this run (h_unique_name has ':', which a url's userinfo cannot). */
-static const char *unique_user(const char *prefix)
-{
+static const char *unique_user(const char *prefix) {
     static char names[4][64];
     static int next;
     char *name = names[next++ % 4];
@@ -35,13 +34,10 @@ static const char *unique_user(const char *prefix)
     return name;
 }
 
-/* h_url() with user:password@ inserted. */
-static const char *url_as(const char *user, const char *password)
-{
+/* h_url() with user:password@ inserted (static storage). */
+static const char *url_as(const char *user, const char *password) {
     static char url[256];
-    const char *rest = h_url() + strlen("redis://");
-    snprintf(url, sizeof url, "redis://%s:%s@%s", user, password, rest);
-    return url;
+    return h_url_auth(url, sizeof url, h_url(), user, password);
 }
 
 /*
@@ -49,8 +45,7 @@ static const char *url_as(const char *user, const char *password)
  * the channel, unlock, force_unlock, with key access to the lock names only
  * (the channel is a script argument, not a key).
  */
-static void test_least_privilege_acl(void **state)
-{
+static void test_least_privilege_acl(void **state) {
     const char *user = unique_user("locker");
     char name[128];
     redisContext *r = h_redis();
@@ -89,8 +84,7 @@ static void test_least_privilege_acl(void **state)
 /* ---- errors a person (and a program) can act on ------------------------ */
 
 /* A 127.0.0.1 port nothing listens on. */
-static int closed_port(void)
-{
+static int closed_port(void) {
     struct sockaddr_in addr = {.sin_family = AF_INET};
     socklen_t len = sizeof addr;
     int fd = socket(AF_INET, SOCK_STREAM, 0), port;
@@ -102,21 +96,7 @@ static int closed_port(void)
     return port;
 }
 
-static int open_url(const char *url, rlock_error_info *info)
-{
-    rlock_config cfg;
-    rlock_client *c = NULL;
-    h_config(&cfg);
-    cfg.url = url;
-    int rc = rlock_client_open(&cfg, &c);
-    rlock_last_error_info(info);
-    printf("      %-45s -> %s: %s\n", url, rlock_status_name(rc), info->message);
-    rlock_client_close(c);
-    return rc;
-}
-
-static void test_errors_told_apart(void **state)
-{
+static void test_errors_told_apart(void **state) {
     const char *user = unique_user("errs");
     redisContext *r = h_redis();
     rlock_error_info info;
@@ -125,15 +105,15 @@ static void test_errors_told_apart(void **state)
     (void)state;
 
     h_cmd_ok(r, "ACL SETUSER %s on >right ~* &* +@all -evalsha -eval", user);
-    H_ASSERT_RC(open_url(url_as(user, "wrong"), &info), RLOCK_EAUTH);
+    H_ASSERT_RC(h_open_status(url_as(user, "wrong"), 0, &info), RLOCK_EAUTH);
     assert_int_equal(strncmp(info.redis_error, "WRONGPASS", 9), 0);
 
-    H_ASSERT_RC(open_url("redis://no-such-host.invalid:6379", &info), RLOCK_EIO);
+    H_ASSERT_RC(h_open_status("redis://no-such-host.invalid:6379", 0, &info), RLOCK_EIO);
     assert_int_equal(info.host_not_found, 1);
     assert_non_null(strstr(info.message, "no-such-host.invalid"));
 
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
-    H_ASSERT_RC(open_url(url, &info), RLOCK_EIO);
+    H_ASSERT_RC(h_open_status(url, 0, &info), RLOCK_EIO);
     assert_int_equal(info.sys_errno, ECONNREFUSED);
     assert_int_equal(info.host_not_found, 0);
     snprintf(url, sizeof url, "127.0.0.1:%d", port);
@@ -165,8 +145,7 @@ static void test_errors_told_apart(void **state)
     redisFree(r);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_least_privilege_acl),
         cmocka_unit_test(test_errors_told_apart),

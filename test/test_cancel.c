@@ -50,43 +50,17 @@
 #endif
 
 /* Joins th within timeout_ms (scaled); fails if it does not end. */
-static void *join_within(pthread_t th, long long timeout_ms)
-{
-    struct timespec ts;
-    void *ret = NULL;
+static void *join_within(pthread_t th, long long timeout_ms) {
     long long ms = h_scaled(timeout_ms);
-    int rc;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    rc = pthread_timedjoin_np(th, &ret, &ts);
+    struct timespec ts = h_timespec_in(CLOCK_REALTIME, ms);
+    void *ret = NULL;
+    int rc = pthread_timedjoin_np(th, &ret, &ts);
     if (rc == ETIMEDOUT)
         H_FAIL("thread did not end within %lld ms", ms);
     assert_int_equal(rc, 0);
     return ret;
 }
 
-
-/* Another owner takes name for ttl_ms; foreign_release deletes it and
- * publishes the unlock message, as a Redisson client would. */
-static void foreign_take(redisContext *r, const char *name, long long ttl_ms)
-{
-    h_cmd_ok(r, "HSET %s other-owner:1 1", name);
-    h_cmd_ok(r, "PEXPIRE %s %lld", name, ttl_ms);
-}
-
-static void foreign_release(redisContext *r, const char *name)
-{
-    size_t clen;
-    char *ch = h_channel(name, strlen(name), &clen);
-    h_cmd_ok(r, "DEL %s", name);
-    h_cmd_ok(r, "PUBLISH %b 0", ch, clen);
-    free(ch);
-}
 
 struct waiter {
     rlock *lock;
@@ -98,8 +72,7 @@ struct waiter {
     long long acquired_ms;
 };
 
-static void *waiter_main(void *p)
-{
+static void *waiter_main(void *p) {
     struct waiter *w = p;
     int rc = w->use_try ? rlock_try_lock(w->lock, 30000, RLOCK_LEASE_WATCHDOG)
                         : rlock_lock(w->lock);
@@ -120,8 +93,7 @@ static void *waiter_main(void *p)
     return NULL;
 }
 
-static void test_cancel_release_race(void **state)
-{
+static void test_cancel_release_race(void **state) {
     rlock_client *c;
     redisContext *r;
     int round, cancelled = 0, acquired = 0;
@@ -140,7 +112,7 @@ static void test_cancel_release_race(void **state)
         int offset_us = (round % 8) * 150 - 300; /* cancel 300 us before .. 750 us after */
         long long t_end;
 
-        foreign_take(r, name, 30000);
+        h_foreign_lock(r, name, 30000);
         assert_int_equal(pthread_create(&th, NULL, waiter_main, &w), 0);
         H_WAIT_FOR(h_numsub(r, name, strlen(name)) == 1, 2000);
         h_sleep_ms(20);
@@ -150,10 +122,10 @@ static void test_cancel_release_race(void **state)
                 struct timespec ts = {0, (long)(-offset_us) * 1000L};
                 nanosleep(&ts, NULL);
             }
-            foreign_release(r, name);
+            h_foreign_unlock(r, name);
         } else {
             struct timespec ts = {0, (long)offset_us * 1000L};
-            foreign_release(r, name);
+            h_foreign_unlock(r, name);
             nanosleep(&ts, NULL);
             pthread_cancel(th);
         }
@@ -190,8 +162,7 @@ static void test_cancel_release_race(void **state)
 
 #define NW 6
 
-static void test_cancel_some_waiters(void **state)
-{
+static void test_cancel_some_waiters(void **state) {
     rlock_client *c;
     redisContext *r;
     const char *name = h_unique_name("cancel-some");
@@ -206,7 +177,7 @@ static void test_cancel_some_waiters(void **state)
     r = h_redis();
     l = h_get(c, name);
 
-    foreign_take(r, name, 30000);
+    h_foreign_lock(r, name, 30000);
     for (i = 0; i < NW; i++) {
         memset(&w[i], 0, sizeof w[i]);
         w[i].lock = l;
@@ -227,7 +198,7 @@ static void test_cancel_some_waiters(void **state)
         assert_int_equal(__atomic_load_n(&w[i].returned, __ATOMIC_SEQ_CST), 0);
 
     t_release = h_now_ms();
-    foreign_release(r, name);
+    h_foreign_unlock(r, name);
     for (i = 1; i < NW; i += 2) {
         assert_ptr_equal(join_within(th[i], 10000), NULL);
         H_ASSERT_RC(w[i].rc, RLOCK_OK);
@@ -256,8 +227,7 @@ struct query {
     int rc;
 };
 
-static void *query_main(void *p)
-{
+static void *query_main(void *p) {
     struct query *q = p;
     int rc = rlock_is_locked(q->lock);
     __atomic_store_n(&q->rc, rc, __ATOMIC_SEQ_CST);
@@ -267,8 +237,7 @@ static void *query_main(void *p)
     return NULL;
 }
 
-static void test_cancel_inside_call(void **state)
-{
+static void test_cancel_inside_call(void **state) {
     h_server *s = h_server_start();
     rlock_config cfg;
     rlock_client *c;
@@ -310,8 +279,7 @@ static void test_cancel_inside_call(void **state)
     h_server_stop(s);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cancel_release_race),
         cmocka_unit_test(test_cancel_some_waiters),

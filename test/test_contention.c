@@ -34,14 +34,12 @@ struct worker {
     long long max_wait_ms;
 };
 
-static void worker_error(struct worker *w, const char *what, int rc)
-{
+static void worker_error(struct worker *w, const char *what, int rc) {
     if (w->errors++ == 0)
         snprintf(w->what, sizeof w->what, "%s: %s", what, rlock_status_name(rc));
 }
 
-static void *worker_main(void *p)
-{
+static void *worker_main(void *p) {
     struct worker *w = p;
     redisContext *r = h_redis();
     const char *name = rlock_name(w->lock);
@@ -103,8 +101,7 @@ static void *worker_main(void *p)
  * number of errors (details on stderr).
  */
 static int run_workers(rlock_client **clients, int nclients, const char *name,
-                       const char *counter, int nthreads, int iterations, long long *max_wait)
-{
+                       const char *counter, int nthreads, int iterations, long long *max_wait) {
     struct worker *w = calloc((size_t)nthreads, sizeof *w);
     pthread_t *th = calloc((size_t)nthreads, sizeof *th);
     rlock **locks = calloc((size_t)nclients, sizeof *locks);
@@ -143,16 +140,14 @@ static int run_workers(rlock_client **clients, int nclients, const char *name,
     return errors;
 }
 
-static long long counter_value(redisContext *r, const char *counter)
-{
+static long long counter_value(redisContext *r, const char *counter) {
     char *s = h_cmd_str(r, "GET %s", counter);
     long long v = s ? strtoll(s, NULL, 10) : 0;
     free(s);
     return v;
 }
 
-static void check_done(redisContext *r, const char *name, const char *counter, long long expect)
-{
+static void check_done(redisContext *r, const char *name, const char *counter, long long expect) {
     long long v = counter_value(r, counter);
     if (v != expect)
         fail_msg("counter is %lld, expected %lld: mutual exclusion broken", v, expect);
@@ -161,8 +156,7 @@ static void check_done(redisContext *r, const char *name, const char *counter, l
     h_cmd_ok(r, "DEL %s", counter);
 }
 
-static void test_threads_one_client(void **state)
-{
+static void test_threads_one_client(void **state) {
     enum { THREADS = 8, ITER = 250 };
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("cont1"), *counter = h_unique_name("counter1");
@@ -180,8 +174,7 @@ static void test_threads_one_client(void **state)
     rlock_client_close(c);
 }
 
-static void test_threads_two_clients(void **state)
-{
+static void test_threads_two_clients(void **state) {
     enum { THREADS = 8, ITER = 250 };
     rlock_client *c[2];
     const char *name = h_unique_name("cont2"), *counter = h_unique_name("counter2");
@@ -202,8 +195,7 @@ static void test_threads_two_clients(void **state)
     rlock_client_close(c[1]);
 }
 
-static void test_processes(void **state)
-{
+static void test_processes(void **state) {
     enum { PROCS = 4, THREADS = 4, ITER = 150 };
     const char *name = h_unique_name("contp"), *counter = h_unique_name("counterp");
     redisContext *r = h_redis();
@@ -239,19 +231,7 @@ static void test_processes(void **state)
 
 /* ---- fork safety ------------------------------------------------------ */
 
-#define CHILD_CHECK(cond, code)                                                \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "child %d: check failed: %s\n", (int)getpid(),     \
-                    #cond);                                                    \
-            h_child_exit(code);                                                \
-        }                                                                      \
-    } while (0)
-
-static const char foreign_owner[] = "1f2e3d4c-5b6a-4789-8abc-def012345678:3";
-
-static void test_fork_while_holding_and_waiting(void **state)
-{
+static void test_fork_while_holding_and_waiting(void **state) {
     long long wd = H_MS(900);
     rlock_client *c = h_open(wd, 0);
     const char *held = h_unique_name("forkheld"), *waited = h_unique_name("forkwait");
@@ -271,8 +251,7 @@ static void test_fork_while_holding_and_waiting(void **state)
     snprintf(parent_id, sizeof parent_id, "%s", rlock_client_id(c));
     H_ASSERT_RC(rlock_lock(lh), RLOCK_OK);
     H_ASSERT_RC(rlock_lock(lh), RLOCK_OK);
-    h_cmd_ok(r, "HSET %s %s 1", waited, foreign_owner);
-    h_cmd_ok(r, "PEXPIRE %s 60000", waited);
+    h_foreign_lock(r, waited, 60000);
     h_actor_post(waiter, h_op_try_lock, &t);
     H_WAIT_FOR(h_numsub(r, waited, strlen(waited)) >= 1, 2000);
     h_sleep_ms(50);
@@ -283,18 +262,18 @@ static void test_fork_while_holding_and_waiting(void **state)
         rlock *x = NULL;
         long long ttl = 0;
         redisContext *cr;
-        CHILD_CHECK(rlock_get(c, held, &x) == RLOCK_ECLOSED, 10);
-        CHILD_CHECK(rlock_lock(lh) == RLOCK_ECLOSED, 11);
-        CHILD_CHECK(rlock_lock_lease(lh, 1000) == RLOCK_ECLOSED, 12);
-        CHILD_CHECK(rlock_try_lock(lh, 0, -1) == RLOCK_ECLOSED, 13);
-        CHILD_CHECK(rlock_try_lock(lw, 100, -1) == RLOCK_ECLOSED, 14);
-        CHILD_CHECK(rlock_unlock(lh) == RLOCK_ECLOSED, 15);
-        CHILD_CHECK(rlock_force_unlock(lh) == RLOCK_ECLOSED, 16);
-        CHILD_CHECK(rlock_force_unlock(lw) == RLOCK_ECLOSED, 17);
-        CHILD_CHECK(rlock_is_locked(lh) == RLOCK_ECLOSED, 18);
-        CHILD_CHECK(rlock_is_held_by_current_thread(lh) == RLOCK_ECLOSED, 19);
-        CHILD_CHECK(rlock_hold_count(lh) == RLOCK_ECLOSED, 20);
-        CHILD_CHECK(rlock_remain_ttl(lh, &ttl) == RLOCK_ECLOSED, 21);
+        H_CHILD_CHECK(rlock_get(c, held, &x) == RLOCK_ECLOSED, 10);
+        H_CHILD_CHECK(rlock_lock(lh) == RLOCK_ECLOSED, 11);
+        H_CHILD_CHECK(rlock_lock_lease(lh, 1000) == RLOCK_ECLOSED, 12);
+        H_CHILD_CHECK(rlock_try_lock(lh, 0, -1) == RLOCK_ECLOSED, 13);
+        H_CHILD_CHECK(rlock_try_lock(lw, 100, -1) == RLOCK_ECLOSED, 14);
+        H_CHILD_CHECK(rlock_unlock(lh) == RLOCK_ECLOSED, 15);
+        H_CHILD_CHECK(rlock_force_unlock(lh) == RLOCK_ECLOSED, 16);
+        H_CHILD_CHECK(rlock_force_unlock(lw) == RLOCK_ECLOSED, 17);
+        H_CHILD_CHECK(rlock_is_locked(lh) == RLOCK_ECLOSED, 18);
+        H_CHILD_CHECK(rlock_is_held_by_current_thread(lh) == RLOCK_ECLOSED, 19);
+        H_CHILD_CHECK(rlock_hold_count(lh) == RLOCK_ECLOSED, 20);
+        H_CHILD_CHECK(rlock_remain_ttl(lh, &ttl) == RLOCK_ECLOSED, 21);
         rlock_free(lh);
         rlock_free(lw);
         rlock_client_close(c);
@@ -303,15 +282,15 @@ static void test_fork_while_holding_and_waiting(void **state)
         /* A client of its own works. */
         rlock_client *cc = h_open(30000, 0);
         rlock *ch, *cw, *cn;
-        CHILD_CHECK(strcmp(rlock_client_id(cc), parent_id) != 0, 30);
+        H_CHILD_CHECK(strcmp(rlock_client_id(cc), parent_id) != 0, 30);
         ch = h_get(cc, held);
         cw = h_get(cc, waited);
         cn = h_get(cc, h_unique_name("forkchild"));
-        CHILD_CHECK(rlock_try_lock(ch, 0, -1) == RLOCK_BUSY, 31);
-        CHILD_CHECK(rlock_is_locked(ch) == 1, 32);
-        CHILD_CHECK(rlock_try_lock(cw, 0, -1) == RLOCK_BUSY, 33);
-        CHILD_CHECK(rlock_lock(cn) == RLOCK_OK, 34);
-        CHILD_CHECK(rlock_unlock(cn) == RLOCK_OK, 35);
+        H_CHILD_CHECK(rlock_try_lock(ch, 0, -1) == RLOCK_BUSY, 31);
+        H_CHILD_CHECK(rlock_is_locked(ch) == 1, 32);
+        H_CHILD_CHECK(rlock_try_lock(cw, 0, -1) == RLOCK_BUSY, 33);
+        H_CHILD_CHECK(rlock_lock(cn) == RLOCK_OK, 34);
+        H_CHILD_CHECK(rlock_unlock(cn) == RLOCK_OK, 35);
         rlock_free(ch);
         rlock_free(cw);
         rlock_free(cn);
@@ -319,7 +298,7 @@ static void test_fork_while_holding_and_waiting(void **state)
 #endif
         /* Nothing of the parent's was touched. */
         cr = h_redis();
-        CHILD_CHECK(h_lock_is(cr, held, strlen(held), parent_id, 2), 40);
+        H_CHILD_CHECK(h_lock_is(cr, held, strlen(held), parent_id, 2), 40);
         redisFree(cr);
         h_child_exit(0);
     }
@@ -342,13 +321,7 @@ static void test_fork_while_holding_and_waiting(void **state)
     /* The parent's waiter is still waiting, and is woken by the release. */
     assert_false(h_actor_done(waiter));
     t0 = h_now_ms();
-    {
-        size_t clen;
-        char *chn = h_channel(waited, strlen(waited), &clen);
-        h_cmd_ok(r, "DEL %s", waited);
-        h_cmd_ok(r, "PUBLISH %b 0", chn, clen);
-        free(chn);
-    }
+    h_foreign_unlock(r, waited);
     H_ASSERT_RC((int)h_actor_wait(waiter, 5000), RLOCK_OK);
     H_ASSERT_BETWEEN(h_actor_finished_ms(waiter) - t0, 0, H_MS(500));
     H_ASSERT_LOCK_IS(r, waited, parent_id, 1);
@@ -373,8 +346,7 @@ struct churn {
     long long rounds;
 };
 
-static void *churn_main(void *p)
-{
+static void *churn_main(void *p) {
     struct churn *ch = p;
     while (!atomic_load(&ch->stop)) {
         int rc = rlock_lock(ch->lock);
@@ -389,8 +361,7 @@ static void *churn_main(void *p)
     return NULL;
 }
 
-static void test_fork_under_load(void **state)
-{
+static void test_fork_under_load(void **state) {
     enum { THREADS = 4, FORKS = 15 };
     rlock_client *c = h_open(H_MS(900), 0);
     const char *name = h_unique_name("forkload");
@@ -412,9 +383,9 @@ static void test_fork_under_load(void **state)
         pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
-            CHILD_CHECK(rlock_is_locked(l) == RLOCK_ECLOSED, 10);
-            CHILD_CHECK(rlock_try_lock(l, 0, -1) == RLOCK_ECLOSED, 11);
-            CHILD_CHECK(rlock_unlock(l) == RLOCK_ECLOSED, 12);
+            H_CHILD_CHECK(rlock_is_locked(l) == RLOCK_ECLOSED, 10);
+            H_CHILD_CHECK(rlock_try_lock(l, 0, -1) == RLOCK_ECLOSED, 11);
+            H_CHILD_CHECK(rlock_unlock(l) == RLOCK_ECLOSED, 12);
             rlock_client_close(c);
             /*
              * The rest allocates. The churning threads allocate all the time,
@@ -429,8 +400,8 @@ static void test_fork_under_load(void **state)
             {
                 rlock_client *cc = h_open(30000, 0);
                 rlock *cl = h_get(cc, h_unique_name("forkloadchild"));
-                CHILD_CHECK(rlock_try_lock(cl, 0, 5000) == RLOCK_OK, 13);
-                CHILD_CHECK(rlock_unlock(cl) == RLOCK_OK, 14);
+                H_CHILD_CHECK(rlock_try_lock(cl, 0, 5000) == RLOCK_OK, 13);
+                H_CHILD_CHECK(rlock_unlock(cl) == RLOCK_OK, 14);
                 rlock_free(cl);
                 rlock_client_close(cc);
             }
@@ -469,8 +440,7 @@ static void test_fork_under_load(void **state)
     rlock_client_close(c);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_threads_one_client),
         cmocka_unit_test(test_threads_two_clients),

@@ -33,39 +33,14 @@
 
 #include "harness.h"
 
-/* Opens a client on url; returns the status, *info the detail (printed). */
-static int open_url(const char *url, int connect_timeout_ms, rlock_error_info *info)
-{
-    rlock_config cfg;
-    rlock_client *c = NULL;
-    h_config(&cfg);
-    cfg.url = url;
-    if (connect_timeout_ms > 0)
-        cfg.connect_timeout_ms = connect_timeout_ms;
-    int rc = rlock_client_open(&cfg, &c);
-    rlock_last_error_info(info);
-    printf("      %-48s -> %s%s%s\n", url, rlock_status_name(rc), rc < 0 ? ": " : "",
-           rc < 0 ? info->message : "");
-    rlock_client_close(c);
-    return rc;
-}
-
-/* "127.0.0.1:PORT" of a redis://127.0.0.1:PORT url. */
-static const char *host_port(const char *url)
-{
-    return url + strlen("redis://");
-}
-
-static void assert_names(const rlock_error_info *info, const char *what, const char *where)
-{
+static void assert_names(const rlock_error_info *info, const char *what, const char *where) {
     char expected[256];
     snprintf(expected, sizeof expected, "%s at %s", what, where);
     if (strstr(info->message, expected) == NULL)
         H_FAIL("message \"%s\" does not contain \"%s\"", info->message, expected);
 }
 
-static void test_script_load_refused(void **state)
-{
+static void test_script_load_refused(void **state) {
     char user[64], url[256];
     redisContext *r = h_redis();
     rlock_error_info info;
@@ -73,56 +48,53 @@ static void test_script_load_refused(void **state)
 
     snprintf(user, sizeof user, "noscript%d", (int)getpid());
     h_cmd_ok(r, "ACL SETUSER %s on >pw ~* &* +@all -script", user);
-    snprintf(url, sizeof url, "redis://%s:pw@%s", user, host_port(h_url()));
-    H_ASSERT_RC(open_url(url, 0, &info), RLOCK_ENOPERM);
+    h_url_auth(url, sizeof url, h_url(), user, "pw");
+    H_ASSERT_RC(h_open_status(url, 0, &info), RLOCK_ENOPERM);
     assert_int_equal(info.status, RLOCK_ENOPERM);
     assert_int_equal(strncmp(info.redis_error, "NOPERM", 6), 0);
-    assert_names(&info, "SCRIPT LOAD", host_port(h_url()));
+    assert_names(&info, "SCRIPT LOAD", h_url_host_port(h_url()));
 
     h_cmd_ok(r, "ACL DELUSER %s", user);
     redisFree(r);
 }
 
-static void test_password_required(void **state)
-{
+static void test_password_required(void **state) {
     h_server *srv = h_server_start();
     redisContext *r = h_server_redis(srv);
-    const char *at = host_port(h_server_url(srv));
+    const char *at = h_url_host_port(h_server_url(srv));
     rlock_error_info info;
     char url[256];
     (void)state;
 
     h_cmd_ok(r, "CONFIG SET requirepass right");
-    H_ASSERT_RC(open_url(h_server_url(srv), 0, &info), RLOCK_EAUTH);
+    H_ASSERT_RC(h_open_status(h_server_url(srv), 0, &info), RLOCK_EAUTH);
     assert_int_equal(strncmp(info.redis_error, "NOAUTH", 6), 0);
     assert_non_null(strstr(info.message, at));
 
     snprintf(url, sizeof url, "redis://:wrong@%s", at);
-    H_ASSERT_RC(open_url(url, 0, &info), RLOCK_EAUTH);
+    H_ASSERT_RC(h_open_status(url, 0, &info), RLOCK_EAUTH);
     assert_int_equal(strncmp(info.redis_error, "WRONGPASS", 9), 0);
     assert_names(&info, "AUTH", at);
 
     snprintf(url, sizeof url, "redis://:right@%s", at);
-    H_ASSERT_RC(open_url(url, 0, &info), RLOCK_OK);
+    H_ASSERT_RC(h_open_status(url, 0, &info), RLOCK_OK);
 
     redisFree(r);
     h_server_stop(srv);
 }
 
-static void test_select_refused(void **state)
-{
+static void test_select_refused(void **state) {
     char url[256];
     rlock_error_info info;
     (void)state;
 
     snprintf(url, sizeof url, "%s/100000", h_url());
-    H_ASSERT_RC(open_url(url, 0, &info), RLOCK_EREDIS);
+    H_ASSERT_RC(h_open_status(url, 0, &info), RLOCK_EREDIS);
     assert_int_equal(strncmp(info.redis_error, "ERR", 3), 0);
-    assert_names(&info, "SELECT", host_port(h_url()));
+    assert_names(&info, "SELECT", h_url_host_port(h_url()));
 }
 
-static void test_setup_timed_out(void **state)
-{
+static void test_setup_timed_out(void **state) {
     h_server *srv = h_server_start();
     const long long bound = H_MS(300);
     rlock_error_info info;
@@ -134,32 +106,30 @@ static void test_setup_timed_out(void **state)
     snprintf(url, sizeof url, "%s/1", h_server_url(srv));
     h_server_pause(srv);
     t0 = h_now_ms();
-    H_ASSERT_RC(open_url(url, (int)bound, &info), RLOCK_EIO);
+    H_ASSERT_RC(h_open_status(url, (int)bound, &info), RLOCK_EIO);
     elapsed = h_now_ms() - t0;
     h_server_resume(srv);
     printf("      (after %lld ms, connect_timeout_ms %lld)\n", elapsed, bound);
     assert_int_equal(info.sys_errno, ETIMEDOUT);
-    assert_names(&info, "SELECT", host_port(h_server_url(srv)));
+    assert_names(&info, "SELECT", h_url_host_port(h_server_url(srv)));
     H_ASSERT_BETWEEN(elapsed, bound, bound + H_MS(250));
 
     h_server_stop(srv);
 }
 
-static void test_no_socket_file(void **state)
-{
+static void test_no_socket_file(void **state) {
     char url[256];
     rlock_error_info info;
     (void)state;
 
     snprintf(url, sizeof url, "unix:///tmp/rlock-no-such-dir-%d/redis.sock", (int)getpid());
-    H_ASSERT_RC(open_url(url, 0, &info), RLOCK_EIO);
+    H_ASSERT_RC(h_open_status(url, 0, &info), RLOCK_EIO);
     assert_int_equal(info.sys_errno, ENOENT);
     assert_int_equal(info.host_not_found, 0);
     assert_non_null(strstr(info.message, url + strlen("unix://")));
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_script_load_refused),
         cmocka_unit_test(test_password_required),

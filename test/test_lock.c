@@ -22,20 +22,7 @@
 
 #define SLACK_MS H_MS(1500)
 
-/* The owner field of a lock held by exactly one owner (malloc'd). */
-static char *owner_field(redisContext *r, const char *name)
-{
-    char *field = NULL;
-    int n = h_lock_fields(r, name, strlen(name), &field, NULL);
-    if (n != 1) {
-        free(field);
-        fail_msg("lock %s has %d fields, expected 1", name, n);
-    }
-    return field;
-}
-
-static void test_reentrancy_layout(void **state)
-{
+static void test_reentrancy_layout(void **state) {
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("reent");
     rlock *l = h_get(c, name);
@@ -86,8 +73,7 @@ static void test_reentrancy_layout(void **state)
     rlock_client_close(c);
 }
 
-static void test_ttl_per_acquisition(void **state)
-{
+static void test_ttl_per_acquisition(void **state) {
     rlock_client *c = h_open(H_MS(10000), 0);
     const char *name = h_unique_name("ttl");
     rlock *l = h_get(c, name);
@@ -132,8 +118,7 @@ static void test_ttl_per_acquisition(void **state)
 
 /* ---- ownership across threads ---------------------------------------- */
 
-static void test_owner_threads(void **state)
-{
+static void test_owner_threads(void **state) {
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("thr");
     rlock *l = h_get(c, name), *l2 = h_get(c, name);
@@ -147,7 +132,7 @@ static void test_owner_threads(void **state)
     /* Main thread holds it (twice). */
     H_ASSERT_RC(rlock_lock_lease(l, 20000), RLOCK_OK);
     H_ASSERT_RC(rlock_lock_lease(l, 20000), RLOCK_OK);
-    field = owner_field(r, name);
+    field = h_lock_owner(r, name);
     pttl0 = h_pttl(r, name, strlen(name));
 
     /* Thread B can't release it or see it as its own, through either handle. */
@@ -161,7 +146,7 @@ static void test_owner_threads(void **state)
     H_ASSERT_RC((int)h_actor_call(b, h_op_try_lock, &t200), RLOCK_BUSY);
     assert_true(h_now_ms() - t >= H_MS(200) - 5);
     /* Nothing changed: same field, same count, TTL not re-armed. */
-    field2 = owner_field(r, name);
+    field2 = h_lock_owner(r, name);
     assert_string_equal(field, field2);
     free(field2);
     H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), 2);
@@ -174,7 +159,7 @@ static void test_owner_threads(void **state)
 
     /* Now B takes it: a different owner field, and main can't release it. */
     H_ASSERT_RC((int)h_actor_call(b, h_op_lock, l), RLOCK_OK);
-    field2 = owner_field(r, name);
+    field2 = h_lock_owner(r, name);
     assert_string_not_equal(field, field2);
     H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), 1);
     H_ASSERT_RC(rlock_unlock(l), RLOCK_ENOTOWNER);
@@ -195,8 +180,7 @@ static void test_owner_threads(void **state)
 
 /* Thread ids are never reused: a later thread gets a new owner field even
  * if the system reuses the pthread_t. */
-static void test_thread_ids_not_reused(void **state)
-{
+static void test_thread_ids_not_reused(void **state) {
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("tid");
     rlock *l = h_get(c, name);
@@ -208,7 +192,7 @@ static void test_thread_ids_not_reused(void **state)
     for (i = 0; i < 8; i++) {
         h_actor *a = h_actor_start();
         H_ASSERT_RC((int)h_actor_call(a, h_op_lock, l), RLOCK_OK);
-        fields[i] = owner_field(r, name);
+        fields[i] = h_lock_owner(r, name);
         H_ASSERT_RC((int)h_actor_call(a, h_op_unlock, l), RLOCK_OK);
         h_actor_stop(a);
         for (j = 0; j < i; j++)
@@ -222,8 +206,7 @@ static void test_thread_ids_not_reused(void **state)
 }
 
 /* Two clients in one process are two owners, even on the same thread. */
-static void test_owner_per_client(void **state)
-{
+static void test_owner_per_client(void **state) {
     rlock_client *a = h_open(30000, 0), *b = h_open(30000, 0);
     const char *name = h_unique_name("twoclients");
     rlock *la = h_get(a, name), *lb = h_get(b, name);
@@ -251,15 +234,6 @@ static void test_owner_per_client(void **state)
 
 /* ---- ownership across processes -------------------------------------- */
 
-#define CHILD_CHECK(cond, code)                                                \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "child %d: check failed: %s\n", (int)getpid(),     \
-                    #cond);                                                    \
-            h_child_exit(code);                                                \
-        }                                                                      \
-    } while (0)
-
 /*
  * A child process forked before this process has any threads (so it may
  * start its own client even under TSan), blocked until go() sends it a line.
@@ -271,8 +245,7 @@ struct kid {
 
 typedef int (*kid_fn)(const char *name, const char *line);
 
-static void kid_start(struct kid *k, kid_fn fn, const char *name)
-{
+static void kid_start(struct kid *k, kid_fn fn, const char *name) {
     int p[2];
     pid_t parent = getpid();
     assert_int_equal(pipe(p), 0);
@@ -303,8 +276,7 @@ static void kid_start(struct kid *k, kid_fn fn, const char *name)
 }
 
 /* Lets the kid run with line, and returns its exit code. */
-static int kid_go(struct kid *k, const char *line)
-{
+static int kid_go(struct kid *k, const char *line) {
     char buf[130];
     int n = snprintf(buf, sizeof buf, "%s\n", line);
     ssize_t w = write(k->fd, buf, (size_t)n);
@@ -319,39 +291,36 @@ static int kid_go(struct kid *k, const char *line)
 }
 
 /* Child 1: the parent (whose client id is line) holds name. */
-static int kid_not_owner(const char *name, const char *parent_id)
-{
+static int kid_not_owner(const char *name, const char *parent_id) {
     rlock_client *cc = h_open(30000, 0);
     rlock *cl = h_get(cc, name);
-    CHILD_CHECK(strcmp(rlock_client_id(cc), parent_id) != 0, 10);
-    CHILD_CHECK(rlock_try_lock(cl, 0, 10000) == RLOCK_BUSY, 11);
-    CHILD_CHECK(rlock_try_lock(cl, 100, -1) == RLOCK_BUSY, 12);
-    CHILD_CHECK(rlock_unlock(cl) == RLOCK_ENOTOWNER, 13);
-    CHILD_CHECK(rlock_is_locked(cl) == 1, 14);
-    CHILD_CHECK(rlock_is_held_by_current_thread(cl) == 0, 15);
-    CHILD_CHECK(rlock_hold_count(cl) == 0, 16);
+    H_CHILD_CHECK(strcmp(rlock_client_id(cc), parent_id) != 0, 10);
+    H_CHILD_CHECK(rlock_try_lock(cl, 0, 10000) == RLOCK_BUSY, 11);
+    H_CHILD_CHECK(rlock_try_lock(cl, 100, -1) == RLOCK_BUSY, 12);
+    H_CHILD_CHECK(rlock_unlock(cl) == RLOCK_ENOTOWNER, 13);
+    H_CHILD_CHECK(rlock_is_locked(cl) == 1, 14);
+    H_CHILD_CHECK(rlock_is_held_by_current_thread(cl) == 0, 15);
+    H_CHILD_CHECK(rlock_hold_count(cl) == 0, 16);
     rlock_free(cl);
     rlock_client_close(cc);
     return 0;
 }
 
 /* Child 2: takes the lock and exits without unlocking. */
-static int kid_take(const char *name, const char *unused)
-{
+static int kid_take(const char *name, const char *unused) {
     rlock_client *cc = h_open(30000, 0);
     rlock *cl = h_get(cc, name);
     redisContext *cr = h_redis();
     (void)unused;
-    CHILD_CHECK(rlock_lock_lease(cl, 20000) == RLOCK_OK, 20);
-    CHILD_CHECK(h_lock_is(cr, name, strlen(name), rlock_client_id(cc), 1), 21);
+    H_CHILD_CHECK(rlock_lock_lease(cl, 20000) == RLOCK_OK, 20);
+    H_CHILD_CHECK(h_lock_is(cr, name, strlen(name), rlock_client_id(cc), 1), 21);
     redisFree(cr);
     rlock_free(cl);
     rlock_client_close(cc);
     return 0;
 }
 
-static void test_owner_processes(void **state)
-{
+static void test_owner_processes(void **state) {
     const char *name = h_unique_name("proc");
     struct kid k1, k2;
     rlock_client *c;
@@ -371,12 +340,12 @@ static void test_owner_processes(void **state)
     r = h_redis();
     snprintf(parent_id, sizeof parent_id, "%s", rlock_client_id(c));
     H_ASSERT_RC(rlock_lock_lease(l, 20000), RLOCK_OK);
-    field = owner_field(r, name);
+    field = h_lock_owner(r, name);
     pttl0 = h_pttl(r, name, strlen(name));
 
     /* Another process can't take it, release it or see it as its own. */
     assert_int_equal(kid_go(&k1, parent_id), 0);
-    field2 = owner_field(r, name);
+    field2 = h_lock_owner(r, name);
     assert_string_equal(field, field2);
     free(field2);
     H_ASSERT_LOCK_IS(r, name, parent_id, 1);
@@ -385,7 +354,7 @@ static void test_owner_processes(void **state)
 
     /* The other way round: a child takes it and exits without unlocking. */
     assert_int_equal(kid_go(&k2, ""), 0);
-    field2 = owner_field(r, name);
+    field2 = h_lock_owner(r, name);
     assert_string_not_equal(field2, field);
     assert_false(strncmp(field2, parent_id, strlen(parent_id)) == 0);
     H_ASSERT_RC(rlock_try_lock(l, 0, -1), RLOCK_BUSY);
@@ -405,8 +374,7 @@ static void test_owner_processes(void **state)
 
 /* ---- leases ---------------------------------------------------------- */
 
-static void test_lease_expiry(void **state)
-{
+static void test_lease_expiry(void **state) {
     /* A short watchdog timeout, so the watchdog runs often: it must leave
      * a lease lock alone. */
     rlock_client *c = h_open(H_MS(300), 0);
@@ -460,8 +428,7 @@ static void test_lease_expiry(void **state)
 
 /* ---- force_unlock, is_locked, remain_ttl ----------------------------- */
 
-static void test_force_unlock(void **state)
-{
+static void test_force_unlock(void **state) {
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("force");
     rlock *l = h_get(c, name);
@@ -505,8 +472,7 @@ static void test_force_unlock(void **state)
     rlock_client_close(c);
 }
 
-static void test_is_locked_remain_ttl(void **state)
-{
+static void test_is_locked_remain_ttl(void **state) {
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("ttlq");
     rlock *l = h_get(c, name);
@@ -560,8 +526,7 @@ static void test_is_locked_remain_ttl(void **state)
 
 /* Unlock to zero publishes "0" on the Redisson channel; a reentrant unlock
  * publishes nothing. */
-static void check_channel(rlock_client *c, redisContext *r, const char *name)
-{
+static void check_channel(rlock_client *c, redisContext *r, const char *name) {
     rlock *l = h_get(c, name);
     redisContext *sub = h_sub_open(h_url(), name, strlen(name));
     long long pub0;
@@ -583,8 +548,7 @@ static void check_channel(rlock_client *c, redisContext *r, const char *name)
     rlock_free(l);
 }
 
-static void test_unlock_channel(void **state)
-{
+static void test_unlock_channel(void **state) {
     rlock_client *c = h_open(30000, 0);
     redisContext *r = h_redis();
     char name[300];
@@ -600,8 +564,7 @@ static void test_unlock_channel(void **state)
 
 /* ---- coexistence with other data ------------------------------------ */
 
-static void test_wrongtype(void **state)
-{
+static void test_wrongtype(void **state) {
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("wrongtype");
     rlock *l = h_get(c, name);
@@ -644,8 +607,7 @@ static void test_wrongtype(void **state)
 }
 
 /* SCRIPT FLUSH: the next lock reloads the script with exactly one EVAL. */
-static void test_script_flush(void **state)
-{
+static void test_script_flush(void **state) {
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("flush"), *name2 = h_unique_name("flush2");
     rlock *l = h_get(c, name), *l2 = h_get(c, name2);
@@ -685,8 +647,7 @@ static void test_script_flush(void **state)
     rlock_client_close(c);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reentrancy_layout),
         cmocka_unit_test(test_ttl_per_acquisition),

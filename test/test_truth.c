@@ -44,15 +44,13 @@ struct rec {
     int bad_lost_event;   /* a LOCK_LOST event with a NULL name or NULL detail */
 };
 
-static void rec_init(struct rec *r)
-{
+static void rec_init(struct rec *r) {
     memset(r, 0, sizeof *r);
     pthread_mutex_init(&r->mu, NULL);
 }
 
 /* The slot for name (created); NULL if the table is full. Under r->mu. */
-static struct rec_name *rec_slot(struct rec *r, const char *name)
-{
+static struct rec_name *rec_slot(struct rec *r, const char *name) {
     int i;
     for (i = 0; i < r->nnames; i++)
         if (strcmp(r->names[i].name, name) == 0)
@@ -63,8 +61,7 @@ static struct rec_name *rec_slot(struct rec *r, const char *name)
     return &r->names[r->nnames++];
 }
 
-static void rec_lost_cb(const char *name, void *arg)
-{
+static void rec_lost_cb(const char *name, void *arg) {
     struct rec *r = arg;
     struct rec_name *s;
     pthread_mutex_lock(&r->mu);
@@ -76,8 +73,7 @@ static void rec_lost_cb(const char *name, void *arg)
     pthread_mutex_unlock(&r->mu);
 }
 
-static void rec_event_cb(const rlock_event *ev, void *arg)
-{
+static void rec_event_cb(const rlock_event *ev, void *arg) {
     struct rec *r = arg;
     pthread_mutex_lock(&r->mu);
     if ((int)ev->kind >= 0 && (int)ev->kind < 8)
@@ -95,8 +91,7 @@ static void rec_event_cb(const rlock_event *ev, void *arg)
 }
 
 /* on_lock_lost calls for name. */
-static int rec_lost(struct rec *r, const char *name)
-{
+static int rec_lost(struct rec *r, const char *name) {
     int i, n = 0;
     pthread_mutex_lock(&r->mu);
     for (i = 0; i < r->nnames; i++)
@@ -107,8 +102,7 @@ static int rec_lost(struct rec *r, const char *name)
 }
 
 /* RLOCK_EVENT_LOCK_LOST events for name. */
-static int rec_lost_events(struct rec *r, const char *name)
-{
+static int rec_lost_events(struct rec *r, const char *name) {
     int i, n = 0;
     pthread_mutex_lock(&r->mu);
     for (i = 0; i < r->nnames; i++)
@@ -119,8 +113,7 @@ static int rec_lost_events(struct rec *r, const char *name)
 }
 
 /* LOCK_LOST reports (calls + events) for names other than name, plus junk. */
-static int rec_others(struct rec *r, const char *name)
-{
+static int rec_others(struct rec *r, const char *name) {
     int i, n;
     pthread_mutex_lock(&r->mu);
     n = r->overflow + r->bad_lost_event;
@@ -132,8 +125,7 @@ static int rec_others(struct rec *r, const char *name)
 }
 
 /* A client on url (NULL: h_url()) with the recorder as on_lock_lost and on_event. */
-static rlock_client *open_rec(const char *url, long long wd, struct rec *r)
-{
+static rlock_client *open_rec(const char *url, long long wd, struct rec *r) {
     rlock_config cfg;
     h_config(&cfg);
     if (url)
@@ -143,18 +135,6 @@ static rlock_client *open_rec(const char *url, long long wd, struct rec *r)
     cfg.on_event = rec_event_cb;
     cfg.callback_arg = r;
     return h_open_config(&cfg);
-}
-
-/* The single owner field of a lock (malloc'd); fails unless exactly one. */
-static char *only_field(redisContext *r, const char *name)
-{
-    char *field = NULL;
-    int n = h_lock_fields(r, name, strlen(name), &field, NULL);
-    if (n != 1) {
-        free(field);
-        fail_msg("lock %s has %d fields, expected 1", name, n);
-    }
-    return field;
 }
 
 /* ---- 1. one client, two owners ----------------------------------------- */
@@ -168,8 +148,7 @@ static char *only_field(redisContext *r, const char *name)
  * entry, so the watchdog renewed B's field and A's loss was never reported
  * (on_lock_lost stayed 0, which fails the first wait for it below).
  */
-static void test_one_client_two_owners(void **state)
-{
+static void test_one_client_two_owners(void **state) {
     struct rec rec;
     rlock_client *c, *admin;
     const char *name = h_unique_name("twoowners");
@@ -189,7 +168,7 @@ static void test_one_client_two_owners(void **state)
     la = h_get(admin, name);
 
     H_ASSERT_RC((int)h_actor_call(a, h_op_lock, l), RLOCK_OK);
-    field_a = only_field(r, name);
+    field_a = h_lock_owner(r, name);
     H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), 1);
 
     /* B waits (10 s, watchdog) and is subscribed before the forced unlock. */
@@ -202,7 +181,7 @@ static void test_one_client_two_owners(void **state)
 
     H_ASSERT_RC(rlock_force_unlock(la), 1);
     H_ASSERT_RC((int)h_actor_wait(b, 5000), RLOCK_OK);
-    field_b = only_field(r, name);
+    field_b = h_lock_owner(r, name);
     assert_string_not_equal(field_a, field_b);
     H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), 1);
 
@@ -266,8 +245,7 @@ static void test_one_client_two_owners(void **state)
  * Old code: the acquire found no field, silently re-created X with count 1
  * and returned RLOCK_OK while the thread believed it held 3 levels.
  */
-static void test_relock_after_loss_lease(void **state)
-{
+static void test_relock_after_loss_lease(void **state) {
     struct rec rec;
     rlock_client *c;
     const char *name = h_unique_name("relock");
@@ -292,7 +270,7 @@ static void test_relock_after_loss_lease(void **state)
     H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
     H_ASSERT_RC(rlock_hold_count(l), 1);
     H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), 1);
-    field = only_field(r, name);
+    field = h_lock_owner(r, name);
     {
         char *v = h_cmd_str(r, "HGET %b %s", name, n, field);
         assert_non_null(v);
@@ -318,8 +296,7 @@ static void test_relock_after_loss_lease(void **state)
  * a fresh hold of count 1.
  * Old code: try_lock re-created X with count 1 and returned RLOCK_OK.
  */
-static void test_try_lock_after_loss(void **state)
-{
+static void test_try_lock_after_loss(void **state) {
     struct rec rec;
     rlock_client *c;
     const char *name = h_unique_name("retry0");
@@ -362,8 +339,7 @@ static void test_try_lock_after_loss(void **state)
  * Old code: the first unlock returned RLOCK_ENOTOWNER (no ELOST existed) and
  * a lease lock's loss was never reported.
  */
-static void test_unlock_discovers_loss(void **state)
-{
+static void test_unlock_discovers_loss(void **state) {
     struct rec rec;
     rlock_client *c;
     const char *name = h_unique_name("unlost2"), *name1 = h_unique_name("unlost1");
@@ -430,8 +406,7 @@ static void test_unlock_discovers_loss(void **state)
  * Old code: after the watchdog's report, rlock_lock re-created X with count
  * 1 and returned RLOCK_OK (the thread believing 3 levels).
  */
-static void test_relock_after_loss_watchdog(void **state)
-{
+static void test_relock_after_loss_watchdog(void **state) {
     struct rec rec;
     rlock_client *c;
     const char *name = h_unique_name("relockwd");
@@ -480,14 +455,6 @@ static void test_relock_after_loss_watchdog(void **state)
 
 /* ---- 3. an unlock that errs has not released --------------------------- */
 
-/* redis://USER:PASS@host:port for the url base (a plain redis://host:port). */
-static void user_url(char *out, size_t size, const char *base, const char *user,
-                     const char *pass)
-{
-    assert_true(strncmp(base, "redis://", 8) == 0);
-    snprintf(out, size, "redis://%s:%s@%s", user, pass, base + 8);
-}
-
 /*
  * An ACL user that may use every key and command but no channel: locking
  * works, but the unlock cannot PUBLISH. rlock_unlock is RLOCK_ENOPERM with
@@ -496,8 +463,7 @@ static void user_url(char *out, size_t size, const char *base, const char *user,
  * Old code: RELEASE deleted the key, then failed on PUBLISH: unlock returned
  * RLOCK_EREDIS with the lock gone, and the watchdog later reported it lost.
  */
-static void test_unlock_refused_keeps_lock(void **state)
-{
+static void test_unlock_refused_keeps_lock(void **state) {
     struct rec rec;
     h_server *own = NULL;
     const char *base = h_url();
@@ -521,7 +487,7 @@ static void test_unlock_refused_keeps_lock(void **state)
     }
     snprintf(user, sizeof user, "rlock-truth-%ld-%lld", (long)getpid(), h_now_us());
     h_cmd_ok(admin, "ACL SETUSER %s on >pw ~* resetchannels +@all", user);
-    user_url(url, sizeof url, base, user, "pw");
+    h_url_auth(url, sizeof url, base, user, "pw");
 
     rec_init(&rec);
     c = open_rec(url, WD, &rec);
@@ -581,8 +547,7 @@ static void test_unlock_refused_keeps_lock(void **state)
 
 /* Fails unless name is a hash with exactly "name" = "bob" and ttl as given
  * (-1: none; > 0: some TTL). */
-static void assert_user_hash(redisContext *r, const char *name, int want_ttl)
-{
+static void assert_user_hash(redisContext *r, const char *name, int want_ttl) {
     size_t n = strlen(name);
     char *v = h_cmd_str(r, "HGET %b name", name, n);
     long long ttl = h_cmd_int(r, "TTL %b", name, n);
@@ -602,8 +567,7 @@ static void assert_user_hash(redisContext *r, const char *name, int want_ttl)
  * Old code: try_lock said RLOCK_BUSY (after the whole wait), lock blocked
  * for ever, unlock said ENOTOWNER, and force_unlock deleted the user's data.
  */
-static void test_plain_hash_not_a_lock(void **state)
-{
+static void test_plain_hash_not_a_lock(void **state) {
     rlock_client *c = h_open(30000, 0);
     char name[128];
     rlock *l;
@@ -662,8 +626,7 @@ static void test_plain_hash_not_a_lock(void **state)
  * either: try_lock and force_unlock say RLOCK_ENOTLOCK and leave it.
  * Old code: try_lock said RLOCK_BUSY and force_unlock deleted it (1).
  */
-static void test_ttl_hash_bad_field_not_a_lock(void **state)
-{
+static void test_ttl_hash_bad_field_not_a_lock(void **state) {
     rlock_client *c = h_open(30000, 0);
     char name[128];
     rlock *l;
@@ -698,8 +661,7 @@ static void test_ttl_hash_bad_field_not_a_lock(void **state)
  * Old code: passes this one too; it guards the ENOTLOCK rule from being too
  * wide (a library that called everything "not a lock" fails here).
  */
-static void test_foreign_lock_is_a_lock(void **state)
-{
+static void test_foreign_lock_is_a_lock(void **state) {
     static const char other[] = "0b8f3c1e-5a4d-4c1b-9f7e-2d6a8b9c0e1f:57";
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("foreign");
@@ -745,8 +707,7 @@ static const char *const field_names[] = {
     "retry_attempts",      "retry_interval_ms",  "local_handoffs"};
 
 /* rlock_client_open() with one field set to v; the client is closed at once. */
-static int open_with(enum cfg_field f, long long v)
-{
+static int open_with(enum cfg_field f, long long v) {
     rlock_config cfg;
     rlock_client *c = NULL;
     int rc;
@@ -781,8 +742,7 @@ static int open_with(enum cfg_field f, long long v)
 /* The bound v must be accepted. A 1 ms connect or command bound is accepted
  * too, but may run out against a real server: RLOCK_EIO is then the honest
  * answer; RLOCK_EINVAL never is. */
-static void accepted(enum cfg_field f, long long v, int may_time_out)
-{
+static void accepted(enum cfg_field f, long long v, int may_time_out) {
     int rc = open_with(f, v);
     if (rc == RLOCK_OK || (may_time_out && rc == RLOCK_EIO))
         return;
@@ -790,8 +750,7 @@ static void accepted(enum cfg_field f, long long v, int may_time_out)
              rlock_status_name(rc), rlock_last_error());
 }
 
-static void refused(enum cfg_field f, long long v)
-{
+static void refused(enum cfg_field f, long long v) {
     int rc = open_with(f, v);
     rlock_error_info info;
     if (rc != RLOCK_EINVAL)
@@ -807,8 +766,7 @@ static void refused(enum cfg_field f, long long v)
  * Old code: connect_timeout_ms and command_timeout_ms had no upper bound
  * (3600001 was accepted), so the header's ranges were not the real ones.
  */
-static void test_config_ranges(void **state)
-{
+static void test_config_ranges(void **state) {
     (void)state;
     accepted(F_WATCHDOG, 30, 0);
     refused(F_WATCHDOG, 29);
@@ -859,8 +817,7 @@ static void test_config_ranges(void **state)
     }
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_client_two_owners),
         cmocka_unit_test(test_relock_after_loss_lease),

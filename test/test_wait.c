@@ -21,39 +21,9 @@
 
 #include "harness.h"
 
-static const char foreign_owner[] = "5c3a9e2b-7d41-4f0a-9b6e-1a2b3c4d5e6f:1";
-
-static long long script_calls(redisContext *r)
-{
-    return h_script_calls(r);
-}
-
-static long long wait_quiet(redisContext *r, long long quiet_ms, long long timeout_ms)
-{
-    return h_scripts_quiet(r, quiet_ms, timeout_ms);
-}
-
-/* A raw (Redisson-style) holder of name, from another client. */
-static void foreign_lock(redisContext *r, const char *name, long long pexpire_ms)
-{
-    h_cmd_ok(r, "HSET %s %s 1", name, foreign_owner);
-    h_cmd_ok(r, "PEXPIRE %s %lld", name, pexpire_ms);
-}
-
-/* What a Redisson client does on unlock. */
-static void foreign_unlock(redisContext *r, const char *name)
-{
-    size_t clen;
-    char *ch = h_channel(name, strlen(name), &clen);
-    h_cmd_ok(r, "DEL %s", name);
-    h_cmd_ok(r, "PUBLISH %b 0", ch, clen);
-    free(ch);
-}
-
 /* ---- wait bounds ----------------------------------------------------- */
 
-static void test_wait_zero_and_bounded(void **state)
-{
+static void test_wait_zero_and_bounded(void **state) {
     rlock_client *c = h_open(30000, 0), *c2 = h_open(30000, 0);
     const char *name = h_unique_name("bound");
     rlock *l = h_get(c, name), *l2 = h_get(c2, name);
@@ -110,8 +80,7 @@ static void test_wait_zero_and_bounded(void **state)
 
 /* A lock that expires (no unlock, so no message) is taken once its TTL
  * runs out, not at the end of the wait. */
-static void test_wake_on_expiry(void **state)
-{
+static void test_wake_on_expiry(void **state) {
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("expiry");
     rlock *l = h_get(c, name);
@@ -119,7 +88,7 @@ static void test_wake_on_expiry(void **state)
     long long ttl = H_MS(400), t0, dt;
     (void)state;
 
-    foreign_lock(r, name, ttl);
+    h_foreign_lock(r, name, ttl);
     t0 = h_now_ms();
     H_ASSERT_RC(rlock_try_lock(l, H_MS(5000), -1), RLOCK_OK);
     dt = h_now_ms() - t0;
@@ -129,7 +98,7 @@ static void test_wake_on_expiry(void **state)
     H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
 
     /* The same with rlock_lock(). */
-    foreign_lock(r, name, ttl);
+    h_foreign_lock(r, name, ttl);
     t0 = h_now_ms();
     H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
     dt = h_now_ms() - t0;
@@ -143,8 +112,7 @@ static void test_wake_on_expiry(void **state)
 
 /* ---- wake-up by unlock ------------------------------------------------ */
 
-static void wake_by_unlock(int same_client, int use_lock)
-{
+static void wake_by_unlock(int same_client, int use_lock) {
     rlock_client *c = h_open(30000, 0), *c2 = same_client ? c : h_open(30000, 0);
     const char *name = h_unique_name("wake");
     rlock *lh = h_get(c, name), *lw = h_get(c2, name);
@@ -163,7 +131,7 @@ static void wake_by_unlock(int same_client, int use_lock)
     else
         h_actor_post(waiter, h_op_try_lock, &t);
     H_WAIT_FOR(h_numsub(r, name, strlen(name)) >= 1, 2000);
-    wait_quiet(r, 100, 5000);
+    h_scripts_quiet(r, 100, 5000);
     assert_false(h_actor_done(waiter));
 
     t0 = h_now_ms();
@@ -187,15 +155,13 @@ static void wake_by_unlock(int same_client, int use_lock)
     rlock_client_close(c);
 }
 
-static void test_wake_same_client(void **state)
-{
+static void test_wake_same_client(void **state) {
     (void)state;
     wake_by_unlock(1, 0);
     wake_by_unlock(1, 1);
 }
 
-static void test_wake_other_client(void **state)
-{
+static void test_wake_other_client(void **state) {
     (void)state;
     wake_by_unlock(0, 0);
     wake_by_unlock(0, 1);
@@ -207,8 +173,7 @@ static void test_wake_other_client(void **state)
  * script cache flushed, that early EVALSHA gets NOSCRIPT and the waiter falls
  * back to an ordinary attempt (EVAL), still acquiring at once.
  */
-static void test_wake_sends_acquire_ahead(void **state)
-{
+static void test_wake_sends_acquire_ahead(void **state) {
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("ahead");
     rlock *l = h_get(c, name);
@@ -224,27 +189,27 @@ static void test_wake_sends_acquire_ahead(void **state)
     t.lease_ms = -1;
     for (round = 0; round < 2; round++) {
         int flush = round == 1;
-        foreign_lock(r, name, 30000);
+        h_foreign_lock(r, name, 30000);
         h_actor_post(waiter, h_op_try_lock, &t);
         H_WAIT_FOR(h_numsub(r, name, strlen(name)) >= 1, 2000);
-        wait_quiet(r, 100, 5000);
+        h_scripts_quiet(r, 100, 5000);
         if (flush)
             h_cmd_ok(r, "SCRIPT FLUSH");
-        scripts0 = script_calls(r);
+        scripts0 = h_script_calls(r);
         evals0 = h_commandstat_calls(r, "eval");
         t0 = h_now_ms();
-        foreign_unlock(r, name);
+        h_foreign_unlock(r, name);
         H_ASSERT_RC((int)h_actor_wait(waiter, 5000), RLOCK_OK);
         print_message("      %s: acquired %lld ms after the unlock message, %lld script calls\n",
                       flush ? "scripts flushed" : "normal", h_actor_finished_ms(waiter) - t0,
-                      script_calls(r) - scripts0);
+                      h_script_calls(r) - scripts0);
         H_ASSERT_BETWEEN(h_actor_finished_ms(waiter) - t0, 0, H_MS(100));
         H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), 1);
         if (flush) { /* EVALSHA ahead: NOSCRIPT; the attempt's EVALSHA: NOSCRIPT; EVAL */
-            H_ASSERT_BETWEEN(script_calls(r) - scripts0, 3, 3);
+            H_ASSERT_BETWEEN(h_script_calls(r) - scripts0, 3, 3);
             H_ASSERT_BETWEEN(h_commandstat_calls(r, "eval") - evals0, 1, 1);
         } else {
-            H_ASSERT_BETWEEN(script_calls(r) - scripts0, 1, 1);
+            H_ASSERT_BETWEEN(h_script_calls(r) - scripts0, 1, 1);
         }
         H_ASSERT_RC((int)h_actor_call(waiter, h_op_unlock, l), RLOCK_OK);
         assert_int_equal(h_exists(r, name, strlen(name)), 0);
@@ -261,8 +226,7 @@ static void test_wake_sends_acquire_ahead(void **state)
  * message of one must wake a waiter of that lock even when a waiter of the
  * other one has slept longer.
  */
-static void test_shared_channel_wakeups(void **state)
-{
+static void test_shared_channel_wakeups(void **state) {
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("sharedchan");
     char braced[256];
@@ -285,23 +249,23 @@ static void test_shared_channel_wakeups(void **state)
         struct h_try *tfirst = round == 0 ? &tb : &tx, *tsecond = round == 0 ? &tx : &tb;
         *tfirst = (struct h_try){round == 0 ? lb : lx, H_MS(20000), -1};
         *tsecond = (struct h_try){round == 0 ? lx : lb, H_MS(20000), -1};
-        foreign_lock(r, first, 30000);
-        foreign_lock(r, second, 30000);
+        h_foreign_lock(r, first, 30000);
+        h_foreign_lock(r, second, 30000);
         h_actor_post(wfirst, h_op_try_lock, tfirst);
-        wait_quiet(r, 150, 5000);
+        h_scripts_quiet(r, 150, 5000);
         h_actor_post(wsecond, h_op_try_lock, tsecond);
-        wait_quiet(r, 150, 5000);
+        h_scripts_quiet(r, 150, 5000);
 
         /* Unlock the lock of the younger waiter: it must wake at once. */
         t0 = h_now_ms();
-        foreign_unlock(r, second);
+        h_foreign_unlock(r, second);
         H_ASSERT_RC((int)h_actor_wait(wsecond, 2000), RLOCK_OK);
         print_message("      round %d: waiter of \"%s\" acquired %lld ms after its unlock "
                       "(the other lock's waiter slept longer)\n", round,
                       round == 0 ? "X" : "{X}", h_actor_finished_ms(wsecond) - t0);
         assert_false(h_actor_done(wfirst));
         H_ASSERT_RC((int)h_actor_call(wsecond, h_op_unlock, tsecond->lock), RLOCK_OK);
-        foreign_unlock(r, first);
+        h_foreign_unlock(r, first);
         H_ASSERT_RC((int)h_actor_wait(wfirst, 2000), RLOCK_OK);
         H_ASSERT_RC((int)h_actor_call(wfirst, h_op_unlock, tfirst->lock), RLOCK_OK);
         assert_int_equal(h_exists(r, name, strlen(name)), 0);
@@ -317,8 +281,7 @@ static void test_shared_channel_wakeups(void **state)
 }
 
 /* A Redisson-style holder: BUSY, then its DEL + PUBLISH wakes our waiter. */
-static void foreign_holder(const char *name)
-{
+static void foreign_holder(const char *name) {
     rlock_client *c = h_open(30000, 0);
     rlock *l = h_get(c, name);
     redisContext *r = h_redis();
@@ -329,17 +292,17 @@ static void foreign_holder(const char *name)
     t.lock = l;
     t.wait_ms = H_MS(20000);
     t.lease_ms = -1;
-    foreign_lock(r, name, 30000);
+    h_foreign_lock(r, name, 30000);
     H_ASSERT_RC(rlock_try_lock(l, 0, -1), RLOCK_BUSY);
     H_ASSERT_RC(rlock_is_locked(l), 1);
 
     h_actor_post(waiter, h_op_try_lock, &t);
     H_WAIT_FOR(h_numsub(r, name, strlen(name)) >= 1, 2000);
-    wait_quiet(r, 100, 5000);
+    h_scripts_quiet(r, 100, 5000);
     assert_false(h_actor_done(waiter));
 
     t0 = h_now_ms();
-    foreign_unlock(r, name);
+    h_foreign_unlock(r, name);
     H_ASSERT_RC((int)h_actor_wait(waiter, 5000), RLOCK_OK);
     dt = h_actor_finished_ms(waiter) - t0;
     print_message("      foreign unlock of \"%.60s\": waiter acquired after %lld ms\n", name, dt);
@@ -355,8 +318,7 @@ static void foreign_holder(const char *name)
     rlock_client_close(c);
 }
 
-static void test_foreign_holder(void **state)
-{
+static void test_foreign_holder(void **state) {
     char name[300];
     (void)state;
     foreign_holder(h_unique_name("foreign"));
@@ -368,8 +330,7 @@ static void test_foreign_holder(void **state)
 }
 
 /* Waits without a limit, however the "no limit" is spelled. */
-static void test_unbounded_waits(void **state)
-{
+static void test_unbounded_waits(void **state) {
     static const long long waits[] = {-1, -2, LLONG_MIN, LLONG_MAX, LLONG_MAX - 1};
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("unbounded");
@@ -384,14 +345,14 @@ static void test_unbounded_waits(void **state)
         t.lock = l;
         t.wait_ms = waits[i];
         t.lease_ms = 10000;
-        foreign_lock(r, name, 30000);
+        h_foreign_lock(r, name, 30000);
         h_actor_post(waiter, h_op_try_lock, &t);
         H_WAIT_FOR(h_numsub(r, name, strlen(name)) >= 1, 2000);
         h_sleep_ms(H_MS(200));
         if (h_actor_done(waiter))
             fail_msg("try_lock(wait %lld) returned %s while the lock was held", waits[i],
                      rlock_status_name((int)h_actor_wait(waiter, 0)));
-        foreign_unlock(r, name);
+        h_foreign_unlock(r, name);
         H_ASSERT_RC((int)h_actor_wait(waiter, 5000), RLOCK_OK);
         H_ASSERT_RC((int)h_actor_call(waiter, h_op_unlock, l), RLOCK_OK);
     }
@@ -421,8 +382,7 @@ struct herd_arg {
     int i;
 };
 
-static void *herd_thread(void *p)
-{
+static void *herd_thread(void *p) {
     struct herd_arg *a = p;
     struct herd *h = a->h;
     int rc = rlock_lock(h->lock);
@@ -444,8 +404,7 @@ static void *herd_thread(void *p)
  * all of them. With local_handoffs 0 every unlock releases and publishes;
  * otherwise most unlocks hand the lock straight to the next sleeper.
  */
-static void run_herd(int local_handoffs)
-{
+static void run_herd(int local_handoffs) {
     rlock_config cfg;
     h_config(&cfg);
     cfg.watchdog_timeout_ms = 30000;
@@ -463,14 +422,14 @@ static void run_herd(int local_handoffs)
     memset(&h, 0, sizeof h);
     h.lock = h_get(c, name);
     H_ASSERT_RC(rlock_lock(h.lock), RLOCK_OK);
-    base0 = script_calls(r);
+    base0 = h_script_calls(r);
     for (i = 0; i < HERD; i++) {
         args[i].h = &h;
         args[i].i = i;
         assert_int_equal(pthread_create(&th[i], NULL, herd_thread, &args[i]), 0);
     }
-    H_WAIT_FOR(script_calls(r) - base0 >= HERD, 5000);
-    base1 = wait_quiet(r, 300, 10000);
+    H_WAIT_FOR(h_script_calls(r) - base0 >= HERD, 5000);
+    base1 = h_scripts_quiet(r, 300, 10000);
     assert_int_equal(atomic_load(&h.done), 0);
     print_message("      local_handoffs %d: %d waiters made %lld script calls before the hand-offs\n",
                   local_handoffs, HERD, base1 - base0);
@@ -480,7 +439,7 @@ static void run_herd(int local_handoffs)
     H_WAIT_FOR(atomic_load(&h.done) == HERD, 30000);
     for (i = 0; i < HERD; i++)
         pthread_join(th[i], NULL);
-    end = script_calls(r);
+    end = h_script_calls(r);
     pubs = h_commandstat_calls(r, "publish") - pub0;
     for (i = 0; i < HERD; i++) {
         H_ASSERT_RC(h.rc[i], RLOCK_OK);
@@ -511,14 +470,12 @@ static void run_herd(int local_handoffs)
     rlock_client_close(c);
 }
 
-static void test_no_herd(void **state)
-{
+static void test_no_herd(void **state) {
     (void)state;
     run_herd(0);
 }
 
-static void test_no_herd_handoff(void **state)
-{
+static void test_no_herd_handoff(void **state) {
     (void)state;
     run_herd(4);
 }
@@ -532,16 +489,14 @@ struct blocked {
     atomic_int done;
 };
 
-static void *blocked_thread(void *p)
-{
+static void *blocked_thread(void *p) {
     struct blocked *b = p;
     b->rc = b->use_try ? rlock_try_lock(b->lock, H_MS(60000), -1) : rlock_lock(b->lock);
     atomic_store(&b->done, 1);
     return NULL;
 }
 
-static void test_close_wakes_waiters(void **state)
-{
+static void test_close_wakes_waiters(void **state) {
     enum { N = 6 };
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("closewake"), *name2 = h_unique_name("closewake2");
@@ -555,8 +510,8 @@ static void test_close_wakes_waiters(void **state)
 
     handles[0] = h_get(c, name);
     handles[1] = h_get(c, name2);
-    foreign_lock(r, name, 30000);
-    foreign_lock(r, name2, 30000);
+    h_foreign_lock(r, name, 30000);
+    h_foreign_lock(r, name2, 30000);
     for (i = 0; i < N; i++) {
         b[i].lock = handles[i % 2];
         b[i].use_try = i >= N / 2;
@@ -566,7 +521,7 @@ static void test_close_wakes_waiters(void **state)
     }
     H_WAIT_FOR(h_numsub(r, name, strlen(name)) >= 1 && h_numsub(r, name2, strlen(name2)) >= 1,
                2000);
-    wait_quiet(r, 200, 5000);
+    h_scripts_quiet(r, 200, 5000);
     for (i = 0; i < N; i++)
         assert_int_equal(atomic_load(&b[i].done), 0);
 
@@ -594,16 +549,14 @@ static void test_close_wakes_waiters(void **state)
     redisFree(r);
 }
 
-static void *cancel_thread(void *p)
-{
+static void *cancel_thread(void *p) {
     struct blocked *b = p;
     b->rc = b->use_try ? rlock_try_lock(b->lock, -1, -1) : rlock_lock(b->lock);
     atomic_store(&b->done, 1);
     return NULL;
 }
 
-static void cancel_waiter(int use_try)
-{
+static void cancel_waiter(int use_try) {
     rlock_client *c = h_open(30000, 0);
     const char *name = h_unique_name("cancel");
     rlock *l = h_get(c, name);
@@ -615,14 +568,14 @@ static void cancel_waiter(int use_try)
     long long t_end;
     int rc;
 
-    foreign_lock(r, name, 30000);
+    h_foreign_lock(r, name, 30000);
     b.lock = l;
     b.use_try = use_try;
     b.rc = 12345;
     atomic_init(&b.done, 0);
     assert_int_equal(pthread_create(&th, NULL, cancel_thread, &b), 0);
     H_WAIT_FOR(h_numsub(r, name, strlen(name)) >= 1, 2000);
-    wait_quiet(r, 100, 5000);
+    h_scripts_quiet(r, 100, 5000);
     assert_int_equal(pthread_cancel(th), 0);
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_sec += (time_t)(h_scaled(5000) / 1000);
@@ -636,7 +589,7 @@ static void cancel_waiter(int use_try)
     /* No subscription left behind; when the lock is released, nobody
      * (no leftover waiter) takes it. */
     H_WAIT_FOR(h_numsub(r, name, strlen(name)) == 0, 2000);
-    foreign_unlock(r, name);
+    h_foreign_unlock(r, name);
     t_end = h_now_ms() + H_MS(300);
     while (h_now_ms() < t_end) {
         assert_int_equal(h_exists(r, name, strlen(name)), 0);
@@ -651,8 +604,7 @@ static void cancel_waiter(int use_try)
     rlock_client_close(c);
 }
 
-static void test_cancel_waiter(void **state)
-{
+static void test_cancel_waiter(void **state) {
     (void)state;
 #if defined(__SANITIZE_ADDRESS__)
     /* ASan reports a false stack-buffer-underflow when a cancelled thread
@@ -666,8 +618,7 @@ static void test_cancel_waiter(void **state)
 
 /* ---- Redis unreachable ----------------------------------------------- */
 
-static rlock_client *open_on(h_server *s, int retry_attempts, int retry_interval_ms)
-{
+static rlock_client *open_on(h_server *s, int retry_attempts, int retry_interval_ms) {
     rlock_config cfg;
     h_config(&cfg);
     cfg.url = h_server_url(s);
@@ -679,8 +630,7 @@ static rlock_client *open_on(h_server *s, int retry_attempts, int retry_interval
 }
 
 /* try_lock returns EIO within wait + command timeout (+ slack). */
-static void expect_eio_within(rlock *l, long long wait_ms, const char *what)
-{
+static void expect_eio_within(rlock *l, long long wait_ms, const char *what) {
     long long t0 = h_now_ms(), dt, bound = wait_ms + H_MS(500) + H_MS(500);
     int rc = rlock_try_lock(l, wait_ms, -1);
     dt = h_now_ms() - t0;
@@ -690,8 +640,7 @@ static void expect_eio_within(rlock *l, long long wait_ms, const char *what)
     H_ASSERT_BETWEEN(dt, 0, bound);
 }
 
-static void test_redis_killed(void **state)
-{
+static void test_redis_killed(void **state) {
     h_server *s = h_server_start();
     rlock_client *c = open_on(s, 3, 1000); /* the default retries */
     const char *name = h_unique_name("killed");
@@ -729,8 +678,7 @@ static void test_redis_killed(void **state)
     h_server_stop(s);
 }
 
-static void test_redis_paused(void **state)
-{
+static void test_redis_paused(void **state) {
     h_server *s = h_server_start();
     rlock_client *c = open_on(s, 3, 1000);
     const char *name = h_unique_name("paused"), *other = h_unique_name("paused2");
@@ -772,8 +720,7 @@ static void test_redis_paused(void **state)
     h_server_stop(s);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wait_zero_and_bounded),
         cmocka_unit_test(test_wake_on_expiry),

@@ -20,53 +20,10 @@
 /* Short watchdog timeout: renewal every WD/3. */
 #define WD H_MS(600)
 
-/* ---- on_lock_lost recorder ------------------------------------------- */
-
-struct lost {
-    pthread_mutex_t mu;
-    int count;
-    char name[512];
-    pthread_t thread;
-    /* Optional: a call the callback makes (other rlock calls are allowed). */
-    rlock *probe;
-    int probe_rc;
-};
-
-static void lost_init(struct lost *l)
-{
-    memset(l, 0, sizeof *l);
-    pthread_mutex_init(&l->mu, NULL);
-    l->probe_rc = 12345;
-}
-
-static void on_lost(const char *name, void *arg)
-{
-    struct lost *l = arg;
-    int rc = 12345;
-    if (l->probe)
-        rc = rlock_is_locked(l->probe);
-    pthread_mutex_lock(&l->mu);
-    l->count++;
-    snprintf(l->name, sizeof l->name, "%s", name ? name : "(null)");
-    l->thread = pthread_self();
-    l->probe_rc = rc;
-    pthread_mutex_unlock(&l->mu);
-}
-
-static int lost_count(struct lost *l)
-{
-    int n;
-    pthread_mutex_lock(&l->mu);
-    n = l->count;
-    pthread_mutex_unlock(&l->mu);
-    return n;
-}
-
 /* ---- tests ------------------------------------------------------------ */
 
-static void test_keeps_lock(void **state)
-{
-    struct lost lost;
+static void test_keeps_lock(void **state) {
+    struct h_lost lost;
     rlock_client *c;
     const char *name = h_unique_name("keep"), *name2 = h_unique_name("keep2");
     rlock *l, *l2;
@@ -75,8 +32,8 @@ static void test_keeps_lock(void **state)
     long long t_end, min_ttl = WD, min_ttl2 = WD;
     (void)state;
 
-    lost_init(&lost);
-    c = h_open_cb(WD, 0, on_lost, &lost);
+    h_lost_init(&lost);
+    c = h_open_cb(WD, 0, h_lost_cb, &lost);
     l = h_get(c, name);
     l2 = h_get(c, name2);
     H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
@@ -105,26 +62,25 @@ static void test_keeps_lock(void **state)
     H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), 2);
     H_ASSERT_LOCK_IS(r, name2, rlock_client_id(c), 1);
     H_ASSERT_RC(rlock_hold_count(l), 2);
-    assert_int_equal(lost_count(&lost), 0);
+    assert_int_equal(h_lost_count(&lost), 0);
 
     H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
     H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
     H_ASSERT_RC((int)h_actor_call(b, h_op_unlock, l2), RLOCK_OK);
     assert_int_equal(h_exists(r, name, strlen(name)), 0);
     assert_int_equal(h_exists(r, name2, strlen(name2)), 0);
-    assert_int_equal(lost_count(&lost), 0);
+    assert_int_equal(h_lost_count(&lost), 0);
 
     h_actor_stop(b);
     rlock_free(l);
     rlock_free(l2);
     rlock_client_close(c);
     redisFree(r);
-    assert_int_equal(lost_count(&lost), 0);
+    assert_int_equal(h_lost_count(&lost), 0);
 }
 
-static void test_stops_after_unlock(void **state)
-{
-    struct lost lost;
+static void test_stops_after_unlock(void **state) {
+    struct h_lost lost;
     rlock_client *a, *b;
     const char *name = h_unique_name("unlocked");
     rlock *la, *lb;
@@ -132,8 +88,8 @@ static void test_stops_after_unlock(void **state)
     long long sha0, t0, lease = H_MS(3000);
     (void)state;
 
-    lost_init(&lost);
-    a = h_open_cb(WD, 0, on_lost, &lost);
+    h_lost_init(&lost);
+    a = h_open_cb(WD, 0, h_lost_cb, &lost);
     b = h_open(30000, 0);
     la = h_get(a, name);
     lb = h_get(b, name);
@@ -157,7 +113,7 @@ static void test_stops_after_unlock(void **state)
     }
     assert_int_equal(h_commandstat_calls(r, "evalsha") + h_commandstat_calls(r, "eval"), sha0);
     H_ASSERT_LOCK_IS(r, name, rlock_client_id(b), 1);
-    assert_int_equal(lost_count(&lost), 0);
+    assert_int_equal(h_lost_count(&lost), 0);
     H_ASSERT_RC(rlock_unlock(lb), RLOCK_OK);
 
     rlock_free(la);
@@ -167,8 +123,7 @@ static void test_stops_after_unlock(void **state)
     redisFree(r);
 }
 
-static void test_stops_after_thread_exit(void **state)
-{
+static void test_stops_after_thread_exit(void **state) {
     rlock_client *c = h_open(WD, 0);
     const char *name = h_unique_name("threadexit");
     const char *name2 = h_unique_name("threadexit2");
@@ -206,9 +161,8 @@ static void test_stops_after_thread_exit(void **state)
     redisFree(r);
 }
 
-static void test_stops_after_close(void **state)
-{
-    struct lost lost;
+static void test_stops_after_close(void **state) {
+    struct h_lost lost;
     rlock_client *c;
     const char *name = h_unique_name("closed");
     rlock *l;
@@ -216,8 +170,8 @@ static void test_stops_after_close(void **state)
     long long t_close;
     (void)state;
 
-    lost_init(&lost);
-    c = h_open_cb(WD, 0, on_lost, &lost);
+    h_lost_init(&lost);
+    c = h_open_cb(WD, 0, h_lost_cb, &lost);
     l = h_get(c, name);
     H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
     h_sleep_ms(WD / 2);
@@ -229,15 +183,14 @@ static void test_stops_after_close(void **state)
     /* ...and expires within the watchdog timeout. */
     H_WAIT_FOR(h_exists(r, name, strlen(name)) == 0, WD + 700);
     H_ASSERT_BETWEEN(h_now_ms() - t_close, 0, WD + H_MS(200));
-    assert_int_equal(lost_count(&lost), 0);
+    assert_int_equal(h_lost_count(&lost), 0);
     rlock_free(l);
     redisFree(r);
 }
 
 /* A lease lock is not watchdog-renewed: its expiry is not a "loss". */
-static void test_lease_lock_not_renewed_nor_reported(void **state)
-{
-    struct lost lost;
+static void test_lease_lock_not_renewed_nor_reported(void **state) {
+    struct h_lost lost;
     rlock_client *c;
     const char *name = h_unique_name("leaseexp");
     rlock *l;
@@ -245,15 +198,15 @@ static void test_lease_lock_not_renewed_nor_reported(void **state)
     long long lease = WD / 2, t0;
     (void)state;
 
-    lost_init(&lost);
-    c = h_open_cb(WD, 0, on_lost, &lost);
+    h_lost_init(&lost);
+    c = h_open_cb(WD, 0, h_lost_cb, &lost);
     l = h_get(c, name);
     t0 = h_now_ms();
     H_ASSERT_RC(rlock_lock_lease(l, lease), RLOCK_OK);
     H_WAIT_FOR(h_exists(r, name, strlen(name)) == 0, lease + 1000);
     assert_true(h_now_ms() - t0 >= lease - 5);
     h_sleep_ms(WD);
-    assert_int_equal(lost_count(&lost), 0);
+    assert_int_equal(h_lost_count(&lost), 0);
     assert_int_equal(h_exists(r, name, strlen(name)), 0);
     H_ASSERT_RC(rlock_unlock(l), RLOCK_ENOTOWNER);
 
@@ -267,14 +220,11 @@ static void test_lease_lock_not_renewed_nor_reported(void **state)
  * nothing re-created; the first unlock of a hold still believed two levels
  * deep says RLOCK_ELOST, the last RLOCK_ENOTOWNER.
  */
-static void check_lost_once(struct lost *lost, rlock *l, redisContext *r, const char *name,
-                            int key_should_exist, int held)
-{
+static void check_lost_once(struct h_lost *lost, rlock *l, redisContext *r, const char *name,
+                            int key_should_exist, int held) {
     long long t_end;
-    H_WAIT_FOR(lost_count(lost) >= 1, WD + 700);
-    pthread_mutex_lock(&lost->mu);
-    assert_string_equal(lost->name, name);
-    pthread_mutex_unlock(&lost->mu);
+    H_WAIT_FOR(h_lost_count(lost) >= 1, WD + 700);
+    assert_string_equal(lost->last_name, name);
 
     /* Three more renewal rounds: still exactly one report, no resurrection. */
     t_end = h_now_ms() + WD + WD / 3;
@@ -283,30 +233,29 @@ static void check_lost_once(struct lost *lost, rlock *l, redisContext *r, const 
             fail_msg("lock %s was re-created after it was lost", name);
         h_sleep_ms(10);
     }
-    assert_int_equal(lost_count(lost), 1);
+    assert_int_equal(h_lost_count(lost), 1);
     H_ASSERT_RC(rlock_is_held_by_current_thread(l), 0);
     H_ASSERT_RC(rlock_hold_count(l), 0);
     H_ASSERT_RC(rlock_unlock(l), held >= 2 ? RLOCK_ELOST : RLOCK_ENOTOWNER);
     H_ASSERT_RC(rlock_unlock(l), RLOCK_ENOTOWNER);
-    assert_int_equal(lost_count(lost), 1);
+    assert_int_equal(h_lost_count(lost), 1);
 }
 
-static void test_lost_on_del(void **state)
-{
-    struct lost lost;
+static void test_lost_on_del(void **state) {
+    struct h_lost lost;
     rlock_client *c;
     const char *name = h_unique_name("del");
     rlock *l;
     redisContext *r = h_redis();
     (void)state;
 
-    lost_init(&lost);
-    c = h_open_cb(WD, 0, on_lost, &lost);
+    h_lost_init(&lost);
+    c = h_open_cb(WD, 0, h_lost_cb, &lost);
     l = h_get(c, name);
     H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
     H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
     h_sleep_ms(WD / 2);
-    assert_int_equal(lost_count(&lost), 0);
+    assert_int_equal(h_lost_count(&lost), 0);
     h_cmd_ok(r, "DEL %s", name);
     check_lost_once(&lost, l, r, name, 0, 2);
     assert_int_equal(h_exists(r, name, strlen(name)), 0);
@@ -317,16 +266,15 @@ static void test_lost_on_del(void **state)
     h_sleep_ms(2 * WD);
     H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), 1);
     H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
-    assert_int_equal(lost_count(&lost), 1);
+    assert_int_equal(h_lost_count(&lost), 1);
 
     rlock_free(l);
     rlock_client_close(c);
     redisFree(r);
 }
 
-static void test_lost_replaced_by_other_owner(void **state)
-{
-    struct lost lost;
+static void test_lost_replaced_by_other_owner(void **state) {
+    struct h_lost lost;
     rlock_client *c;
     const char *name = h_unique_name("replaced");
     static const char other[] = "9b2f5d7c-aaaa-4bbb-8ccc-dddddddddddd:7";
@@ -337,8 +285,8 @@ static void test_lost_replaced_by_other_owner(void **state)
     long long v = 0;
     (void)state;
 
-    lost_init(&lost);
-    c = h_open_cb(WD, 0, on_lost, &lost);
+    h_lost_init(&lost);
+    c = h_open_cb(WD, 0, h_lost_cb, &lost);
     l = h_get(c, name);
     H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
     /* Someone else (a Redisson client) now holds it with a long lease. */
@@ -363,17 +311,16 @@ static void test_lost_replaced_by_other_owner(void **state)
     redisFree(r);
 }
 
-static void test_lost_on_force_unlock(void **state)
-{
-    struct lost lost;
+static void test_lost_on_force_unlock(void **state) {
+    struct h_lost lost;
     rlock_client *c, *admin;
     const char *name = h_unique_name("forced");
     rlock *l, *la;
     redisContext *r = h_redis();
     (void)state;
 
-    lost_init(&lost);
-    c = h_open_cb(WD, 0, on_lost, &lost);
+    h_lost_init(&lost);
+    c = h_open_cb(WD, 0, h_lost_cb, &lost);
     admin = h_open(30000, 0);
     l = h_get(c, name);
     la = h_get(admin, name);
@@ -383,7 +330,7 @@ static void test_lost_on_force_unlock(void **state)
     /* The admin can take it now. */
     H_ASSERT_RC(rlock_try_lock(la, 0, 5000), RLOCK_OK);
     H_ASSERT_RC(rlock_unlock(la), RLOCK_OK);
-    assert_int_equal(lost_count(&lost), 1);
+    assert_int_equal(h_lost_count(&lost), 1);
 
     rlock_free(l);
     rlock_free(la);
@@ -393,9 +340,8 @@ static void test_lost_on_force_unlock(void **state)
 }
 
 /* Losing a lock held by another thread is reported too. */
-static void test_lost_other_thread(void **state)
-{
-    struct lost lost;
+static void test_lost_other_thread(void **state) {
+    struct h_lost lost;
     rlock_client *c;
     const char *name = h_unique_name("lostthr");
     rlock *l;
@@ -403,14 +349,14 @@ static void test_lost_other_thread(void **state)
     h_actor *a = h_actor_start();
     (void)state;
 
-    lost_init(&lost);
-    c = h_open_cb(WD, 0, on_lost, &lost);
+    h_lost_init(&lost);
+    c = h_open_cb(WD, 0, h_lost_cb, &lost);
     l = h_get(c, name);
     H_ASSERT_RC((int)h_actor_call(a, h_op_lock, l), RLOCK_OK);
     h_cmd_ok(r, "DEL %s", name);
-    H_WAIT_FOR(lost_count(&lost) == 1, WD + 700);
+    H_WAIT_FOR(h_lost_count(&lost) == 1, WD + 700);
     h_sleep_ms(WD);
-    assert_int_equal(lost_count(&lost), 1);
+    assert_int_equal(h_lost_count(&lost), 1);
     assert_int_equal(h_exists(r, name, strlen(name)), 0);
     H_ASSERT_RC((int)h_actor_call(a, h_op_is_held, l), 0);
     H_ASSERT_RC((int)h_actor_call(a, h_op_unlock, l), RLOCK_ENOTOWNER);
@@ -422,25 +368,22 @@ static void test_lost_other_thread(void **state)
 }
 
 /* The callback may call other rlock functions (here: is_locked). */
-static void test_callback_may_call_rlock(void **state)
-{
-    struct lost lost;
+static void test_callback_may_call_rlock(void **state) {
+    struct h_lost lost;
     rlock_client *c;
     const char *name = h_unique_name("cbcall");
     rlock *l;
     redisContext *r = h_redis();
     (void)state;
 
-    lost_init(&lost);
-    c = h_open_cb(WD, 0, on_lost, &lost);
+    h_lost_init(&lost);
+    c = h_open_cb(WD, 0, h_lost_cb, &lost);
     l = h_get(c, name);
     lost.probe = l;
     H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
     h_cmd_ok(r, "DEL %s", name);
-    H_WAIT_FOR(lost_count(&lost) == 1, WD + 700);
-    pthread_mutex_lock(&lost.mu);
+    H_WAIT_FOR(h_lost_count(&lost) == 1, WD + 700);
     assert_int_equal(lost.probe_rc, 0);
-    pthread_mutex_unlock(&lost.mu);
     H_ASSERT_RC(rlock_unlock(l), RLOCK_ENOTOWNER);
 
     rlock_free(l);
@@ -449,8 +392,7 @@ static void test_callback_may_call_rlock(void **state)
 }
 
 /* Many locks in one client are all renewed. */
-static void test_many_locks(void **state)
-{
+static void test_many_locks(void **state) {
     enum { N = 200 };
     rlock_client *c = h_open(WD, 0);
     rlock *locks[N];
@@ -485,8 +427,7 @@ static void test_many_locks(void **state)
     redisFree(r);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keeps_lock),
         cmocka_unit_test(test_stops_after_unlock),

@@ -1,0 +1,370 @@
+/*
+ * server.c - redis-servers of the tests' own: spawned on a free random port
+ * in a temporary directory, paused (SIGSTOP), killed, restarted, stopped;
+ * the cmocka fixtures; and an exit handler that stops whatever a failed test
+ * left running.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "child.h"
+#include "fail.h"
+#include "priv.h"
+#include "redis.h"
+#include "server.h"
+
+struct h_server {
+    pid_t pid;
+    int port;
+    char dir[256];
+    char url[64];
+    struct h_server *next; /* in h_servers, until h_server_stop() */
+};
+
+h_server *h_srv;
+
+/* Servers not stopped yet (a failed test skips its h_server_stop()): the
+ * exit handler below kills them and removes their directories. */
+static pthread_mutex_t h_servers_mu = PTHREAD_MUTEX_INITIALIZER;
+static h_server *h_servers;
+
+static void server_track(h_server *s, int add) {
+    h_server **pp;
+    pthread_mutex_lock(&h_servers_mu);
+    if (add) {
+        s->next = h_servers;
+        h_servers = s;
+    } else {
+        for (pp = &h_servers; *pp; pp = &(*pp)->next) {
+            if (*pp == s) {
+                *pp = s->next;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&h_servers_mu);
+}
+
+__attribute__((destructor)) static void h_servers_cleanup(void) {
+    if (!h_in_main_process())
+        return;
+    for (;;) {
+        h_server *s;
+        pthread_mutex_lock(&h_servers_mu);
+        s = h_servers;
+        pthread_mutex_unlock(&h_servers_mu);
+        if (!s)
+            break;
+        h_server_stop(s);
+    }
+}
+
+/* ---- spawning ---------------------------------------------------------- */
+
+static char *find_in_path(const char *prog) {
+    const char *path = getenv("PATH");
+    char buf[PATH_MAX];
+    if (!path || !*path)
+        path = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
+    while (*path) {
+        size_t n = strcspn(path, ":");
+        if (n > 0 && n + strlen(prog) + 2 < sizeof buf) {
+            memcpy(buf, path, n);
+            buf[n] = '/';
+            strcpy(buf + n + 1, prog);
+            if (access(buf, X_OK) == 0) {
+                char *s = strdup(buf);
+                if (!s)
+                    abort();
+                return s;
+            }
+        }
+        path += n;
+        if (*path == ':')
+            path++;
+    }
+    return NULL;
+}
+
+static unsigned next_random(void) {
+    static unsigned long long x;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    unsigned r;
+    pthread_mutex_lock(&mu);
+    if (x == 0)
+        x = (unsigned long long)h_now_us() ^ ((unsigned long long)getpid() << 32) ^
+            0x9e3779b97f4a7c15ULL;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    r = (unsigned)(x >> 16);
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+/* The redis-server command line of s (argv has room for 32). */
+static void server_argv(const h_server *s, char *exe, char *port, char *logfile, char **argv) {
+    int i = 0;
+    argv[i++] = exe;
+    argv[i++] = (char *)"--bind";
+    argv[i++] = (char *)"127.0.0.1";
+    argv[i++] = (char *)"--port";
+    argv[i++] = port;
+    argv[i++] = (char *)"--dir";
+    argv[i++] = (char *)s->dir;
+    argv[i++] = (char *)"--logfile";
+    argv[i++] = logfile;
+    argv[i++] = (char *)"--save";
+    argv[i++] = (char *)"";
+    argv[i++] = (char *)"--appendonly";
+    argv[i++] = (char *)"no";
+    argv[i++] = (char *)"--enable-debug-command";
+    argv[i++] = (char *)"local";
+    argv[i++] = (char *)"--daemonize";
+    argv[i++] = (char *)"no";
+    argv[i++] = (char *)"--protected-mode";
+    argv[i++] = (char *)"yes";
+    argv[i] = NULL;
+}
+
+/* In the forked child: async-signal-safe calls only until execv. */
+H_NORETURN static void exec_server(char **argv, pid_t parent) {
+    sigset_t none;
+    int fd, maxfd;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(127);
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    fd = open("/dev/null", O_RDWR);
+    if (fd >= 0) {
+        dup2(fd, 0);
+        dup2(fd, 1);
+        dup2(fd, 2);
+    }
+    /* Do not let the server inherit the test's sockets. */
+    maxfd = (int)sysconf(_SC_OPEN_MAX);
+    if (maxfd < 0 || maxfd > 65536)
+        maxfd = 65536;
+    for (fd = 3; fd < maxfd; fd++)
+        close(fd);
+    execv(argv[0], argv);
+    _exit(127);
+}
+
+/* Forks and execs redis-server on s->port. Returns the child's pid. */
+static pid_t spawn_server(const h_server *s) {
+    char port[16], logfile[300];
+    char *exe = find_in_path("redis-server");
+    pid_t parent = getpid(), pid;
+    char *argv[32];
+
+    if (!exe)
+        H_FAIL("redis-server not found in PATH");
+    snprintf(port, sizeof port, "%d", s->port);
+    snprintf(logfile, sizeof logfile, "%s/redis.log", s->dir);
+    server_argv(s, exe, port, logfile, argv);
+    pid = fork();
+    if (pid < 0)
+        H_FAIL("fork: %s", strerror(errno));
+    if (pid == 0)
+        exec_server(argv, parent);
+    free(exe);
+    return pid;
+}
+
+/* Whether c, a connection to s->port, is the server with pid: 1 yes, 0 it
+ * is someone else's, -1 it does not answer PING yet. */
+static int answers_as(redisContext *c, pid_t pid) {
+    char want[64];
+    redisReply *r = redisCommand(c, "PING");
+    int ours;
+    if (!r || r->type != REDIS_REPLY_STATUS || strcmp(r->str, "PONG") != 0) {
+        if (r)
+            freeReplyObject(r);
+        return -1;
+    }
+    freeReplyObject(r);
+    snprintf(want, sizeof want, "process_id:%d\r", (int)pid);
+    r = redisCommand(c, "INFO server");
+    ours = r && r->type == REDIS_REPLY_STRING && strstr(r->str, want);
+    if (r)
+        freeReplyObject(r);
+    return ours;
+}
+
+/* Waits for the server at s->port with pid to answer PING. 1 if it does, 0
+ * if the process exited (e.g. the port was taken). Fails on timeout. */
+static int wait_ready(h_server *s, pid_t pid) {
+    long long deadline = h_now_ms() + h_scaled(10000);
+    int status;
+    for (;;) {
+        struct timeval tv = {0, 200000};
+        redisContext *c;
+        int ours = -1;
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            return 0;
+        c = redisConnectWithTimeout("127.0.0.1", s->port, tv);
+        if (c && !c->err) {
+            redisSetTimeout(c, tv);
+            ours = answers_as(c, pid);
+        }
+        if (c)
+            redisFree(c);
+        if (ours == 1)
+            return 1;
+        if (ours == 0 || h_now_ms() >= deadline) {
+            /* Someone else's server on this port, or ours never answered. */
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            if (ours == 0)
+                return 0;
+            H_FAIL("redis-server on port %d did not answer PING", s->port);
+        }
+        h_sleep_ms(10);
+    }
+}
+
+/* ---- the server's life ------------------------------------------------- */
+
+h_server *h_server_start(void) {
+    h_server *s = calloc(1, sizeof *s);
+    const char *tmp = getenv("TMPDIR");
+    int attempt;
+
+    if (!s)
+        abort();
+    snprintf(s->dir, sizeof s->dir, "%s/rlock-hsrv.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(s->dir)) {
+        free(s);
+        H_FAIL("mkdtemp: %s", strerror(errno));
+    }
+    for (attempt = 0; attempt < 30; attempt++) {
+        pid_t pid;
+        s->port = 20000 + (int)(next_random() % 40001);
+        pid = spawn_server(s);
+        if (wait_ready(s, pid)) {
+            s->pid = pid;
+            snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);
+            server_track(s, 1);
+            return s;
+        }
+    }
+    rmdir(s->dir);
+    free(s);
+    H_FAIL("could not start a redis-server on a free port");
+}
+
+const char *h_server_url(const h_server *s) {
+    return s->url;
+}
+
+int h_server_port(const h_server *s) {
+    return s->port;
+}
+
+pid_t h_server_pid(const h_server *s) {
+    return s->pid;
+}
+
+redisContext *h_server_redis(const h_server *s) {
+    return h_redis_url(s->url);
+}
+
+void h_server_pause(h_server *s) {
+    if (!s->pid)
+        H_FAIL("h_server_pause: server not running");
+    if (kill(s->pid, SIGSTOP) != 0)
+        H_FAIL("kill(SIGSTOP): %s", strerror(errno));
+    H_WAIT_FOR(h_proc_stopped(s->pid), 2000);
+}
+
+void h_server_resume(h_server *s) {
+    if (!s->pid)
+        H_FAIL("h_server_resume: server not running");
+    if (kill(s->pid, SIGCONT) != 0)
+        H_FAIL("kill(SIGCONT): %s", strerror(errno));
+    H_WAIT_FOR(!h_proc_stopped(s->pid), 2000);
+}
+
+int h_server_stopped(const h_server *s) {
+    return h_proc_stopped(s->pid);
+}
+
+void h_server_kill(h_server *s) {
+    int status;
+    if (!s->pid)
+        return;
+    kill(s->pid, SIGKILL);
+    while (waitpid(s->pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    s->pid = 0;
+}
+
+void h_server_restart(h_server *s) {
+    int attempt;
+    h_server_kill(s);
+    /* The port may take a moment to be free again. */
+    for (attempt = 0; attempt < 50; attempt++) {
+        pid_t pid = spawn_server(s);
+        if (wait_ready(s, pid)) {
+            s->pid = pid;
+            return;
+        }
+        h_sleep_ms(20);
+    }
+    H_FAIL("could not restart redis-server on port %d", s->port);
+}
+
+static void remove_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            char p[600];
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+void h_server_stop(h_server *s) {
+    if (!s)
+        return;
+    server_track(s, 0);
+    h_server_kill(s);
+    remove_dir(s->dir);
+    if (h_srv == s)
+        h_srv = NULL;
+    free(s);
+}
+
+/* ---- cmocka fixtures --------------------------------------------------- */
+
+int h_server_fixture_start(void **state) {
+    h_srv = h_server_start();
+    *state = h_srv;
+    return 0;
+}
+
+int h_server_fixture_stop(void **state) {
+    h_server_stop(*state);
+    *state = NULL;
+    return 0;
+}

@@ -1,0 +1,58 @@
+/*
+ * server.h - redis-servers of the tests' own (fault tests, and tests that
+ * need a server they may stop): start, pause, kill, restart, stop, and the
+ * cmocka fixtures that give a test or a group one.
+ */
+#ifndef RLOCK_TEST_HARNESS_SERVER_H
+#define RLOCK_TEST_HARNESS_SERVER_H
+
+#include <sys/types.h>
+
+#include <hiredis/hiredis.h>
+
+typedef struct h_server h_server;
+
+/*
+ * Starts redis-server bound to 127.0.0.1 on a free random port, in a new
+ * temporary directory, with no persistence and DEBUG enabled for local
+ * connections; it gets SIGKILL if the thread that started it dies (call
+ * from the test's main thread). Returns once it answers PING. Fails the
+ * test if it cannot be started.
+ */
+h_server *h_server_start(void);
+/* redis://127.0.0.1:PORT (owned by the server object). */
+const char *h_server_url(const h_server *s);
+int h_server_port(const h_server *s);
+/* pid of the running redis-server, 0 if it is not running. */
+pid_t h_server_pid(const h_server *s);
+/* A raw connection to it (redisFree() it). */
+redisContext *h_server_redis(const h_server *s);
+/* SIGSTOP, and waits until /proc/PID/stat shows state T. */
+void h_server_pause(h_server *s);
+/* SIGCONT, and waits until it is no longer stopped. */
+void h_server_resume(h_server *s);
+/* 1 while it is stopped (paused). */
+int h_server_stopped(const h_server *s);
+/* SIGKILL and reap. */
+void h_server_kill(h_server *s);
+/* Kills it if running, then starts it again on the same port and data
+ * directory (empty: nothing is persisted); waits for PING. */
+void h_server_restart(h_server *s);
+/* Kills it, removes its directory and frees s. NULL is a no-op. */
+void h_server_stop(h_server *s);
+
+/*
+ * cmocka fixtures, per test (cmocka_unit_test_setup_teardown) or per group
+ * (cmocka_run_group_tests): *state = a fresh server (h_server *), also
+ * reachable as h_srv until the fixture stops it.
+ */
+int h_server_fixture_start(void **state);
+int h_server_fixture_stop(void **state);
+/* The server of the fixture that runs (NULL outside one): for files whose
+ * helpers reach it without the cmocka state. */
+extern h_server *h_srv;
+/* A cmocka test with a server of its own (needs cmocka.h). */
+#define H_SERVER_TEST(fn)                                                                          \
+    cmocka_unit_test_setup_teardown(fn, h_server_fixture_start, h_server_fixture_stop)
+
+#endif /* RLOCK_TEST_HARNESS_SERVER_H */
