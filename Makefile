@@ -6,6 +6,7 @@
 #   make test SAN=address|thread   the same under ASan+UBSan or TSan (own build dir)
 #   make valgrind        the suite under valgrind memcheck
 #   make test-faults     the fault-injection suite (starts and kills its own servers)
+#   make test-sentinel   Sentinel and WAIT: a master, replicas and sentinels of its own
 #   make demo            the "don't oversell" demo against a throwaway redis-server
 #   make bench           benchmarks against a raw-hiredis baseline
 #   make install PREFIX=/usr/local DESTDIR=     (make uninstall with the same PREFIX)
@@ -67,6 +68,8 @@ PCFILE := $(BUILD)/rlock.pc
 
 TEST_SRCS := $(wildcard test/test_*.c)
 TEST_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRCS))
+SENTINEL_SRCS := $(wildcard test/sentinel_*.c)
+SENTINEL_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(SENTINEL_SRCS))
 FAULT_SRCS := $(wildcard test/fault_*.c)
 FAULT_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(FAULT_SRCS))
 HARNESS_SRCS := $(wildcard test/harness/*.c)
@@ -76,7 +79,7 @@ BENCH_SRCS := $(wildcard test/bench/*.c)
 BENCH_BINS := $(patsubst test/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 DEMO := $(BUILD)/demo
 
-.PHONY: all deps test check test-faults valgrind demo bench soak install uninstall clean noopt cppcheck tools check-install check-layers
+.PHONY: all deps test check test-sentinel test-faults valgrind demo bench soak install uninstall clean noopt cppcheck tools check-install check-layers
 
 all: $(STLIB) $(DYLIB) $(PCFILE)
 
@@ -158,7 +161,7 @@ $(DEMO): test/demo.c test/rawredis.h $(HARNESS_OBJS) $(STLIB)
 deps:
 	@scripts/deps.sh
 
-tools: deps all $(TEST_BINS) $(FAULT_BINS)
+tools: deps all $(TEST_BINS) $(FAULT_BINS) $(SENTINEL_BINS)
 
 # TEST_PREFIX wraps every test binary (valgrind uses it); TEST_TIMEOUT_SCALE stretches deadlines.
 test: deps
@@ -166,6 +169,11 @@ test: deps
 	@scripts/with-redis.sh scripts/run-tests.sh $(TEST_BINS)
 
 check: test
+
+# Master, replicas and sentinels of its own (redis-sentinel from Debian), per test file.
+test-sentinel: deps
+	@$(MAKE) --no-print-directory all $(SENTINEL_BINS)
+	@scripts/run-tests.sh $(SENTINEL_BINS)
 
 test-faults: deps
 	@$(MAKE) --no-print-directory all $(FAULT_BINS)

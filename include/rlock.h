@@ -58,14 +58,14 @@ extern "C" {
  * signature, a reordered field of rlock_config).
  */
 #define RLOCK_VERSION_MAJOR 0
-#define RLOCK_VERSION_MINOR 2
+#define RLOCK_VERSION_MINOR 3
 #define RLOCK_VERSION_PATCH 0
 #define RLOCK_VERSION_NUM                                                     \
     ((RLOCK_VERSION_MAJOR << 16) | (RLOCK_VERSION_MINOR << 8) |               \
      RLOCK_VERSION_PATCH)
-#define RLOCK_VERSION_STRING "0.2.0"
+#define RLOCK_VERSION_STRING "0.3.0"
 
-/* The library's version string ("0.2.0"); static, never NULL. */
+/* The library's version string ("0.3.0"); static, never NULL. */
 RLOCK_EXTERN const char *rlock_version(void);
 /* The library's RLOCK_VERSION_NUM, to compare with the header's. */
 RLOCK_EXTERN unsigned rlock_version_num(void);
@@ -102,6 +102,11 @@ RLOCK_EXTERN unsigned rlock_version_num(void);
  *   EAUTH     Redis refused the credentials (WRONGPASS, NOAUTH)
  *   ENOPERM   an ACL refused a command, key or channel (NOPERM); nothing
  *             was changed in Redis
+ *   ENOREPL   replica_acks is set and fewer replicas acknowledged the write
+ *             (WAIT) within replica_ack_timeout_ms, or the master refused it
+ *             (NOREPLICAS, min-replicas-to-write). An acquisition was rolled
+ *             back (the caller holds nothing); an unlock or force unlock did
+ *             apply on the master, but a failover now may undo it.
  */
 #define RLOCK_STATUS_MAP(XX)                                                  \
     XX(OK, 0, "success")                                                      \
@@ -115,7 +120,8 @@ RLOCK_EXTERN unsigned rlock_version_num(void);
     XX(ELOST, -7, "the calling thread's hold was lost; it holds nothing now") \
     XX(ENOTLOCK, -8, "the key under this name is not a lock; left untouched") \
     XX(EAUTH, -9, "Redis refused the credentials (NOAUTH, WRONGPASS)")      \
-    XX(ENOPERM, -10, "Redis ACL refused a command, key or channel (NOPERM)")
+    XX(ENOPERM, -10, "Redis ACL refused a command, key or channel (NOPERM)") \
+    XX(ENOREPL, -11, "fewer replicas acknowledged the write than replica_acks")
 
 /* RLOCK_OK, RLOCK_BUSY, RLOCK_EINVAL, ...: one enumerator per table row. */
 enum rlock_status {
@@ -175,7 +181,10 @@ typedef enum rlock_event_kind {
      * an ACL refusal, detail Redis's text): once per channel and connection;
      * the lock's waiters poll every 100 ms instead of sleeping until an
      * unlock message. */
-    RLOCK_EVENT_SUBSCRIBE_REFUSED = 5
+    RLOCK_EVENT_SUBSCRIBE_REFUSED = 5,
+    /* Sentinel: the master changed (detail "old -> new"); commands, the
+     * subscription and renewals move to the new master (once per switch). */
+    RLOCK_EVENT_MASTER_SWITCHED = 6
 } rlock_event_kind;
 
 typedef struct rlock_event {
@@ -203,9 +212,20 @@ typedef struct rlock_event {
 typedef struct rlock_config {
     size_t struct_size; /* set by rlock_config_init(); do not change */
     /*
-     * redis://[[user]:password@]host[:port][/db]  (user and password may be
-     * %-encoded; host may be [ipv6]; port 1..65535, default 6379; db >= 0)
-     * or unix:///path/to/socket[?db=N]. Default "redis://127.0.0.1:6379".
+     * One of (user and password may be %-encoded; host may be [ipv6]; port
+     * 1..65535; db >= 0; default "redis://127.0.0.1:6379"):
+     *
+     *   redis://[[user]:password@]host[:port][/db]       one server (port 6379)
+     *   unix:///path/to/socket[?db=N]                    one server, local socket
+     *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...]/master
+     *                    [?db=N][&sentinel_user=U][&sentinel_password=P]
+     *
+     * redis-sentinel: the hosts are sentinels (port 26379 by default), tried
+     * in turn; master is the name they monitor (%-encoded if needed). user,
+     * password and db are for the master; sentinel_user and
+     * sentinel_password (%-encoded) authenticate to the sentinels. The
+     * master each sentinel names is checked with ROLE before any use, and
+     * followed through failovers (docs/design.md section 6).
      */
     const char *url;
     /* Lease of watchdog locks, renewed every third of it. Default 30000;
@@ -247,6 +267,18 @@ typedef struct rlock_config {
      * rules as on_lock_lost. NULL = none. (Appended in 0.2.)
      */
     void (*on_event)(const rlock_event *event, void *arg);
+    /*
+     * Replica acknowledgement (WAIT), opt-in. When > 0, every write --
+     * acquire, unlock, renewal, force unlock -- is followed on the same
+     * connection, in the same round trip, by WAIT replica_acks
+     * replica_ack_timeout_ms; fewer acknowledgements give RLOCK_ENOREPL (an
+     * acquisition is rolled back first; a renewal not acknowledged does not
+     * extend the lease by the client's clock). WAIT is not consensus: see
+     * docs/design.md. Default 0 (off); 0..100. (Appended in 0.3.)
+     */
+    int replica_acks;
+    /* How long WAIT waits for the acknowledgements. Default 1000; 1..3600000. */
+    int replica_ack_timeout_ms;
 } rlock_config;
 
 /* Fills cfg with the defaults above. cfg must not be NULL. */

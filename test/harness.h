@@ -11,6 +11,7 @@
  *   actor    h_actor threads and the h_op_* calls they run
  *   child    forked processes, H_CHILD_CHECK, h_child and its line protocol
  *   server   redis-servers of our own (h_server_*) and their cmocka fixtures
+ *   sentinel a master, two replicas and three sentinels (h_sentinels_*)
  *
  * The harness does not depend on cmocka (the benchmarks and the demo link it
  * without -lcmocka). When the program is linked with cmocka, a harness
@@ -39,5 +40,6 @@
 #include "harness/actor.h"
 #include "harness/child.h"
 #include "harness/server.h"
+#include "harness/sentinel.h"
 
 #endif /* RLOCK_TEST_HARNESS_H */

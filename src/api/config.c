@@ -49,6 +49,15 @@ int rlock__settings_from(const rlock_config *cfg, rlock__settings *s) {
     s->on_event = NULL;
     if (has_field(cfg, offsetof(rlock_config, on_event), sizeof(cfg->on_event)))
         s->on_event = cfg->on_event;
+    s->replica_acks = defaults.replica_acks;
+    s->replica_ack_timeout_ms = defaults.replica_ack_timeout_ms;
+    if (has_field(cfg, offsetof(rlock_config, replica_ack_timeout_ms), sizeof(int))) {
+        s->replica_acks = cfg->replica_acks;
+        s->replica_ack_timeout_ms = cfg->replica_ack_timeout_ms;
+    }
+    if (!in_range(s->replica_acks, 0, 100, "replica_acks") ||
+        !in_range(s->replica_ack_timeout_ms, 1, HOUR_MS, "replica_ack_timeout_ms"))
+        return RLOCK_EINVAL;
     s->watchdog_timeout_ms = cfg->watchdog_timeout_ms;
     s->connect_timeout_ms = cfg->connect_timeout_ms;
     s->command_timeout_ms = cfg->command_timeout_ms;

@@ -156,6 +156,8 @@ typedef struct rlock__settings {
     void *callback_arg;
     int local_handoffs;         /* in-process hand-offs in a row; 0 = off */
     void (*on_event)(const rlock_event *event, void *arg);
+    int replica_acks;           /* WAIT after every write; 0 = off */
+    int replica_ack_timeout_ms;
 } rlock__settings;
 
 /* ---- events.c ---------------------------------------------------------------- */

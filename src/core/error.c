@@ -58,7 +58,8 @@ int rlock__reply_status(const char *text) {
     } codes[] = {{"NOAUTH", RLOCK_EAUTH},
                  {"WRONGPASS", RLOCK_EAUTH},
                  {"NOPERM", RLOCK_ENOPERM},
-                 {"NOTALOCK", RLOCK_ENOTLOCK}};
+                 {"NOTALOCK", RLOCK_ENOTLOCK},
+                 {"NOREPLICAS", RLOCK_ENOREPL}};
     for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
         size_t len = strlen(codes[i].prefix);
         if (strncmp(text, codes[i].prefix, len) == 0 && (text[len] == ' ' || text[len] == '\0'))

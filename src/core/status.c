@@ -52,4 +52,6 @@ void rlock_config_init(rlock_config *cfg) {
     cfg->retry_attempts = 3;
     cfg->retry_interval_ms = 1000;
     cfg->local_handoffs = 4;
+    cfg->replica_acks = 0;
+    cfg->replica_ack_timeout_ms = 1000;
 }

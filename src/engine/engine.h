@@ -149,7 +149,8 @@ typedef struct rlock__renewer {
 #define RLOCK__OWNER_MAX 64
 
 typedef struct rlock__watchdog {
-    rlock__worker worker;       /* its mutex guards only stop */
+    rlock__worker worker;       /* its mutex guards stop and renew_now */
+    int renew_now;              /* a new master took over: a round at once */
     rlock__renewer renewer;     /* read-only after start */
     atomic_ullong rounds;       /* completed renewal rounds (for tests and bench) */
 } rlock__watchdog;
@@ -178,6 +179,7 @@ typedef struct rlock__waiters {
     int wake_pipe[2];           /* waiters -> subscriber thread; O_NONBLOCK|O_CLOEXEC */
     int dirty;                  /* the subscription set changed since last sent */
     int connected;              /* the subscriber has a live connection */
+    atomic_int resubscribe;     /* a new master took over: reconnect, subscribe again */
 } rlock__waiters;
 
 enum {
@@ -236,7 +238,8 @@ typedef struct rlock__engine {
  * rlock__engine_destroy, also after a failure.
  */
 int rlock__engine_start(rlock__engine *e, const rlock__renewer *renewer);
-/* Close, first step: waiters return RLOCK_ECLOSED; the subscriber thread ends. */
+/* Close, first step: a master switch is no longer told; waiters return
+ * RLOCK_ECLOSED; the subscriber thread ends. */
 void rlock__waiters_stop(rlock__engine *e);
 /* Close, after commands in flight were aborted: the watchdog ends. */
 void rlock__watchdog_stop(rlock__engine *e);

@@ -89,10 +89,12 @@ static sent_command sent_pop(subscriber *s) {
 
 /* ---- the subscriber thread (pubsub.mutex held unless said otherwise) ---- */
 
-static void drop_connection(rlock__waiters *ps, subscriber *s) {
+/* Drops the connection (lost: it failed, else a new master took over). */
+static void drop_connection(rlock__waiters *ps, subscriber *s, int lost) {
     if (s->ctx != NULL) {
         redisFree(s->ctx);
-        rlock__link_down(s->engine->events, RLOCK_EIO, "subscriber connection lost");
+        if (lost)
+            rlock__link_down(s->engine->events, RLOCK_EIO, "subscriber connection lost");
     }
     s->ctx = NULL;
     s->sent_count = 0;
@@ -256,15 +258,17 @@ static void *subscriber_main(void *arg) {
     pthread_setname_np(pthread_self(), "rlock-pubsub");
     pthread_mutex_lock(&ps->worker.mutex);
     while (!ps->worker.stop) {
+        if (atomic_exchange(&ps->resubscribe, 0))
+            drop_connection(ps, &s, 0); /* waiters retry now; reconnects to the new master */
         if (s.ctx == NULL && rlock__channels_have_waiters(ps) && rlock__now_ms() >= s.next_connect_ms)
             try_connect(ps, &s);
         if (ps->worker.stop)
             break;
         if (s.ctx != NULL && ps->dirty && send_changes(ps, &s) != RLOCK_OK)
-            drop_connection(ps, &s);
+            drop_connection(ps, &s, 1);
         int readable = wait_for_events(ps, &s, poll_timeout(ps, &s));
         if (readable < 0 || (readable > 0 && read_replies(ps, &s) != RLOCK_OK))
-            drop_connection(ps, &s);
+            drop_connection(ps, &s, 1);
     }
     if (s.ctx != NULL)
         redisFree(s.ctx);
@@ -297,6 +301,8 @@ int rlock__waiters_start(rlock__engine *e) {
 }
 
 void rlock__waiters_stop(rlock__engine *e) {
+    if (e->net != NULL && e->net->initialised)
+        rlock__net_on_switch(e->net, NULL, NULL);
     rlock__worker_stop(&e->waiters.worker);
 }
 

@@ -101,6 +101,7 @@ static int build_round(const rlock__renewer *rn, round_buffers *b, size_t n, con
         size_t k = n - first < RENEW_BATCH ? n - first : RENEW_BATCH;
         rlock__cmd *cmd = &cmds[ncmds++];
         cmd->script = rn->script;
+        cmd->flags = RLOCK__CMD_WRITE;
         cmd->nkeys = (int)k;
         cmd->argc = (int)(2 * k + 1);
         cmd->argv = argv;
@@ -128,11 +129,13 @@ static void report_lost(rlock__engine *e, const rlock__renewal *r, int64_t now_m
 
 /*
  * Applies one batch's reply: 1 for key i extends that hold's lease by the
- * client's clock from the round's send time; 0 means it is gone. An error
- * reply keeps the entries (RLOCK_EREDIS: try again soon).
+ * client's clock from the round's send time -- if the replicas acknowledged
+ * it, when replica_acks asks for that (else a failover could undo it); 0
+ * means it is gone. An error reply keeps the entries (RLOCK_EREDIS: try
+ * again soon).
  */
 static int apply_reply(rlock__engine *e, const redisReply *reply, const rlock__renewal *r,
-                       size_t k, int64_t sent_ms) {
+                       size_t k, int64_t sent_ms, int acknowledged) {
     if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements != k)
         return RLOCK_EREDIS;
     int64_t now = rlock__now_ms();
@@ -140,9 +143,9 @@ static int apply_reply(rlock__engine *e, const redisReply *reply, const rlock__r
         const redisReply *answer = reply->element[i];
         if (answer->type != REDIS_REPLY_INTEGER)
             continue;
-        if (answer->integer == 1)
+        if (answer->integer == 1 && acknowledged)
             rlock__holds_renewed(&e->holds, &r[i], sent_ms + e->settings->watchdog_timeout_ms);
-        else if (rlock__holds_drop_lost(&e->holds, &r[i]))
+        else if (answer->integer != 1 && rlock__holds_drop_lost(&e->holds, &r[i]))
             report_lost(e, &r[i], now, RLOCK_ELOST, "the lock's field is gone from Redis");
     }
     return RLOCK_OK;
@@ -170,7 +173,9 @@ static void report_failed_round(rlock__engine *e, const rlock__renewal *r, size_
 
 /* The round's deadline: a reply after the first lease ends can save nothing for it. */
 static int64_t round_deadline(const rlock__engine *e, const rlock__renewal *r, size_t n) {
-    int64_t deadline = rlock__deadline_after(e->settings->command_timeout_ms);
+    const rlock__settings *s = e->settings;
+    int64_t deadline = rlock__deadline_after(
+        s->command_timeout_ms + (s->replica_acks > 0 ? s->replica_ack_timeout_ms : 0));
     for (size_t i = 0; i < n; i++)
         if (r[i].expires_ms < deadline)
             deadline = r[i].expires_ms;
@@ -195,12 +200,19 @@ static int renew_round(rlock__engine *e, round_buffers *b) {
     redisReply **replies = b->replies.data;
     memset(replies, 0, (size_t)ncmds * sizeof(*replies)); /* reused: no stale pointers */
     int64_t sent_ms = rlock__now_ms();
-    status = rlock__exec_pipeline(e->net, cmds, ncmds, round_deadline(e, r, n), replies);
+    int acks = -1;
+    status = rlock__exec_pipeline(e->net, cmds, ncmds, round_deadline(e, r, n), replies, &acks);
+    int acknowledged = acks < 0 || acks >= e->settings->replica_acks;
     for (int i = 0; status == RLOCK_OK && i < ncmds; i++) {
         const rlock__renewal *batch = r + (size_t)i * RENEW_BATCH;
-        if (apply_reply(e, replies[i], batch, (size_t)cmds[i].nkeys, sent_ms) != RLOCK_OK)
+        if (apply_reply(e, replies[i], batch, (size_t)cmds[i].nkeys, sent_ms, acknowledged) !=
+            RLOCK_OK)
             status = rlock__fail_reply(replies[i], "renewal (RENEW script)");
     }
+    if (status == RLOCK_OK && !acknowledged)
+        status = rlock__fail(RLOCK_ENOREPL, 0, "renewal: WAIT: %d of %d replicas acknowledged "
+                                               "within %d ms", acks, e->settings->replica_acks,
+                             e->settings->replica_ack_timeout_ms);
     for (int i = 0; i < ncmds; i++)
         if (replies[i] != NULL)
             freeReplyObject(replies[i]);
@@ -249,12 +261,13 @@ static void *watchdog_main(void *arg) {
         int64_t next_expiry = sweep_expired(e, &buffers);
         pthread_mutex_lock(&wd->mutex);
         int64_t now = rlock__now_ms();
-        if (now < next_round) {
+        if (now < next_round && !e->watchdog.renew_now) {
             int64_t until = next_expiry < next_round ? next_expiry : next_round;
             if (until > now)
                 rlock__cond_wait_until(&wd->wake, &wd->mutex, until);
             continue;
         }
+        e->watchdog.renew_now = 0;
         pthread_mutex_unlock(&wd->mutex);
         int status = renew_round(e, &buffers);
         pthread_mutex_lock(&wd->mutex);

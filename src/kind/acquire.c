@@ -20,6 +20,7 @@
  * Shared state lives in the engine (holds table, waiters), each with its
  * own mutex.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "kind.h"
@@ -93,6 +94,23 @@ static void record_hold(rlock *lock, const rlock__owner *owner, long long lease_
                           spare);
 }
 
+/*
+ * An attempt the replicas did not acknowledge (replica_acks): one that took
+ * a hold is undone before the caller hears RLOCK_ENOREPL (a failover could
+ * otherwise hand the lock to somebody else while the caller believed it
+ * held it). One that wrote nothing (busy, stale) stands as it is.
+ */
+static int unacknowledged(rlock *lock, const rlock__owner *owner, const rlock__attempt *answer) {
+    rlock__released ignored;
+    if (answer->outcome != RLOCK__ATTEMPT_HELD)
+        return RLOCK_OK;
+    char why[300];
+    snprintf(why, sizeof(why), "%s", rlock__last_message());
+    lock->kind->release(lock, owner, answer->value, &ignored); /* best effort, also unacked */
+    return rlock__fail(RLOCK_ENOREPL, 0, "lock '%.200s': acquired but not acknowledged, "
+                                         "released again (%s)", lock->name, why);
+}
+
 /* The thread-exit hook drops a thread's holds: armed before it can hold anything. */
 static int watch_owner(const rlock__owner *owner) {
     return owner->is_thread ? rlock__thread_watch_exit() : RLOCK_OK;
@@ -120,6 +138,8 @@ static int acquire_once(rlock *lock, const rlock__owner *owner, long long lease_
          i++) {
         sent_ms = rlock__now_ms();
         status = lock->kind->attempt(lock, owner, ttl, expected, deadline_ms, &answer);
+        if (status == RLOCK_ENOREPL)
+            status = unacknowledged(lock, owner, &answer);
         if (status == RLOCK_OK && answer.outcome == RLOCK__ATTEMPT_STALE)
             status = check_stale(lock, owner, &info, expected, answer.value);
         expected = answer.value; /* used only if stale */

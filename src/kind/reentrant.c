@@ -53,8 +53,8 @@ static void acquire_cmd_init(acquire_cmd *a, const rlock *lock, uint64_t owner,
     a->argvlen[2] = rlock__owner_field(lock->client_id, owner, a->owner);
     a->argv[3] = a->expected;
     a->argvlen[3] = rlock__fmt_i64(a->expected, expected);
-    a->cmd = (rlock__cmd){.script = RLOCK__SCRIPT_ACQUIRE, .argc = 4, .nkeys = 1,
-                          .argv = a->argv, .argvlen = a->argvlen};
+    a->cmd = (rlock__cmd){.script = RLOCK__SCRIPT_ACQUIRE, .flags = RLOCK__CMD_WRITE, .argc = 4,
+                          .nkeys = 1, .argv = a->argv, .argvlen = a->argvlen};
 }
 
 static int attempt(const rlock *lock, const rlock__owner *owner, long long lease_ms,
@@ -120,14 +120,14 @@ static int read_release(const redisReply *reply, void *arg) {
 }
 
 static int send_release(const rlock *lock, const char *owner, size_t owner_len,
-                        long long expected, int *resent, release_answer *answer) {
+                        long long expected, rlock__exec_info *info, release_answer *answer) {
     char expected_str[24];
     const char *argv[] = {lock->name, owner, expected_str, lock->channel};
     size_t argvlen[] = {lock->name_len, owner_len, rlock__fmt_i64(expected_str, expected),
                         lock->channel_len};
-    rlock__cmd cmd = {.script = RLOCK__SCRIPT_RELEASE, .argc = 4, .nkeys = 1,
-                      .argv = argv, .argvlen = argvlen};
-    return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, resent, read_release,
+    rlock__cmd cmd = {.script = RLOCK__SCRIPT_RELEASE, .flags = RLOCK__CMD_WRITE, .argc = 4,
+                      .nkeys = 1, .argv = argv, .argvlen = argvlen};
+    return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, info, read_release,
                             answer);
 }
 
@@ -136,18 +136,21 @@ static int release(const rlock *lock, const rlock__owner *owner, long long expec
     char field[RLOCK__OWNER_MAX];
     size_t field_len = rlock__owner_field(lock->client_id, owner->id, field);
     release_answer answer = {.stale = 1};
+    rlock__exec_info info = {0};
     int resent = 0, status = RLOCK_EREDIS;
     *out = (rlock__released){.remaining = -2};
     for (int i = 0; i < MAX_REBASES && answer.stale; i++) {
-        status = send_release(lock, field, field_len, expected, &resent, &answer);
-        if (status != RLOCK_OK)
+        status = send_release(lock, field, field_len, expected, &info, &answer);
+        resent |= info.resent;
+        if (status != RLOCK_OK && status != RLOCK_ENOREPL)
             break;
         if (answer.stale)
             expected = answer.count;
     }
+    /* ENOREPL: applied on the master, not acknowledged: book it as applied. */
     if (status == RLOCK_EIO) {
         out->remaining = RLOCK__RELEASE_UNKNOWN; /* the entry stays, marked unsure */
-    } else if (status != RLOCK_OK) {
+    } else if (status != RLOCK_OK && status != RLOCK_ENOREPL) {
         /* Refused (an error reply): Redis is unchanged, the hold stays as it was. */
     } else if (answer.stale) {
         status = rlock__fail(RLOCK_EREDIS, 0, "lock '%.200s': RELEASE kept finding a stale count",
@@ -179,8 +182,8 @@ static int transfer(const rlock *lock, const rlock__owner *owner, const rlock__o
     size_t argvlen[] = {lock->name_len, rlock__owner_field(lock->client_id, owner->id, from),
                         rlock__owner_field(lock->client_id, offer->owner.id, to),
                         rlock__fmt_i64(lease, rlock__lease_ttl(lock, offer->lease_ms))};
-    rlock__cmd cmd = {.script = RLOCK__SCRIPT_TRANSFER, .argc = 4, .nkeys = 1,
-                      .argv = argv, .argvlen = argvlen};
+    rlock__cmd cmd = {.script = RLOCK__SCRIPT_TRANSFER, .flags = RLOCK__CMD_WRITE, .argc = 4,
+                      .nkeys = 1, .argv = argv, .argvlen = argvlen};
     *out = (rlock__released){.remaining = -2, .sent_ms = rlock__now_ms()};
     int status =
         rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, read_transfer, out);
@@ -199,8 +202,8 @@ static int read_forced(const redisReply *reply, void *arg) {
 static int force_unlock(const rlock *lock) {
     const char *argv[] = {lock->name, lock->channel};
     size_t argvlen[] = {lock->name_len, lock->channel_len};
-    rlock__cmd cmd = {.script = RLOCK__SCRIPT_FORCE_UNLOCK, .argc = 2, .nkeys = 1,
-                      .argv = argv, .argvlen = argvlen};
+    rlock__cmd cmd = {.script = RLOCK__SCRIPT_FORCE_UNLOCK, .flags = RLOCK__CMD_WRITE,
+                      .argc = 2, .nkeys = 1, .argv = argv, .argvlen = argvlen};
     return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, read_forced, NULL);
 }
 

@@ -65,7 +65,9 @@ static int unlock_found_gone(rlock *lock, const rlock__owner *owner, long long e
 
 /* Whether this unlock should hand the lock to a sleeping waiter of this client. */
 static int offer_to_waiter(rlock *lock, long long expected, rlock__offer *offer) {
+    /* With replica_acks, every acquisition is acknowledged by its acquirer's own WAIT. */
     return expected == 1 && lock->kind->transfer != NULL &&
+           lock->engine->settings->replica_acks == 0 &&
            rlock__wait_offer(lock->engine, lock->channel, lock->channel_len, lock->name,
                              lock->name_len, offer);
 }

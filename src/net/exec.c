@@ -1,20 +1,18 @@
 /*
- * exec.c - running commands: the node the route names for the command's
- * key, a pooled connection, the round trip, and safe retries -- all within
- * absolute deadlines (net.h says which). Pipelines (the watchdog's renewal
- * rounds) and commands sent ahead (a waiter's ACQUIRE, written by the
- * subscriber thread) take the same path without retries.
+ * exec.c - running one command: the node the route names for the command's
+ * key, a pooled connection, the round trip (wire.c), and safe retries -- all
+ * within absolute deadlines (net.h says which). The route is asked again at
+ * each attempt and told of every I/O failure and error reply, so a
+ * redirect or a new Sentinel master takes effect within the call.
  *
- * Threads: application threads, the watchdog thread, and the subscriber
- * thread (send ahead). No state of its own: the pools and the net's
- * `closing` carry the shared state.
+ * Threads: application threads. No state of its own: the pools and the
+ * net's `closing` carry the shared state.
  */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "net.h"
+#include "wire.h"
 
 /* Errors after which Redis did not run the command and asks us to come back. */
 static int is_transient_error(const redisReply *reply) {
@@ -26,36 +24,6 @@ static int is_transient_error(const redisReply *reply) {
         if (strncmp(reply->str, prefixes[i], strlen(prefixes[i])) == 0)
             return 1;
     return 0;
-}
-
-/* What a round trip did: the command surely never reached Redis, or may have. */
-enum { REACHED_NONE, REACHED_MAYBE };
-
-/*
- * Sends cmd and reads its reply on ctx by deadline_ms. An EVALSHA answered
- * NOSCRIPT is sent again as EVAL (which also caches the script): one extra
- * round trip after a restart or SCRIPT FLUSH. *reached says whether a
- * failure may have let the command run (a failed write sends nothing that
- * Redis would run: a partial command is never executed).
- */
-static int round_trip(rlock__net *net, redisContext *ctx, const rlock__cmd *cmd, int use_body,
-                      int64_t deadline_ms, redisReply **reply, int *reached) {
-    *reached = REACHED_NONE;
-    for (; use_body < 2; use_body++) {
-        int status = rlock__append_cmd(ctx, &net->scripts, cmd, use_body);
-        if (status != RLOCK_OK)
-            return status;
-        if (rlock__io_flush(ctx, deadline_ms) != RLOCK_OK)
-            return RLOCK_EIO;
-        *reached = REACHED_MAYBE;
-        if (rlock__io_read(ctx, deadline_ms, reply) != RLOCK_OK)
-            return RLOCK_EIO;
-        if (cmd->script < 0 || use_body || !rlock__is_noscript(*reply))
-            return RLOCK_OK;
-        freeReplyObject(*reply);
-        *reply = NULL;
-    }
-    return RLOCK_EIO; /* not reached */
 }
 
 /* Pause before re-send n (0-based): 50 ms doubling, capped at retry_interval_ms, jittered. */
@@ -86,36 +54,10 @@ static int64_t extend(int64_t deadline_ms, int ms) {
     return deadline_ms >= RLOCK__NO_DEADLINE - ms ? RLOCK__NO_DEADLINE : deadline_ms + ms;
 }
 
-static const char *cmd_name(const rlock__net *net, const rlock__cmd *cmd) {
-    return rlock__cmd_name(&net->scripts, cmd);
-}
-
-/* Records an error reply to cmd: Redis's text, the command and where. */
-static int fail_cmd_reply(rlock__net *net, const rlock__node *node, const redisReply *reply,
-                          const rlock__cmd *cmd) {
-    char at[RLOCK__WHERE_MAX], what[RLOCK__WHERE_MAX + 64];
-    snprintf(what, sizeof(what), "%s at %s", cmd_name(net, cmd),
-             rlock__endpoint_str(&node->endpoint, at, sizeof(at)));
-    return rlock__fail_reply(reply, what);
-}
-
-/* Records an I/O failure of a command at node. */
-static int fail_cmd_io(rlock__net *net, const rlock__node *node, const redisContext *ctx,
-                       const rlock__cmd *cmd) {
-    char what[64];
-    snprintf(what, sizeof(what), "%s at", cmd_name(net, cmd));
-    int status = rlock__fail_io(&node->endpoint, ctx, ctx != NULL && ctx->err != 0 ? 0 : errno,
-                                what);
-    rlock__link_down(net->events, status, rlock__last_message());
-    return status;
-}
-
-/* The key a command is about, for routing: KEYS[1] of a script, argv[1] of a command. */
-static rlock__node *node_of(rlock__net *net, const rlock__cmd *cmd) {
-    int i = cmd->script >= 0 ? 0 : 1;
-    if ((cmd->script >= 0 && cmd->nkeys == 0) || i >= cmd->argc)
-        return net->route->ops->node_for(net->route, NULL, 0);
-    return net->route->ops->node_for(net->route, cmd->argv[i], cmd->argvlen[i]);
+/* A command's own time: the command timeout, plus WAIT's when it follows. */
+static int command_ms(const rlock__net *net, const rlock__cmd *cmd) {
+    const rlock__settings *s = net->settings;
+    return s->command_timeout_ms + (rlock__wait_for(net, cmd) > 0 ? s->replica_ack_timeout_ms : 0);
 }
 
 /*
@@ -123,43 +65,52 @@ static rlock__node *node_of(rlock__net *net, const rlock__cmd *cmd) {
  * of a key being imported). Its reply is read before the command is sent.
  */
 static int send_asking(rlock__net *net, redisContext *ctx, int64_t by, int *reached) {
-    static const char *const argv[] = {"ASKING"};
+    static const char *argv[] = {"ASKING"};
     static const size_t argvlen[] = {6};
-    rlock__cmd asking = {.script = -1, .argc = 1, .argv = (const char **)argv, .argvlen = argvlen};
+    rlock__cmd asking = {.script = -1, .argc = 1, .argv = argv, .argvlen = argvlen};
     redisReply *reply = NULL;
-    int status = round_trip(net, ctx, &asking, 0, by, &reply, reached);
+    int acks;
+    int status = rlock__round_trip(net, ctx, &asking, 0, by, &reply, reached, &acks);
     if (status == RLOCK_OK && reply->type == REDIS_REPLY_ERROR)
         status = rlock__fail_reply(reply, "ASKING");
-    if (reply != NULL)
-        freeReplyObject(reply);
-    *reached = REACHED_NONE; /* the command itself has not been sent */
+    rlock__drop_reply(&reply);
+    *reached = RLOCK__REACHED_NONE; /* the command itself has not been sent */
     return status;
 }
 
+/* One attempt's outcome besides its status. */
+typedef struct attempt {
+    rlock__node *node;          /* where it ran */
+    int asking;                 /* send ASKING first */
+    int reached;                /* RLOCK__REACHED_* */
+    int acks;                   /* WAIT's answer, or -1 */
+} attempt;
+
 /*
- * One attempt on node: a pooled connection (queueing by the attempt's
- * deadline), a connection if needed, the round trip. *reached as for
- * round_trip.
+ * One attempt on a->node: a pooled connection (queueing by the attempt's
+ * deadline), a connection if needed, the round trip.
  */
-static int attempt_once(rlock__net *net, rlock__node *node, const rlock__cmd *cmd, int asking,
-                        int64_t hard_ms, redisReply **reply, int *reached) {
+static int attempt_once(rlock__net *net, const rlock__cmd *cmd, attempt *a, int64_t hard_ms,
+                        redisReply **reply) {
     const rlock__settings *s = net->settings;
     int64_t start = rlock__now_ms();
-    int64_t by = min_deadline(start + s->command_timeout_ms, hard_ms);
+    int64_t by = min_deadline(start + command_ms(net, cmd), hard_ms);
     int status;
-    *reached = REACHED_NONE;
-    rlock__conn *conn = rlock__pool_take(&node->pool, by, &status);
+    a->reached = RLOCK__REACHED_NONE;
+    a->acks = -1;
+    rlock__conn *conn = rlock__pool_take(&a->node->pool, by, &status);
     if (conn == NULL)
         return status == RLOCK_ECLOSED
                    ? RLOCK_ECLOSED
                    : rlock__fail(RLOCK_EIO, ETIMEDOUT,
                                  "%s: no pooled connection free within %lld ms (pool_size %d)",
-                                 cmd_name(net, cmd), (long long)(by - start), s->pool_size);
+                                 rlock__net_cmd_name(net, cmd), (long long)(by - start),
+                                 s->pool_size);
     status = rlock__pool_connect(conn, s->connect_timeout_ms,
                                  min_deadline(start + s->connect_timeout_ms, hard_ms));
-    if (status == RLOCK_EIO)
-        rlock__link_down(net->events, status, rlock__last_message());
     if (status != RLOCK_OK) {
+        if (status == RLOCK_EIO)
+            rlock__node_unreachable(net, a->node);
         rlock__pool_give(conn, 0);
         return status;
     }
@@ -167,164 +118,110 @@ static int attempt_once(rlock__net *net, rlock__node *node, const rlock__cmd *cm
     if (rlock__now_ms() >= by) {
         rlock__pool_give(conn, 1);
         return rlock__fail(RLOCK_EIO, ETIMEDOUT, "%s not sent: the call's time bound had passed",
-                           cmd_name(net, cmd));
+                           rlock__net_cmd_name(net, cmd));
     }
-    if (asking)
-        status = send_asking(net, conn->ctx, by, reached);
+    if (a->asking)
+        status = send_asking(net, conn->ctx, by, &a->reached);
     if (status == RLOCK_OK)
-        status = round_trip(net, conn->ctx, cmd, 0, by, reply, reached);
+        status = rlock__round_trip(net, conn->ctx, cmd, 0, by, reply, &a->reached, &a->acks);
     if (status == RLOCK_EIO)
-        status = fail_cmd_io(net, node, conn->ctx, cmd);
+        status = rlock__fail_cmd_io(net, a->node, conn->ctx, cmd);
     else if (status == RLOCK_OK)
         rlock__link_up(net->events);
     rlock__pool_give(conn, status == RLOCK_OK);
     return status;
 }
 
-static void drop_reply(redisReply **reply) {
-    if (*reply != NULL)
-        freeReplyObject(*reply);
-    *reply = NULL;
-}
-
 /* A redirect is followed at once, at most this many times in one call. */
 #define MAX_REDIRECTS 5
 
-/*
- * Whether the reply moves the command to another node (the route says):
- * then *node and *asking are updated and the command goes there at once.
- */
-static int follow_redirect(rlock__net *net, redisReply **reply, rlock__node **node, int *asking,
-                           int *redirects) {
-    if (*reply == NULL || (*reply)->type != REDIS_REPLY_ERROR || *redirects >= MAX_REDIRECTS)
-        return 0;
-    rlock__node *to = net->route->ops->redirect(net->route, *reply, asking);
-    if (to == NULL)
-        return 0;
-    (*redirects)++;
-    *node = to;
-    drop_reply(reply);
-    return 1;
+/* The route's verdict on an error reply (RLOCK__ROUTE_*); NOW updates a. */
+static int ask_route(rlock__net *net, const redisReply *reply, attempt *a, int *redirects) {
+    rlock__route *route = net->route;
+    rlock__node *to = NULL;
+    if (reply == NULL || reply->type != REDIS_REPLY_ERROR)
+        return RLOCK__ROUTE_NONE;
+    int verdict = route->ops->on_error(route, a->node, reply, &to, &a->asking);
+    if (verdict != RLOCK__ROUTE_NOW)
+        return verdict;
+    if (to == NULL || (*redirects)++ >= MAX_REDIRECTS)
+        return RLOCK__ROUTE_LATER;
+    a->node = to;
+    return RLOCK__ROUTE_NOW;
+}
+
+/* A reply that ends the call: an error reply's status, ENOREPL, or OK. */
+static int final_status(rlock__net *net, const rlock__cmd *cmd, const attempt *a,
+                        const redisReply *reply) {
+    if (reply->type == REDIS_REPLY_ERROR)
+        return rlock__fail_cmd_reply(net, a->node, reply, cmd);
+    if (a->acks >= 0 && a->acks < rlock__wait_for(net, cmd))
+        return rlock__fail_acks(net, a->node, cmd, a->acks);
+    return RLOCK_OK;
 }
 
 int rlock__exec(rlock__net *net, const rlock__cmd *cmd, int64_t deadline_ms, redisReply **reply,
-                int *resent) {
+                rlock__exec_info *info) {
     const rlock__settings *s = net->settings;
-    int64_t hard_ms = extend(deadline_ms, s->command_timeout_ms);
-    int status = RLOCK_EIO, maybe_sent = 0, reached, unsent_retries = 0, redirects = 0, asking = 0;
-    rlock__node *node = node_of(net, cmd);
+    int64_t hard_ms = extend(deadline_ms, command_ms(net, cmd));
+    int status = RLOCK_EIO, maybe_sent = 0, unsent_retries = 0, redirects = 0;
+    attempt a = {.node = NULL};
+    int redirected = 0;
     *reply = NULL;
-    if (resent != NULL)
-        *resent = 0;
-    for (int attempt = 0;;) {
-        if (resent != NULL && maybe_sent)
-            *resent = 1;
-        status = attempt_once(net, node, cmd, asking, hard_ms, reply, &reached);
-        asking = 0;
+    for (int tries = 0;;) {
+        if (info != NULL)
+            *info = (rlock__exec_info){.resent = maybe_sent, .acks = -1};
+        if (!redirected)
+            a.node = rlock__node_of(net, cmd); /* asked again: the master may have moved */
+        redirected = 0;
+        status = attempt_once(net, cmd, &a, hard_ms, reply);
+        if (info != NULL)
+            info->acks = a.acks;
         if (rlock__net_closing(net)) {
-            drop_reply(reply);
-            return rlock__fail(RLOCK_ECLOSED, 0, "client closed during %s", cmd_name(net, cmd));
+            rlock__drop_reply(reply);
+            return rlock__fail(RLOCK_ECLOSED, 0, "client closed during %s",
+                               rlock__net_cmd_name(net, cmd));
         }
-        if (status == RLOCK_OK && follow_redirect(net, reply, &node, &asking, &redirects))
+        int verdict = status == RLOCK_OK ? ask_route(net, *reply, &a, &redirects)
+                                         : RLOCK__ROUTE_NONE;
+        if (verdict == RLOCK__ROUTE_NOW) {
+            rlock__drop_reply(reply);
+            redirected = 1;
             continue;
-        if (status == RLOCK_OK && !is_transient_error(*reply))
-            return (*reply)->type == REDIS_REPLY_ERROR ? fail_cmd_reply(net, node, *reply, cmd)
-                                                       : RLOCK_OK;
+        }
+        a.asking = 0;
+        if (status == RLOCK_OK && verdict == RLOCK__ROUTE_NONE && !is_transient_error(*reply))
+            return final_status(net, cmd, &a, *reply);
         if (status != RLOCK_OK && status != RLOCK_EIO)
             return status;
         /* A write that failed sent nothing Redis would run: at once, on a fresh connection. */
-        if (status == RLOCK_EIO && reached == REACHED_NONE && unsent_retries++ == 0 &&
+        if (status == RLOCK_EIO && a.reached == RLOCK__REACHED_NONE && unsent_retries++ == 0 &&
             rlock__now_ms() < hard_ms)
             continue;
-        maybe_sent |= status == RLOCK_EIO && reached == REACHED_MAYBE;
-        if (attempt++ >= s->retry_attempts)
+        maybe_sent |= status == RLOCK_EIO && a.reached == RLOCK__REACHED_MAYBE;
+        if (tries++ >= s->retry_attempts)
             break;
-        int64_t resume = rlock__now_ms() + retry_pause_ms(s, attempt - 1);
+        int64_t resume = rlock__now_ms() + retry_pause_ms(s, tries - 1);
         if (resume >= deadline_ms)
             break;
-        drop_reply(reply);
+        rlock__drop_reply(reply);
         retry_sleep(net, resume);
     }
     if (*reply != NULL) /* still "try again" after the last attempt */
-        return fail_cmd_reply(net, node, *reply, cmd);
+        return rlock__fail_cmd_reply(net, a.node, *reply, cmd);
     return status;
 }
 
-int rlock__exec_read(rlock__net *net, const rlock__cmd *cmd, int64_t deadline_ms, int *resent,
-                     rlock__reply_reader read, void *arg) {
+int rlock__exec_read(rlock__net *net, const rlock__cmd *cmd, int64_t deadline_ms,
+                     rlock__exec_info *info, rlock__reply_reader read, void *arg) {
     redisReply *reply = NULL;
-    int status = rlock__exec(net, cmd, deadline_ms, &reply, resent);
-    if (status == RLOCK_OK)
-        status = read(reply, arg);
-    if (reply != NULL)
-        freeReplyObject(reply);
-    return status;
-}
-
-/* Sends the pipeline on ctx and reads its n replies by deadline_ms; NOSCRIPT re-run as EVAL. */
-static int pipeline_round_trip(rlock__net *net, redisContext *ctx, const rlock__cmd *cmds, int n,
-                               int64_t deadline_ms, redisReply **replies) {
-    int reached, status = RLOCK_OK;
-    for (int j = 0; j < n && status == RLOCK_OK; j++)
-        status = rlock__append_cmd(ctx, &net->scripts, &cmds[j], 0);
-    if (status == RLOCK_OK && rlock__io_flush(ctx, deadline_ms) != RLOCK_OK)
-        status = RLOCK_EIO;
-    for (int i = 0; i < n && status == RLOCK_OK; i++)
-        if (rlock__io_read(ctx, deadline_ms, &replies[i]) != RLOCK_OK)
-            status = RLOCK_EIO;
-    /* Scripts flushed meanwhile: re-run the ones answered NOSCRIPT as EVAL. */
-    for (int j = 0; j < n && status == RLOCK_OK; j++) {
-        if (!rlock__is_noscript(replies[j]))
-            continue;
-        drop_reply(&replies[j]);
-        status = round_trip(net, ctx, &cmds[j], 1, deadline_ms, &replies[j], &reached);
+    int status = rlock__exec(net, cmd, deadline_ms, &reply, info);
+    /* Not acknowledged by enough replicas: the reply still says what the master did. */
+    if (status == RLOCK_OK || (status == RLOCK_ENOREPL && reply != NULL)) {
+        int read_status = read(reply, arg);
+        if (status == RLOCK_OK || read_status < 0)
+            status = read_status;
     }
-    return status;
-}
-
-int rlock__exec_pipeline(rlock__net *net, const rlock__cmd *cmds, int n, int64_t deadline_ms,
-                         redisReply **replies) {
-    rlock__node *node = node_of(net, &cmds[0]);
-    int status;
-    for (int j = 0; j < n; j++)
-        replies[j] = NULL;
-    rlock__conn *conn = rlock__pool_take(&node->pool, deadline_ms, &status);
-    if (conn == NULL)
-        return status == RLOCK_ECLOSED
-                   ? RLOCK_ECLOSED
-                   : rlock__fail(RLOCK_EIO, ETIMEDOUT, "renewal: no pooled connection free");
-    status = rlock__pool_connect(conn, net->settings->connect_timeout_ms, deadline_ms);
-    if (status == RLOCK_OK) {
-        status = pipeline_round_trip(net, conn->ctx, cmds, n, deadline_ms, replies);
-        if (status == RLOCK_EIO)
-            status = fail_cmd_io(net, node, conn->ctx, &cmds[0]);
-        else if (status == RLOCK_OK)
-            rlock__link_up(net->events);
-    } else if (status == RLOCK_EIO) {
-        rlock__link_down(net->events, status, rlock__last_message());
-    }
-    rlock__pool_give(conn, status == RLOCK_OK);
-    if (status != RLOCK_OK)
-        for (int j = 0; j < n; j++)
-            drop_reply(&replies[j]);
-    return rlock__net_closing(net) && status != RLOCK_OK ? RLOCK_ECLOSED : status;
-}
-
-rlock__conn *rlock__send_ahead(rlock__net *net, const rlock__cmd *cmd) {
-    rlock__conn *conn = rlock__pool_take_idle(&node_of(net, cmd)->pool);
-    if (conn == NULL)
-        return NULL;
-    /* An idle slot has nothing buffered: this small write does not wait. */
-    if (rlock__append_cmd(conn->ctx, &net->scripts, cmd, 0) != RLOCK_OK ||
-        rlock__io_flush(conn->ctx, rlock__now_ms()) != RLOCK_OK) {
-        rlock__pool_give(conn, 0);
-        return NULL;
-    }
-    return conn;
-}
-
-int rlock__read_ahead(rlock__conn *conn, int64_t deadline_ms, redisReply **reply) {
-    int status = rlock__io_read(conn->ctx, deadline_ms, reply);
-    rlock__pool_give(conn, status == RLOCK_OK);
+    rlock__drop_reply(&reply);
     return status;
 }

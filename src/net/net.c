@@ -27,14 +27,54 @@ static int first_connection(rlock__net *net) {
     return status;
 }
 
+/*
+ * The route tells of a new master: pass it on to the listener, if any. The
+ * call is made under net->mutex, so that once rlock__net_on_switch(NULL)
+ * returns no call is running (close unregisters before it stops threads).
+ */
+static void master_switched(void *arg) {
+    rlock__net *net = arg;
+    pthread_mutex_lock(&net->mutex);
+    if (net->on_switch != NULL)
+        net->on_switch(net->on_switch_arg);
+    pthread_mutex_unlock(&net->mutex);
+}
+
+void rlock__net_on_switch(rlock__net *net, void (*fn)(void *arg), void *arg) {
+    pthread_mutex_lock(&net->mutex);
+    net->on_switch = fn;
+    net->on_switch_arg = arg;
+    pthread_mutex_unlock(&net->mutex);
+}
+
+static int open_route(rlock__net *net, const char *url) {
+    rlock__url u;
+    int status = rlock__parse_url(url, &u);
+    if (status == RLOCK_EINVAL)
+        return rlock__fail(status, 0, "malformed url (expected redis://[[user]:password@]host"
+                                      "[:port][/db], unix:///path[?db=N] or redis-sentinel://"
+                                      "[[user]:password@]host[:port][,host[:port]...]/master"
+                                      "[?db=N&sentinel_password=P])");
+    if (status != RLOCK_OK)
+        return status;
+    if (u.sentinel)
+        status = rlock__route_sentinel_open(&u, &net->route_env, &net->route);
+    else
+        status = rlock__route_single_open(&u, &net->route_env, &net->route);
+    rlock__url_clear(&u); /* what the route took over is cleared already */
+    return status;
+}
+
 int rlock__net_open(rlock__net *net, const char *url, const rlock__settings *settings,
                     rlock__events *events, const rlock__script *scripts, int nscripts) {
-    rlock__endpoint ep;
     memset(net, 0, sizeof(*net));
     net->settings = settings;
     net->events = events;
     net->scripts.defs = scripts;
     net->scripts.count = nscripts < RLOCK__MAX_SCRIPTS ? nscripts : RLOCK__MAX_SCRIPTS;
+    net->route_env = (rlock__route_env){.settings = settings, .events = events,
+                                        .scripts = &net->scripts, .switched = master_switched,
+                                        .arg = net};
     if (pthread_mutex_init(&net->mutex, NULL) != 0)
         return RLOCK_ENOMEM;
     if (rlock__cond_init(&net->closed) != 0) {
@@ -42,17 +82,8 @@ int rlock__net_open(rlock__net *net, const char *url, const rlock__settings *set
         return RLOCK_ENOMEM;
     }
     net->initialised = 1;
-    int status = rlock__parse_url(url, &ep);
-    if (status == RLOCK_EINVAL)
-        return rlock__fail(status, 0, "malformed url (expected redis://[[user]:password@]host"
-                                      "[:port][/db] or unix:///path[?db=N])");
-    if (status != RLOCK_OK)
-        return status;
-    status = rlock__route_single_open(&ep, settings->pool_size, &net->route);
-    rlock__endpoint_clear(&ep); /* taken over, unless the route failed */
-    if (status != RLOCK_OK)
-        return status;
-    return first_connection(net);
+    int status = open_route(net, url);
+    return status == RLOCK_OK ? first_connection(net) : status;
 }
 
 int rlock__net_closing(rlock__net *net) {
@@ -83,12 +114,16 @@ void rlock__net_close(rlock__net *net) {
 
 int rlock__net_connect_for(rlock__net *net, const char *key, size_t len, int64_t deadline_ms,
                            redisContext **out) {
-    rlock__node *node = net->route->ops->node_for(net->route, key, len);
+    rlock__route *route = net->route;
+    rlock__node *node = route->ops->node_for(route, key, len);
     int status = rlock__connect(&node->endpoint, net->settings->connect_timeout_ms, deadline_ms,
                                 out);
-    if (status == RLOCK_OK)
+    if (status == RLOCK_OK) {
         rlock__link_up(net->events);
-    else
-        rlock__link_down(net->events, status, rlock__last_message());
+        return RLOCK_OK;
+    }
+    rlock__link_down(net->events, status, rlock__last_message());
+    if (status == RLOCK_EIO && route->ops->suspect != NULL)
+        route->ops->suspect(route, node);
     return status;
 }

@@ -34,8 +34,22 @@ typedef struct rlock__endpoint {
     int db;
 } rlock__endpoint;
 
-/* RLOCK_EINVAL for a malformed url (nothing allocated), RLOCK_ENOMEM. */
-int rlock__parse_url(const char *url, rlock__endpoint *ep);
+#define RLOCK__MAX_SENTINELS 32
+
+/* A parsed url: one server, or sentinels and the name of the master they watch. */
+typedef struct rlock__url {
+    int sentinel;              /* redis-sentinel:// */
+    rlock__endpoint server;    /* the server; for sentinel: user, password, db of the master */
+    rlock__endpoint *sentinels; /* owned, nsentinels entries (host, port) */
+    int nsentinels;
+    char *master_name;         /* owned */
+    char *sentinel_user;       /* owned, or NULL */
+    char *sentinel_password;   /* owned, or NULL */
+} rlock__url;
+
+/* RLOCK_EINVAL for a malformed url (nothing left allocated), RLOCK_ENOMEM. */
+int rlock__parse_url(const char *url, rlock__url *u);
+void rlock__url_clear(rlock__url *u);
 /* Frees the strings (the password wiped first) and zeroes ep. */
 void rlock__endpoint_clear(rlock__endpoint *ep);
 
@@ -94,8 +108,11 @@ typedef struct rlock__script_set {
  * A command: argv with lengths, optionally a script. The key it is about
  * (what routing looks at) is KEYS[1] for a script, argv[1] for a command.
  */
+#define RLOCK__CMD_WRITE 1 /* changes a lock: WAIT for replicas when asked to */
+
 typedef struct rlock__cmd {
     int script;            /* index in the script set, or -1 for a plain command */
+    int flags;             /* RLOCK__CMD_* */
     int argc;              /* for a script: keys + args, after "EVALSHA sha numkeys" */
     int nkeys;             /* for a script */
     const char **argv;
@@ -129,6 +146,7 @@ typedef struct rlock__pool {
     rlock__conn *slots;        /* size entries; owned */
     int size;
     int closing;               /* set once by rlock__pool_abort */
+    int retired;               /* its node is no longer used: connections given back are closed */
 } rlock__pool;
 
 /* A server commands can go to: where it is and its connections. */
@@ -155,22 +173,36 @@ void rlock__pool_give(rlock__conn *conn, int healthy);
 int rlock__pool_connect(rlock__conn *conn, int connect_timeout_ms, int64_t deadline_ms);
 /* Takes an idle, connected slot without waiting; NULL if none (or closing). */
 rlock__conn *rlock__pool_take_idle(rlock__pool *pool);
+/* Gives a fresh pool its first connection (taken over; freed if the slot is in use). */
+void rlock__pool_seed(rlock__pool *pool, redisContext *ctx);
+/* Its node is no longer used: idle connections close now, busy ones when given back. */
+void rlock__pool_retire(rlock__pool *pool);
 
 /* ---- routing: which node runs a command for a key ------------------------------- */
 
 typedef struct rlock__route rlock__route;
 
+/* What an error reply means for routing (rlock__route_ops.on_error). */
+enum {
+    RLOCK__ROUTE_NONE,          /* not the route's business */
+    RLOCK__ROUTE_NOW,           /* run the command on *to now (ASKING first if *asking) */
+    RLOCK__ROUTE_LATER          /* the route is finding the right node: retry after the pause */
+};
+
 typedef struct rlock__route_ops {
     const char *name;
-    /* The node that serves key (never NULL while the route is open). */
+    /* The node that serves key (NULL key: the node for keyless commands); never NULL. */
     rlock__node *(*node_for)(rlock__route *route, const char *key, size_t len);
     /*
-     * An error reply that moves the key elsewhere (Cluster's MOVED / ASK,
-     * a Sentinel failover's READONLY): the node to run the command on now,
-     * with *asking set if it must be preceded by ASKING. NULL: not a redirect.
+     * An error reply from node: a redirect (Cluster's MOVED / ASK), or a sign
+     * that the node is no longer the master (Sentinel: READONLY, NOREPLICAS,
+     * MASTERDOWN, LOADING), which makes the route re-resolve. RLOCK__ROUTE_*.
      */
-    rlock__node *(*redirect)(rlock__route *route, const redisReply *error, int *asking);
-    /* Close began: abort commands in flight on every node. */
+    int (*on_error)(rlock__route *route, rlock__node *node, const redisReply *error,
+                    rlock__node **to, int *asking);
+    /* An I/O failure on node: the route may re-resolve (NULL: nothing to do). */
+    void (*suspect)(rlock__route *route, rlock__node *node);
+    /* Close began: stop the route's own thread, abort commands on every node. */
     void (*abort)(rlock__route *route);
     /* Frees the route and its nodes (no command in flight). */
     void (*destroy)(rlock__route *route);
@@ -181,8 +213,29 @@ struct rlock__route {
     const rlock__route_ops *ops;
 };
 
-/* route_single.c: every key on one server. Takes over *ep (cleared). */
-int rlock__route_single_open(rlock__endpoint *ep, int pool_size, rlock__route **out);
+/* What a route is given (the net's; outlives the route). */
+typedef struct rlock__route_env {
+    const rlock__settings *settings;
+    rlock__events *events;
+    const rlock__script_set *scripts; /* loaded on a new master before it is used */
+    /* A new master took over (any thread; must not block for long). */
+    void (*switched)(void *arg);
+    void *arg;
+} rlock__route_env;
+
+/* route_single.c: every key on one server. Takes over the url's server (cleared). */
+int rlock__route_single_open(rlock__url *url, const rlock__route_env *env, rlock__route **out);
+/*
+ * route_sentinel.c: the master the sentinels name, checked with ROLE, followed
+ * through failovers. Takes over the url's parts. Finds the master before it
+ * returns (RLOCK_EIO naming what each sentinel said if none could).
+ */
+int rlock__route_sentinel_open(rlock__url *url, const rlock__route_env *env,
+                               rlock__route **out);
+/* A node for ep (taken over, cleared) with a pool of pool_size; NULL if out of memory. */
+rlock__node *rlock__node_new(rlock__endpoint *ep, int pool_size);
+/* Frees a node (no slot busy). */
+void rlock__node_free(rlock__node *node);
 
 /* ---- net.c and exec.c: the layer's face ------------------------------------------ */
 
@@ -190,9 +243,12 @@ typedef struct rlock__net {
     const rlock__settings *settings; /* read-only; the client's */
     rlock__events *events;           /* told of connection failures and recoveries */
     rlock__route *route;             /* owned */
+    rlock__route_env route_env;      /* read-only after open */
     rlock__script_set scripts;
-    pthread_mutex_t mutex;           /* guards nothing but the waits on `closed` */
+    pthread_mutex_t mutex;           /* guards the listener below and the waits on `closed` */
     pthread_cond_t closed;           /* broadcast on abort: ends retry pauses */
+    void (*on_switch)(void *arg);    /* told when a new master took over; may be NULL */
+    void *on_switch_arg;
     atomic_int closing;              /* set once by rlock__net_abort */
     int initialised;
 } rlock__net;
@@ -211,11 +267,24 @@ void rlock__net_abort(rlock__net *net);
 void rlock__net_close(rlock__net *net);
 int rlock__net_closing(rlock__net *net);
 /*
+ * Who to tell when a new master takes over (Sentinel): called on the route's
+ * thread or a command's, after the switch, with net->mutex held (it must not
+ * block, nor call into the net). Set it once the listener is ready; once a
+ * call with fn NULL returns, it is not called any more.
+ */
+void rlock__net_on_switch(rlock__net *net, void (*fn)(void *arg), void *arg);
+/*
  * Opens a connection of its own (not pooled) to the node that serves key,
  * for a subscriber. Tells events of the outcome.
  */
 int rlock__net_connect_for(rlock__net *net, const char *key, size_t len, int64_t deadline_ms,
                            redisContext **out);
+
+/* What rlock__exec tells besides the reply (pass NULL if nothing is wanted). */
+typedef struct rlock__exec_info {
+    int resent;    /* an attempt that may have reached Redis was followed by another */
+    int acks;      /* a write with replica_acks set: replicas that acknowledged it; else -1 */
+} rlock__exec_info;
 
 /*
  * Runs one command on a pooled connection of the node that serves its key
@@ -224,8 +293,16 @@ int rlock__net_connect_for(rlock__net *net, const char *key, size_t len, int64_t
  * CLUSTERDOWN) are retried up to retry_attempts times with a capped,
  * jittered exponential pause, never past deadline_ms; a redirect the route
  * recognises is followed at once. All rlock commands are safe to re-send
- * (the scripts are idempotent per hold count). *resent, if not NULL, is set
- * when an attempt that may have reached Redis was followed by another.
+ * (the scripts are idempotent per hold count). info->resent is set when an
+ * attempt that may have reached Redis was followed by another. The route is
+ * asked again for the node at each attempt, and told of I/O failures and of
+ * error replies (it may redirect, or re-resolve a Sentinel master).
+ *
+ * WAIT: a command with RLOCK__CMD_WRITE, when replica_acks > 0, is followed
+ * on the same connection by WAIT replica_acks replica_ack_timeout_ms (one
+ * round trip); info->acks is its answer, and fewer than asked gives
+ * RLOCK_ENOREPL with the command's reply (the caller decides what to undo).
+ * A NOREPLICAS error reply (min-replicas-to-write) is RLOCK_ENOREPL too.
  *
  * Deadlines: re-sends happen while deadline_ms lasts, and the whole call
  * ends by deadline_ms + command_timeout_ms (RLOCK__NO_DEADLINE: each attempt
@@ -241,7 +318,7 @@ int rlock__net_connect_for(rlock__net *net, const char *key, size_t len, int64_t
  * RLOCK_EIO, an error reply's status, RLOCK_ECLOSED or RLOCK_ENOMEM.
  */
 int rlock__exec(rlock__net *net, const rlock__cmd *cmd, int64_t deadline_ms, redisReply **reply,
-                int *resent);
+                rlock__exec_info *info);
 
 /*
  * The repeated "exec, read the reply, free it": runs cmd as rlock__exec does
@@ -249,16 +326,17 @@ int rlock__exec(rlock__net *net, const rlock__cmd *cmd, int64_t deadline_ms, red
  * status); the reply is freed here. An error reply never reaches read.
  */
 typedef int (*rlock__reply_reader)(const redisReply *reply, void *arg);
-int rlock__exec_read(rlock__net *net, const rlock__cmd *cmd, int64_t deadline_ms, int *resent,
-                     rlock__reply_reader read, void *arg);
+int rlock__exec_read(rlock__net *net, const rlock__cmd *cmd, int64_t deadline_ms,
+                     rlock__exec_info *info, rlock__reply_reader read, void *arg);
 
 /*
  * Runs n script calls in one pipeline (one round trip) on one connection of
  * the node that serves cmds[0]'s key, no retries (the watchdog retries next
- * round). replies[i] set on success.
+ * round). replies[i] set on success. With replica_acks set and a write among
+ * them, one WAIT ends the pipeline: *acks receives its answer (else -1).
  */
 int rlock__exec_pipeline(rlock__net *net, const rlock__cmd *cmds, int n, int64_t deadline_ms,
-                         redisReply **replies);
+                         redisReply **replies, int *acks);
 
 /*
  * Sending ahead: a thread that knows a command will be needed sends it on an

@@ -102,7 +102,7 @@ void rlock__pool_give(rlock__conn *conn, int healthy) {
     rlock__pool *pool = &conn->node->pool;
     redisContext *broken = NULL;
     pthread_mutex_lock(&pool->mutex);
-    if (!healthy || (conn->ctx != NULL && conn->ctx->err != 0)) {
+    if (!healthy || pool->retired || (conn->ctx != NULL && conn->ctx->err != 0)) {
         broken = conn->ctx;
         conn->ctx = NULL;
     }
@@ -187,3 +187,49 @@ rlock__conn *rlock__pool_take_idle(rlock__pool *pool) {
     return conn;
 }
 
+
+rlock__node *rlock__node_new(rlock__endpoint *ep, int pool_size) {
+    rlock__node *node = rlock__calloc(1, sizeof(*node));
+    if (node == NULL)
+        return NULL;
+    if (rlock__pool_init(&node->pool, node, pool_size) != RLOCK_OK) {
+        rlock__free(node);
+        return NULL;
+    }
+    node->endpoint = *ep;
+    memset(ep, 0, sizeof(*ep));
+    return node;
+}
+
+void rlock__node_free(rlock__node *node) {
+    if (node == NULL)
+        return;
+    rlock__pool_destroy(&node->pool);
+    rlock__endpoint_clear(&node->endpoint);
+    rlock__free(node);
+}
+
+void rlock__pool_seed(rlock__pool *pool, redisContext *ctx) {
+    pthread_mutex_lock(&pool->mutex);
+    if (pool->slots[0].ctx == NULL && !pool->slots[0].busy) {
+        pool->slots[0].ctx = ctx;
+        pool->slots[0].last_used_ms = rlock__now_ms();
+        ctx = NULL;
+    }
+    pthread_mutex_unlock(&pool->mutex);
+    if (ctx != NULL)
+        redisFree(ctx);
+}
+
+void rlock__pool_retire(rlock__pool *pool) {
+    pthread_mutex_lock(&pool->mutex);
+    pool->retired = 1;
+    for (int i = 0; i < pool->size; i++) {
+        rlock__conn *slot = &pool->slots[i];
+        if (!slot->busy && slot->ctx != NULL) {
+            redisFree(slot->ctx); /* idle: nobody reads it */
+            slot->ctx = NULL;
+        }
+    }
+    pthread_mutex_unlock(&pool->mutex);
+}

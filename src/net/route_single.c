@@ -3,63 +3,64 @@
  * node (the url's server), and no error reply redirects.
  *
  * It is the first implementation of the routing seam (rlock__route_ops in
- * net.h); the Sentinel route (a node that moves on failover) and the
- * Cluster route (a node per master, MOVED/ASK) are further ones.
+ * net.h); the Sentinel route (route_sentinel.c: a node that moves on
+ * failover) and a Cluster route (a node per master, MOVED/ASK) are others.
  *
- * Threads: any thread asks node_for; the node and its endpoint are
- * read-only after open; the pool has its own mutex.
+ * Threads: any thread asks node_for; the node is read-only after open; the
+ * pool has its own mutex.
  */
 #include "net.h"
 
 typedef struct single_route {
     rlock__route base;
-    rlock__node node;
+    rlock__node *node;          /* owned */
 } single_route;
 
 static rlock__node *single_node_for(rlock__route *route, const char *key, size_t len) {
     (void)key;
     (void)len;
-    return &((single_route *)route)->node;
+    return ((single_route *)route)->node;
 }
 
-static rlock__node *single_redirect(rlock__route *route, const redisReply *error, int *asking) {
+static int single_on_error(rlock__route *route, rlock__node *node, const redisReply *error,
+                           rlock__node **to, int *asking) {
     (void)route;
+    (void)node;
     (void)error;
+    *to = NULL;
     *asking = 0;
-    return NULL;
+    return RLOCK__ROUTE_NONE;
 }
 
 static void single_abort(rlock__route *route) {
-    rlock__pool_abort(&((single_route *)route)->node.pool);
+    rlock__pool_abort(&((single_route *)route)->node->pool);
 }
 
 static void single_destroy(rlock__route *route) {
-    single_route *r = (single_route *)route;
-    rlock__pool_destroy(&r->node.pool);
-    rlock__endpoint_clear(&r->node.endpoint);
-    rlock__free(r);
+    rlock__node_free(((single_route *)route)->node);
+    rlock__free(route);
 }
 
 static const rlock__route_ops single_ops = {
     .name = "single",
     .node_for = single_node_for,
-    .redirect = single_redirect,
+    .on_error = single_on_error,
+    .suspect = NULL,
     .abort = single_abort,
     .destroy = single_destroy,
 };
 
-int rlock__route_single_open(rlock__endpoint *ep, int pool_size, rlock__route **out) {
+int rlock__route_single_open(rlock__url *url, const rlock__route_env *env, rlock__route **out) {
     single_route *r = rlock__calloc(1, sizeof(*r));
     *out = NULL;
     if (r == NULL)
         return RLOCK_ENOMEM;
-    if (rlock__pool_init(&r->node.pool, &r->node, pool_size) != RLOCK_OK) {
+    r->node = rlock__node_new(&url->server, env->settings->pool_size);
+    if (r->node == NULL) {
         rlock__free(r);
         return RLOCK_ENOMEM;
     }
     r->base.ops = &single_ops;
-    r->node.endpoint = *ep;
-    *ep = (rlock__endpoint){0};
     *out = &r->base;
     return RLOCK_OK;
 }

@@ -1,8 +1,10 @@
 /*
- * url.c - the url forms rlock accepts, parsed into an rlock__endpoint:
+ * url.c - the url forms rlock accepts (include/rlock.h has the grammar):
  *   redis://[[user]:password@]host[:port][/db]   (host may be [ipv6])
  *   unix:///path/to/socket[?db=N]
- * with %XX escapes in user and password.
+ *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...]/master
+ *                    [?db=N][&sentinel_user=U][&sentinel_password=P]
+ * with %XX escapes in user, password, master and the sentinel credentials.
  *
  * Pure functions: any thread, no shared state.
  */
@@ -76,7 +78,7 @@ static int parse_userinfo(const char *s, size_t len, rlock__endpoint *ep) {
     return ep->password == NULL ? status : RLOCK_OK;
 }
 
-static int parse_hostport(const char *s, size_t len, rlock__endpoint *ep) {
+static int parse_hostport(const char *s, size_t len, int default_port, rlock__endpoint *ep) {
     const char *host = s, *port = NULL;
     size_t host_len;
     if (len > 0 && s[0] == '[') { /* [ipv6]:port */
@@ -98,7 +100,7 @@ static int parse_hostport(const char *s, size_t len, rlock__endpoint *ep) {
     }
     if (host_len == 0 || memchr(host, '\0', host_len) != NULL)
         return RLOCK_EINVAL;
-    ep->port = 6379;
+    ep->port = default_port;
     if (port != NULL && parse_int(port, (size_t)(s + len - port), 1, 65535, &ep->port) != RLOCK_OK)
         return RLOCK_EINVAL;
     ep->host = rlock__memdup0(host, host_len);
@@ -121,7 +123,7 @@ static int parse_tcp_url(const char *rest, rlock__endpoint *ep) {
             return status;
     }
     const char *hostport = at != NULL ? at + 1 : rest;
-    status = parse_hostport(hostport, (size_t)(rest + authority_len - hostport), ep);
+    status = parse_hostport(hostport, (size_t)(rest + authority_len - hostport), 6379, ep);
     if (status != RLOCK_OK)
         return status;
     if (slash != NULL && slash[1] != '\0')
@@ -144,18 +146,113 @@ static int parse_unix_url(const char *rest, rlock__endpoint *ep) {
     return ep->unix_path == NULL ? RLOCK_ENOMEM : RLOCK_OK;
 }
 
-int rlock__parse_url(const char *url, rlock__endpoint *ep) {
+/* The hosts of a sentinel url: host[:port] separated by commas (port 26379). */
+static int parse_sentinels(const char *s, size_t len, rlock__url *u) {
+    size_t count = 1;
+    for (size_t i = 0; i < len; i++)
+        count += s[i] == ',';
+    if (count > RLOCK__MAX_SENTINELS)
+        return RLOCK_EINVAL;
+    u->sentinels = rlock__calloc(count, sizeof(*u->sentinels));
+    if (u->sentinels == NULL)
+        return RLOCK_ENOMEM;
+    for (const char *p = s, *end = s + len; u->nsentinels < (int)count;) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *stop = comma != NULL ? comma : end;
+        int status = parse_hostport(p, (size_t)(stop - p), 26379, &u->sentinels[u->nsentinels]);
+        if (status != RLOCK_OK)
+            return status;
+        u->nsentinels++;
+        p = stop + 1;
+    }
+    return RLOCK_OK;
+}
+
+/* One "key=value" of a sentinel url's query. */
+static int parse_sentinel_param(const char *s, size_t len, rlock__url *u) {
+    const char *eq = memchr(s, '=', len);
+    int status = RLOCK_OK;
+    if (eq == NULL)
+        return RLOCK_EINVAL;
+    size_t key_len = (size_t)(eq - s), value_len = len - key_len - 1;
+    char **target = NULL;
+    if (key_len == 2 && memcmp(s, "db", 2) == 0)
+        return parse_int(eq + 1, value_len, 0, INT_MAX, &u->server.db);
+    if (key_len == 13 && memcmp(s, "sentinel_user", 13) == 0)
+        target = &u->sentinel_user;
+    else if (key_len == 17 && memcmp(s, "sentinel_password", 17) == 0)
+        target = &u->sentinel_password;
+    if (target == NULL || *target != NULL)
+        return RLOCK_EINVAL; /* unknown or repeated */
+    *target = percent_decode(eq + 1, value_len, &status);
+    return *target == NULL ? status : RLOCK_OK;
+}
+
+static int parse_sentinel_query(const char *s, rlock__url *u) {
+    while (*s != '\0') {
+        const char *amp = strchr(s, '&');
+        size_t len = amp != NULL ? (size_t)(amp - s) : strlen(s);
+        int status = parse_sentinel_param(s, len, u);
+        if (status != RLOCK_OK)
+            return status;
+        s += len + (amp != NULL);
+    }
+    return RLOCK_OK;
+}
+
+/* [[user]:password@]host[:port][,host[:port]...]/master[?params] */
+static int parse_sentinel_url(const char *rest, rlock__url *u) {
+    const char *slash = strchr(rest, '/');
+    const char *at = NULL;
+    int status = RLOCK_OK;
+    if (slash == NULL)
+        return RLOCK_EINVAL; /* the master's name is required */
+    for (const char *p = rest; p < slash; p++)
+        if (*p == '@')
+            at = p;
+    if (at != NULL && (status = parse_userinfo(rest, (size_t)(at - rest), &u->server)) != RLOCK_OK)
+        return status;
+    const char *hosts = at != NULL ? at + 1 : rest;
+    if ((status = parse_sentinels(hosts, (size_t)(slash - hosts), u)) != RLOCK_OK)
+        return status;
+    const char *query = strchr(slash + 1, '?');
+    size_t name_len = query != NULL ? (size_t)(query - slash - 1) : strlen(slash + 1);
+    if (name_len == 0)
+        return RLOCK_EINVAL;
+    if ((u->master_name = percent_decode(slash + 1, name_len, &status)) == NULL)
+        return status;
+    return query != NULL ? parse_sentinel_query(query + 1, u) : RLOCK_OK;
+}
+
+int rlock__parse_url(const char *url, rlock__url *u) {
     int status = RLOCK_EINVAL;
-    memset(ep, 0, sizeof(*ep));
+    memset(u, 0, sizeof(*u));
     if (url == NULL)
         return RLOCK_EINVAL;
-    if (strncmp(url, "redis://", 8) == 0)
-        status = parse_tcp_url(url + 8, ep);
-    else if (strncmp(url, "unix://", 7) == 0)
-        status = parse_unix_url(url + 7, ep);
+    if (strncmp(url, "redis://", 8) == 0) {
+        status = parse_tcp_url(url + 8, &u->server);
+    } else if (strncmp(url, "unix://", 7) == 0) {
+        status = parse_unix_url(url + 7, &u->server);
+    } else if (strncmp(url, "redis-sentinel://", 17) == 0) {
+        u->sentinel = 1;
+        status = parse_sentinel_url(url + 17, u);
+    }
     if (status != RLOCK_OK)
-        rlock__endpoint_clear(ep);
+        rlock__url_clear(u);
     return status;
+}
+
+void rlock__url_clear(rlock__url *u) {
+    rlock__endpoint_clear(&u->server);
+    for (int i = 0; i < u->nsentinels; i++)
+        rlock__endpoint_clear(&u->sentinels[i]);
+    rlock__free(u->sentinels);
+    rlock__free(u->master_name);
+    rlock__free(u->sentinel_user);
+    if (u->sentinel_password != NULL)
+        memset(u->sentinel_password, 0, strlen(u->sentinel_password));
+    rlock__free(u->sentinel_password);
+    memset(u, 0, sizeof(*u));
 }
 
 void rlock__endpoint_clear(rlock__endpoint *ep) {

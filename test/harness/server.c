@@ -24,15 +24,21 @@
 #include "redis.h"
 #include "server.h"
 
+#define H_EXTRA_ARGS 16
+
 struct h_server {
     pid_t pid;
     int port;
     char dir[256];
     char url[64];
+    int sentinel;                    /* redis-sentinel with dir/sentinel.conf */
+    char *extra[H_EXTRA_ARGS + 1];   /* more redis-server arguments (owned), NULL-ended */
     struct h_server *next; /* in h_servers, until h_server_stop() */
 };
 
 h_server *h_srv;
+
+static void remove_dir(const char *dir);
 
 /* Servers not stopped yet (a failed test skips its h_server_stop()): the
  * exit handler below kills them and removes their directories. */
@@ -135,7 +141,18 @@ static void server_argv(const h_server *s, char *exe, char *port, char *logfile,
     argv[i++] = (char *)"no";
     argv[i++] = (char *)"--protected-mode";
     argv[i++] = (char *)"yes";
+    for (int j = 0; s->extra[j] != NULL; j++)
+        argv[i++] = s->extra[j];
     argv[i] = NULL;
+}
+
+/* redis-sentinel's command line: its config file (written by h_sentinel_start) and port. */
+static void sentinel_argv(char *exe, char *port, char *conf, char **argv) {
+    argv[0] = exe;
+    argv[1] = conf;
+    argv[2] = (char *)"--port";
+    argv[3] = port;
+    argv[4] = NULL;
 }
 
 /* In the forked child: async-signal-safe calls only until execv. */
@@ -167,15 +184,21 @@ H_NORETURN static void exec_server(char **argv, pid_t parent) {
 /* Forks and execs redis-server on s->port. Returns the child's pid. */
 static pid_t spawn_server(const h_server *s) {
     char port[16], logfile[300];
-    char *exe = find_in_path("redis-server");
+    const char *prog = s->sentinel ? "redis-sentinel" : "redis-server";
+    char *exe = find_in_path(prog);
     pid_t parent = getpid(), pid;
-    char *argv[32];
+    char *argv[32 + H_EXTRA_ARGS];
 
     if (!exe)
-        H_FAIL("redis-server not found in PATH");
+        H_FAIL("%s not found in PATH", prog);
     snprintf(port, sizeof port, "%d", s->port);
-    snprintf(logfile, sizeof logfile, "%s/redis.log", s->dir);
-    server_argv(s, exe, port, logfile, argv);
+    if (s->sentinel) {
+        snprintf(logfile, sizeof logfile, "%s/sentinel.conf", s->dir);
+        sentinel_argv(exe, port, logfile, argv);
+    } else {
+        snprintf(logfile, sizeof logfile, "%s/redis.log", s->dir);
+        server_argv(s, exe, port, logfile, argv);
+    }
     pid = fork();
     if (pid < 0)
         H_FAIL("fork: %s", strerror(errno));
@@ -239,21 +262,37 @@ static int wait_ready(h_server *s, pid_t pid) {
 
 /* ---- the server's life ------------------------------------------------- */
 
-h_server *h_server_start(void) {
+/* A server object with its own temporary directory (not started). */
+static h_server *server_new(const char *const *args) {
     h_server *s = calloc(1, sizeof *s);
     const char *tmp = getenv("TMPDIR");
-    int attempt;
-
+    int n = 0;
     if (!s)
         abort();
+    for (; args != NULL && args[n] != NULL; n++) {
+        if (n == H_EXTRA_ARGS || !(s->extra[n] = strdup(args[n])))
+            abort();
+    }
     snprintf(s->dir, sizeof s->dir, "%s/rlock-hsrv.XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(s->dir)) {
         free(s);
         H_FAIL("mkdtemp: %s", strerror(errno));
     }
-    for (attempt = 0; attempt < 30; attempt++) {
+    return s;
+}
+
+static void server_free(h_server *s) {
+    for (int i = 0; s->extra[i] != NULL; i++)
+        free(s->extra[i]);
+    free(s);
+}
+
+/* Starts s on a free random port, or on fixed_port (> 0). */
+static h_server *server_launch(h_server *s, int fixed_port) {
+    int attempt;
+    for (attempt = 0; attempt < (fixed_port > 0 ? 1 : 30); attempt++) {
         pid_t pid;
-        s->port = 20000 + (int)(next_random() % 40001);
+        s->port = fixed_port > 0 ? fixed_port : 20000 + (int)(next_random() % 40001);
         pid = spawn_server(s);
         if (wait_ready(s, pid)) {
             s->pid = pid;
@@ -262,9 +301,32 @@ h_server *h_server_start(void) {
             return s;
         }
     }
-    rmdir(s->dir);
-    free(s);
-    H_FAIL("could not start a redis-server on a free port");
+    remove_dir(s->dir);
+    server_free(s);
+    H_FAIL("could not start a %s on %s", fixed_port > 0 ? "redis-sentinel" : "redis-server",
+           fixed_port > 0 ? "its port" : "a free port");
+}
+
+h_server *h_server_start(void) {
+    return server_launch(server_new(NULL), 0);
+}
+
+h_server *h_server_start_args(const char *const *args) {
+    return server_launch(server_new(args), 0);
+}
+
+h_server *h_sentinel_start(int port, const char *conf) {
+    h_server *s = server_new(NULL);
+    char path[300];
+    FILE *f;
+    s->sentinel = 1;
+    snprintf(path, sizeof path, "%s/sentinel.conf", s->dir);
+    f = fopen(path, "w");
+    if (!f)
+        H_FAIL("%s: %s", path, strerror(errno));
+    fprintf(f, "bind 127.0.0.1\ndir %s\nlogfile %s/sentinel.log\n%s", s->dir, s->dir, conf);
+    fclose(f);
+    return server_launch(s, port);
 }
 
 const char *h_server_url(const h_server *s) {
@@ -352,7 +414,7 @@ void h_server_stop(h_server *s) {
     remove_dir(s->dir);
     if (h_srv == s)
         h_srv = NULL;
-    free(s);
+    server_free(s);
 }
 
 /* ---- cmocka fixtures --------------------------------------------------- */

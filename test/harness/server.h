@@ -20,6 +20,15 @@ typedef struct h_server h_server;
  * test if it cannot be started.
  */
 h_server *h_server_start(void);
+/* Like h_server_start, with more redis-server arguments (a NULL-ended list,
+ * at most 16), e.g. {"--replicaof", "127.0.0.1", "6379", NULL}. */
+h_server *h_server_start_args(const char *const *args);
+/*
+ * Starts redis-sentinel on port (which must be free) with conf (the lines
+ * after bind, dir and logfile, which the harness writes) in its own
+ * directory; waits for PING. Stop it like a server.
+ */
+h_server *h_sentinel_start(int port, const char *conf);
 /* redis://127.0.0.1:PORT (owned by the server object). */
 const char *h_server_url(const h_server *s);
 int h_server_port(const h_server *s);

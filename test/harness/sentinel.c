@@ -1,0 +1,208 @@
+/*
+ * sentinel.c - a master, two replicas and three sentinels of the tests' own,
+ * and the faults a Sentinel test needs. The sentinels are configured as
+ * topology.md section 3a measured: peers and replicas pre-declared, down
+ * after 1000 ms, failover timeout 3000 ms; the data servers sync without the
+ * diskless delay.
+ */
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "fail.h"
+#include "redis.h"
+#include "sentinel.h"
+#include "timing.h"
+
+/* A port nobody listens on now (the kernel's pick; used at once). */
+static int free_port(void) {
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0)
+        H_FAIL("free_port: no socket");
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static void random_id(char *id) {
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 40; i++)
+        id[i] = hex[rand() % 16];
+    id[40] = '\0';
+}
+
+/* Sentinel i's config: the master, its replicas, the other sentinels. */
+static void sentinel_conf(const h_sentinels *hs, const int *ports, char ids[3][41], int i,
+                          char *conf, size_t size) {
+    int n = snprintf(conf, size,
+                     "sentinel myid %s\nsentinel monitor %s 127.0.0.1 %d 2\n"
+                     "sentinel down-after-milliseconds %s 1000\n"
+                     "sentinel failover-timeout %s 3000\n",
+                     ids[i], H_SENTINEL_MASTER_NAME, h_server_port(hs->data[0]),
+                     H_SENTINEL_MASTER_NAME, H_SENTINEL_MASTER_NAME);
+    for (int r = 1; r < 3; r++)
+        n += snprintf(conf + n, size - (size_t)n, "sentinel known-replica %s 127.0.0.1 %d\n",
+                      H_SENTINEL_MASTER_NAME, h_server_port(hs->data[r]));
+    for (int j = 0; j < 3; j++)
+        if (j != i)
+            n += snprintf(conf + n, size - (size_t)n,
+                          "sentinel known-sentinel %s 127.0.0.1 %d %s\n", H_SENTINEL_MASTER_NAME,
+                          ports[j], ids[j]);
+}
+
+/* A value of SENTINEL MASTER <name> (a flat list of names and values). */
+static long long master_field(h_server *sentinel, const char *field) {
+    redisContext *c = h_server_redis(sentinel);
+    redisReply *r = h_cmd(c, "SENTINEL MASTER %s", H_SENTINEL_MASTER_NAME);
+    long long v = -1;
+    for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements; i += 2)
+        if (strcmp(r->element[i]->str, field) == 0)
+            v = atoll(r->element[i + 1]->str);
+    freeReplyObject(r);
+    redisFree(c);
+    return v;
+}
+
+int h_replicas_linked(const h_server *m) {
+    redisContext *c = h_server_redis(m);
+    char *info = h_cmd_str(c, "INFO replication"), *save = NULL;
+    int n = 0;
+    /* "slave0:ip=127.0.0.1,port=...,state=online,offset=...,lag=0" */
+    for (char *line = strtok_r(info, "\r\n", &save); line != NULL;
+         line = strtok_r(NULL, "\r\n", &save))
+        n += strncmp(line, "slave", 5) == 0 && line[5] >= '0' && line[5] <= '9' &&
+             strstr(line, "state=online") != NULL;
+    free(info);
+    redisFree(c);
+    return n;
+}
+
+static int ready(h_sentinels *hs) {
+    for (int i = 0; i < 3; i++)
+        if (master_field(hs->sentinel[i], "num-other-sentinels") != 2 ||
+            master_field(hs->sentinel[i], "num-slaves") != 2)
+            return 0;
+    return h_replicas_linked(hs->data[0]) == 2;
+}
+
+h_sentinels *h_sentinels_start(void) {
+    static const char *const master_args[] = {"--repl-diskless-sync-delay", "0", NULL};
+    h_sentinels *hs = calloc(1, sizeof *hs);
+    char port[16], ids[3][41], conf[2048];
+    int ports[3];
+    if (!hs)
+        abort();
+    srand((unsigned)h_now_us());
+    hs->data[0] = h_server_start_args(master_args);
+    snprintf(port, sizeof port, "%d", h_server_port(hs->data[0]));
+    const char *const replica_args[] = {"--replicaof", "127.0.0.1", port,
+                                        "--repl-diskless-sync-delay", "0", NULL};
+    for (int r = 1; r < 3; r++)
+        hs->data[r] = h_server_start_args(replica_args);
+    for (int i = 0; i < 3; i++) {
+        ports[i] = free_port();
+        random_id(ids[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        sentinel_conf(hs, ports, ids, i, conf, sizeof conf);
+        hs->sentinel[i] = h_sentinel_start(ports[i], conf);
+    }
+    snprintf(hs->url, sizeof hs->url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/%s",
+             ports[0], ports[1], ports[2], H_SENTINEL_MASTER_NAME);
+    H_WAIT_FOR(ready(hs), 15000);
+    return hs;
+}
+
+void h_sentinels_stop(h_sentinels *hs) {
+    if (!hs)
+        return;
+    for (int i = 0; i < 3; i++)
+        h_server_stop(hs->sentinel[i]);
+    for (int i = 0; i < 3; i++)
+        h_server_stop(hs->data[i]);
+    free(hs);
+}
+
+h_server *h_sentinels_named_master(h_sentinels *hs, int i) {
+    redisContext *c = h_server_redis(hs->sentinel[i]);
+    redisReply *r = h_cmd(c, "SENTINEL GET-MASTER-ADDR-BY-NAME %s", H_SENTINEL_MASTER_NAME);
+    h_server *named = NULL;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+        for (int d = 0; d < 3; d++)
+            if (atoi(r->element[1]->str) == h_server_port(hs->data[d]))
+                named = hs->data[d];
+    freeReplyObject(r);
+    redisFree(c);
+    return named;
+}
+
+static int says_master(const h_server *s) {
+    redisContext *c;
+    redisReply *r;
+    int yes;
+    if (h_server_pid(s) == 0 || h_server_stopped(s))
+        return 0;
+    c = h_server_redis(s);
+    r = h_cmd(c, "ROLE");
+    yes = r->type == REDIS_REPLY_ARRAY && strcmp(r->element[0]->str, "master") == 0;
+    freeReplyObject(r);
+    redisFree(c);
+    return yes;
+}
+
+h_server *h_sentinels_role_master(h_sentinels *hs) {
+    for (int d = 0; d < 3; d++)
+        if (says_master(hs->data[d]))
+            return hs->data[d];
+    return NULL;
+}
+
+static int all_name(h_sentinels *hs, const h_server *s) {
+    for (int i = 0; i < 3; i++)
+        if (h_server_pid(hs->sentinel[i]) != 0 && h_sentinels_named_master(hs, i) != s)
+            return 0;
+    return 1;
+}
+
+void h_sentinels_wait_named(h_sentinels *hs, const h_server *s, long long timeout_ms) {
+    H_WAIT_FOR(all_name(hs, s), timeout_ms);
+}
+
+h_server *h_sentinels_failover(h_sentinels *hs) {
+    h_server *old = h_sentinels_named_master(hs, 0), *now = NULL;
+    redisContext *c = h_server_redis(hs->sentinel[0]);
+    long long deadline = h_now_ms() + h_scaled(15000);
+    /* A sentinel refuses while a previous failover is still settling: ask again. */
+    for (;;) {
+        redisReply *r = h_cmd(c, "SENTINEL FAILOVER %s", H_SENTINEL_MASTER_NAME);
+        int ok = r->type == REDIS_REPLY_STATUS;
+        freeReplyObject(r);
+        if (ok)
+            break;
+        if (h_now_ms() > deadline)
+            H_FAIL("SENTINEL FAILOVER kept being refused");
+        h_sleep_ms(200);
+    }
+    redisFree(c);
+    H_WAIT_FOR((now = h_sentinels_named_master(hs, 0)) != old && now != NULL && says_master(now),
+               15000);
+    return now;
+}
+
+void h_replica_cut(h_server *r) {
+    redisContext *c = h_server_redis(r);
+    h_cmd_ok(c, "CONFIG SET masterauth bogus-password");
+    h_cmd_ok(c, "CLIENT KILL TYPE master");
+    redisFree(c);
+}
+
+void h_replica_heal(h_server *r) {
+    redisContext *c = h_server_redis(r);
+    h_cmd_ok(c, "CONFIG SET masterauth %s", "");
+    redisFree(c);
+}
