@@ -102,6 +102,8 @@ static void record_hold(rlock *lock, const rlock__owner *owner, long long lease_
  */
 static int unacknowledged(rlock *lock, const rlock__owner *owner, const rlock__attempt *answer) {
     rlock__released ignored;
+    if (answer->outcome == RLOCK__ATTEMPT_NONE)
+        return RLOCK_ENOREPL; /* refused before it wrote (NOREPLICAS) */
     if (answer->outcome != RLOCK__ATTEMPT_HELD)
         return RLOCK_OK;
     char why[300];

@@ -57,6 +57,7 @@ char *rlock__lock_channel(const char *name, size_t len, size_t *out_len);
 
 /* The answer of one attempt. */
 enum {
+    RLOCK__ATTEMPT_NONE = -1,   /* no answer (the command was refused) */
     RLOCK__ATTEMPT_BUSY,        /* another owner holds it: value = its PTTL (-1: none) */
     RLOCK__ATTEMPT_HELD,        /* held: value = the owner's hold count */
     RLOCK__ATTEMPT_STALE        /* the expected count was wrong: value = the true count */

@@ -61,6 +61,7 @@ static int attempt(const rlock *lock, const rlock__owner *owner, long long lease
                    long long expected, int64_t deadline_ms, rlock__attempt *answer) {
     acquire_cmd a;
     acquire_cmd_init(&a, lock, owner->id, lease_ms, expected);
+    answer->outcome = RLOCK__ATTEMPT_NONE;
     return rlock__exec_read(lock->engine->net, &a.cmd, deadline_ms, NULL, read_acquire, answer);
 }
 

@@ -217,7 +217,8 @@ int rlock__exec_read(rlock__net *net, const rlock__cmd *cmd, int64_t deadline_ms
     redisReply *reply = NULL;
     int status = rlock__exec(net, cmd, deadline_ms, &reply, info);
     /* Not acknowledged by enough replicas: the reply still says what the master did. */
-    if (status == RLOCK_OK || (status == RLOCK_ENOREPL && reply != NULL)) {
+    if (status == RLOCK_OK ||
+        (status == RLOCK_ENOREPL && reply != NULL && reply->type != REDIS_REPLY_ERROR)) {
         int read_status = read(reply, arg);
         if (status == RLOCK_OK || read_status < 0)
             status = read_status;

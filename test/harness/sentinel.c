@@ -82,12 +82,21 @@ int h_replicas_linked(const h_server *m) {
     return n;
 }
 
+/* Both replicas acknowledge a write within 100 ms (WAIT), as they do once settled. */
+static int acks_promptly(const h_server *m) {
+    redisContext *c = h_server_redis(m);
+    h_cmd_ok(c, "INCR h:sentinel-ready");
+    long long acks = h_cmd_int(c, "WAIT 2 100");
+    redisFree(c);
+    return acks == 2;
+}
+
 static int ready(h_sentinels *hs) {
     for (int i = 0; i < 3; i++)
         if (master_field(hs->sentinel[i], "num-other-sentinels") != 2 ||
             master_field(hs->sentinel[i], "num-slaves") != 2)
             return 0;
-    return h_replicas_linked(hs->data[0]) == 2;
+    return h_replicas_linked(hs->data[0]) == 2 && acks_promptly(hs->data[0]);
 }
 
 h_sentinels *h_sentinels_start(void) {
