@@ -1,0 +1,54 @@
+/*
+ * sentinel.h - the Sentinel route's own parts, shared by route_sentinel.c
+ * (the route's operations and its monitor thread) and sentinel_resolve.c
+ * (asking the sentinels, confirming and adopting a master). Only the net
+ * layer sees it.
+ */
+#ifndef RLOCK_SENTINEL_H
+#define RLOCK_SENTINEL_H
+
+#include "net.h"
+
+#define SENTINEL_TIMEOUT_MS 1000 /* each step with one sentinel: a dead one costs little */
+#define POLL_INTERVAL_MS 1000    /* ask the sentinels this often, +switch-master or not */
+#define RESOLVE_GAP_MS 100       /* on_error: at most one resolve this often */
+#define MONITOR_TICK_MS 100      /* the monitor looks at suspect() requests this often */
+#define REPORT_MAX 600
+
+typedef struct rlock__sentinel {
+    rlock__route base;
+    const rlock__route_env *env;
+    char *master_name;                 /* owned */
+    rlock__endpoint master_auth;       /* user, password, db for the master; owned */
+    char *sentinel_user;               /* owned, or NULL */
+    char *sentinel_password;           /* owned, or NULL */
+    _Atomic(rlock__node *) master;     /* owned; NULL only before the first resolve */
+    atomic_llong epoch;                /* the sentinels' config-epoch of that master */
+    pthread_mutex_t mutex;             /* guards the fields below */
+    rlock__endpoint sentinels[RLOCK__MAX_SENTINELS];
+    int nsentinels;
+    int first;                         /* the sentinel that answered last */
+    rlock__node **retired;             /* owned: former masters' nodes */
+    size_t nretired;
+    pthread_mutex_t resolve_mutex;     /* one resolve at a time; guards last_resolve_ms */
+    int64_t last_resolve_ms;
+    atomic_int resolve_wanted;         /* suspect() asks the monitor to resolve */
+    atomic_int closing;                /* abort began: no more resolving */
+    rlock__worker monitor;             /* its mutex guards only stop */
+    redisContext *events;              /* the +switch-master subscription: monitor only */
+} rlock__sentinel;
+
+/*
+ * Asks the sentinels in turn until one names a master that confirms itself,
+ * and adopts it (a switch tells the net's listener and posts
+ * MASTER_SWITCHED). RLOCK_EIO or the last sentinel's status, with what each
+ * said in report, if none did. Call with resolve_mutex held.
+ */
+int rlock__sentinel_resolve(rlock__sentinel *r, char *report, size_t size);
+/* A copy of the i-th sentinel (from the last responsive one) with the sentinel credentials. */
+int rlock__sentinel_at(rlock__sentinel *r, int i, rlock__endpoint *ep);
+/* Runs one command on a private connection by deadline_ms; an error reply is the status. */
+int rlock__sentinel_run(redisContext *ctx, const rlock__endpoint *ep, int argc,
+                        const char **argv, int64_t deadline_ms, redisReply **reply);
+
+#endif /* RLOCK_SENTINEL_H */

@@ -1,0 +1,277 @@
+/*
+ * sentinel_resolve.c - finding the master through the sentinels: ask each
+ * in turn (the last responsive one first, each step bounded by
+ * SENTINEL_TIMEOUT_MS) for SENTINEL MASTER, learn their peers from SENTINEL
+ * SENTINELS, and adopt a master only if it is new, of a config epoch not
+ * older than the one in use, answers ROLE with "master", and has the
+ * scripts loaded. Adopting a new master retires the old node and tells the
+ * net's listener (route_sentinel.c has the why of all this).
+ *
+ * Threads: the monitor thread and command threads (on_error), one at a
+ * time (resolve_mutex); the sentinel list under the route's mutex.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sentinel.h"
+
+/* ---- one command on a private connection --------------------------------------- */
+
+int rlock__sentinel_run(redisContext *ctx, const rlock__endpoint *ep, int argc,
+                        const char **argv, int64_t deadline_ms, redisReply **reply) {
+    *reply = NULL;
+    if (redisAppendCommandArgv(ctx, argc, argv, NULL) != REDIS_OK)
+        return rlock__fail(RLOCK_ENOMEM, 0, "%s: out of memory", argv[0]);
+    if (rlock__io_flush(ctx, deadline_ms) != RLOCK_OK ||
+        rlock__io_read(ctx, deadline_ms, reply) != RLOCK_OK)
+        return rlock__fail_io(ep, ctx, ctx->err != 0 ? 0 : errno, argv[0]);
+    if ((*reply)->type == REDIS_REPLY_ERROR) {
+        int status = rlock__fail_reply(*reply, argv[0]);
+        freeReplyObject(*reply);
+        *reply = NULL;
+        return status;
+    }
+    return RLOCK_OK;
+}
+
+static int endpoint_init(rlock__endpoint *ep, const char *host, int port, const char *user,
+                         const char *password, int db) {
+    memset(ep, 0, sizeof(*ep));
+    ep->port = port;
+    ep->db = db;
+    ep->host = rlock__memdup0(host, strlen(host));
+    ep->user = user != NULL ? rlock__memdup0(user, strlen(user)) : NULL;
+    ep->password = password != NULL ? rlock__memdup0(password, strlen(password)) : NULL;
+    if (ep->host == NULL || (user != NULL && ep->user == NULL) ||
+        (password != NULL && ep->password == NULL)) {
+        rlock__endpoint_clear(ep);
+        return RLOCK_ENOMEM;
+    }
+    return RLOCK_OK;
+}
+
+static int same_address(const rlock__endpoint *ep, const char *host, int port) {
+    return ep->host != NULL && ep->port == port && strcmp(ep->host, host) == 0;
+}
+
+/* ---- the sentinel list ------------------------------------------------------------- */
+
+/* Adds a sentinel the others told of (mutex held); quietly ignores what does not fit. */
+static void learn_sentinel(rlock__sentinel *r, const char *host, int port) {
+    for (int i = 0; i < r->nsentinels; i++)
+        if (same_address(&r->sentinels[i], host, port))
+            return;
+    if (r->nsentinels < RLOCK__MAX_SENTINELS &&
+        endpoint_init(&r->sentinels[r->nsentinels], host, port, NULL, NULL, 0) == RLOCK_OK)
+        r->nsentinels++;
+}
+
+/* The value of field in a flat RESP2 map (an array of name, value, ...); NULL if absent. */
+static const char *map_get(const redisReply *map, const char *field) {
+    for (size_t i = 0; map->type == REDIS_REPLY_ARRAY && i + 1 < map->elements; i += 2)
+        if (map->element[i]->type == REDIS_REPLY_STRING && strcmp(map->element[i]->str, field) == 0)
+            return map->element[i + 1]->type == REDIS_REPLY_STRING ? map->element[i + 1]->str
+                                                                    : NULL;
+    return NULL;
+}
+
+/* SENTINEL SENTINELS <name>: best effort, a failure changes nothing. */
+static void refresh_sentinels(rlock__sentinel *r, redisContext *ctx, const rlock__endpoint *ep,
+                              int64_t deadline_ms) {
+    const char *argv[] = {"SENTINEL", "SENTINELS", r->master_name};
+    redisReply *reply = NULL;
+    if (rlock__sentinel_run(ctx, ep, 3, argv, deadline_ms, &reply) != RLOCK_OK)
+        return;
+    pthread_mutex_lock(&r->mutex);
+    for (size_t i = 0; reply->type == REDIS_REPLY_ARRAY && i < reply->elements; i++) {
+        const char *ip = map_get(reply->element[i], "ip");
+        const char *port = map_get(reply->element[i], "port");
+        if (ip != NULL && port != NULL && atoi(port) > 0 && atoi(port) < 65536)
+            learn_sentinel(r, ip, atoi(port));
+    }
+    pthread_mutex_unlock(&r->mutex);
+    freeReplyObject(reply);
+}
+
+/* ---- resolving --------------------------------------------------------------------- */
+
+/* What a sentinel says of the master. */
+typedef struct answer {
+    char host[256];
+    int port;
+    long long epoch;    /* config-epoch: grows with each failover */
+} answer;
+
+/* SENTINEL MASTER <name>'s ip, port and config-epoch into *a. */
+static int read_master(const rlock__sentinel *r, const redisReply *reply, answer *a) {
+    const char *ip = map_get(reply, "ip"), *port = map_get(reply, "port");
+    const char *epoch = map_get(reply, "config-epoch");
+    if (ip == NULL || port == NULL || epoch == NULL || strlen(ip) >= sizeof(a->host))
+        return rlock__fail(RLOCK_EREDIS, 0, "it names no master '%.100s'", r->master_name);
+    snprintf(a->host, sizeof(a->host), "%s", ip);
+    a->port = atoi(port);
+    a->epoch = atoll(epoch);
+    return RLOCK_OK;
+}
+
+/* Asks sentinel ep for the master's address and epoch (and its peers). */
+static int ask_sentinel(rlock__sentinel *r, const rlock__endpoint *ep, answer *a) {
+    const char *argv[] = {"SENTINEL", "MASTER", r->master_name};
+    int64_t deadline_ms = rlock__deadline_after(SENTINEL_TIMEOUT_MS);
+    redisContext *ctx = NULL;
+    redisReply *reply = NULL;
+    int status = rlock__connect(ep, SENTINEL_TIMEOUT_MS, deadline_ms, &ctx);
+    if (status == RLOCK_OK)
+        status = rlock__sentinel_run(ctx, ep, 3, argv, deadline_ms, &reply);
+    if (status == RLOCK_EREDIS) /* "ERR No such master with that name" */
+        status = rlock__fail(RLOCK_EREDIS, 0, "it names no master '%.100s'", r->master_name);
+    if (status == RLOCK_OK)
+        status = read_master(r, reply, a);
+    if (status == RLOCK_OK)
+        refresh_sentinels(r, ctx, ep, deadline_ms);
+    if (reply != NULL)
+        freeReplyObject(reply);
+    if (ctx != NULL)
+        redisFree(ctx);
+    return status;
+}
+
+/*
+ * Connects to the named master, checks that it says it is one (ROLE), and
+ * loads the scripts there: the connection becomes the new pool's first.
+ */
+static int confirm_master(rlock__sentinel *r, rlock__endpoint *ep, redisContext **out) {
+    const char *argv[] = {"ROLE"};
+    int64_t deadline_ms = rlock__deadline_after(r->env->settings->connect_timeout_ms);
+    rlock__script_set scripts = *r->env->scripts; /* its own copy: the SHA1s are written */
+    redisReply *reply = NULL;
+    int status = rlock__connect(ep, r->env->settings->connect_timeout_ms, deadline_ms, out);
+    if (status == RLOCK_OK)
+        status = rlock__sentinel_run(*out, ep, 1, argv, deadline_ms, &reply);
+    if (status == RLOCK_OK &&
+        (reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 ||
+         reply->element[0]->type != REDIS_REPLY_STRING || strcmp(reply->element[0]->str, "master")))
+        status = rlock__fail(RLOCK_EIO, 0, "named as master, but ROLE says %.40s",
+                             reply->elements > 0 && reply->element[0]->type == REDIS_REPLY_STRING
+                                 ? reply->element[0]->str
+                                 : "something else");
+    if (reply != NULL)
+        freeReplyObject(reply);
+    if (status == RLOCK_OK)
+        status = rlock__scripts_load(*out, rlock__deadline_after(SENTINEL_TIMEOUT_MS), &scripts);
+    if (status != RLOCK_OK && *out != NULL) {
+        redisFree(*out);
+        *out = NULL;
+    }
+    return status;
+}
+
+/* Makes node the master (its pool seeded with ctx); the old one is retired. */
+static int switch_to(rlock__sentinel *r, rlock__node *node) {
+    char from[RLOCK__WHERE_MAX] = "(none)", to[RLOCK__WHERE_MAX], detail[2 * RLOCK__WHERE_MAX + 8];
+    rlock__node *old = atomic_load(&r->master);
+    if (old != NULL) {
+        rlock__node **grown = rlock__malloc((r->nretired + 1) * sizeof(*grown));
+        if (grown == NULL)
+            return RLOCK_ENOMEM;
+        pthread_mutex_lock(&r->mutex);
+        if (r->nretired > 0)
+            memcpy(grown, r->retired, r->nretired * sizeof(*grown));
+        rlock__free(r->retired);
+        r->retired = grown;
+        r->retired[r->nretired++] = old;
+        pthread_mutex_unlock(&r->mutex);
+        rlock__endpoint_str(&old->endpoint, from, sizeof(from));
+    }
+    atomic_store(&r->master, node);
+    if (old == NULL)
+        return RLOCK_OK; /* the first master: no switch to tell */
+    rlock__pool_retire(&old->pool);
+    snprintf(detail, sizeof(detail), "%s -> %s", from,
+             rlock__endpoint_str(&node->endpoint, to, sizeof(to)));
+    rlock__event_post(r->env->events, RLOCK_EVENT_MASTER_SWITCHED, NULL, 0, -1, RLOCK_OK, detail);
+    r->env->switched(r->env->arg);
+    return RLOCK_OK;
+}
+
+/*
+ * Takes the master a sentinel named if it is new, of an epoch not older
+ * than the current master's (a sentinel that has not heard of the last
+ * failover yet names the old master, which may still say it is one), and
+ * confirms itself.
+ */
+static int adopt(rlock__sentinel *r, const answer *a) {
+    rlock__node *current = atomic_load(&r->master);
+    rlock__endpoint ep;
+    redisContext *ctx = NULL;
+    if (current != NULL && a->epoch < atomic_load(&r->epoch))
+        return rlock__fail(RLOCK_EREDIS, 0, "it names %.100s:%d of config epoch %lld, older "
+                                            "than the master in use (%lld)", a->host, a->port,
+                           a->epoch, atomic_load(&r->epoch));
+    if (current != NULL && same_address(&current->endpoint, a->host, a->port))
+        return RLOCK_OK;
+    int status = endpoint_init(&ep, a->host, a->port, r->master_auth.user,
+                               r->master_auth.password, r->master_auth.db);
+    if (status == RLOCK_OK && (status = confirm_master(r, &ep, &ctx)) == RLOCK_OK) {
+        rlock__node *node = rlock__node_new(&ep, r->env->settings->pool_size);
+        status = node == NULL ? RLOCK_ENOMEM : switch_to(r, node);
+        if (status == RLOCK_OK) {
+            atomic_store(&r->epoch, a->epoch);
+            rlock__pool_seed(&node->pool, ctx);
+            ctx = NULL;
+        } else {
+            rlock__node_free(node);
+        }
+    }
+    if (ctx != NULL)
+        redisFree(ctx);
+    rlock__endpoint_clear(&ep);
+    return status;
+}
+
+/* A copy of sentinel i's endpoint (the list may grow meanwhile). */
+int rlock__sentinel_at(rlock__sentinel *r, int i, rlock__endpoint *ep) {
+    pthread_mutex_lock(&r->mutex);
+    int n = r->nsentinels;
+    int status = i < n ? endpoint_init(ep, r->sentinels[(r->first + i) % n].host,
+                                       r->sentinels[(r->first + i) % n].port, r->sentinel_user,
+                                       r->sentinel_password, 0)
+                       : RLOCK_EINVAL;
+    pthread_mutex_unlock(&r->mutex);
+    return status;
+}
+
+/* Notes what sentinel ep said (the thread's last error) in report. */
+static void note(char *report, size_t size, const rlock__endpoint *ep) {
+    char at[RLOCK__WHERE_MAX];
+    size_t used = strlen(report);
+    if (used + 1 < size)
+        snprintf(report + used, size - used, "%s%s: %s", used > 0 ? "; " : "",
+                 rlock__endpoint_str(ep, at, sizeof(at)), rlock__last_message());
+}
+
+int rlock__sentinel_resolve(rlock__sentinel *r, char *report, size_t size) {
+    answer a;
+    int status = RLOCK_EIO;
+    report[0] = '\0';
+    for (int i = 0; status != RLOCK_OK && i < RLOCK__MAX_SENTINELS; i++) {
+        rlock__endpoint ep;
+        if (rlock__sentinel_at(r, i, &ep) != RLOCK_OK || atomic_load(&r->closing))
+            break;
+        status = ask_sentinel(r, &ep, &a);
+        if (status == RLOCK_OK)
+            status = adopt(r, &a);
+        if (status == RLOCK_OK) {
+            pthread_mutex_lock(&r->mutex);
+            r->first = (r->first + i) % r->nsentinels;
+            pthread_mutex_unlock(&r->mutex);
+        } else {
+            note(report, size, &ep);
+        }
+        rlock__endpoint_clear(&ep);
+    }
+    return status;
+}
+
