@@ -14,8 +14,14 @@
  * script cache is not replicated) before any command goes to it.
  *
  * Learning of a failover: the route's own monitor thread subscribes to
- * +switch-master on one sentinel and asks the sentinels again about once a
- * second; an I/O failure of the master's connections (suspect) makes it ask
+ * +switch-master and +selected-slave on up to four sentinels and asks the
+ * sentinels again about once a second. +selected-slave comes from the
+ * sentinel leading a failover and names the replica it is promoting: the
+ * monitor then asks that replica's ROLE every 10 ms and adopts it as soon
+ * as it says master (about a second before the sentinels name it), one
+ * epoch above the old master, so that a sentinel still naming the old
+ * master is not followed back; a sentinel that names it later confirms it
+ * (and one that still does not after 10 s makes it a wrong guess); an I/O failure of the master's connections (suspect) makes it ask
  * at once, and an error reply that says the node is no longer a writable
  * master (READONLY, NOREPLICAS, MASTERDOWN, LOADING) makes the command's own
  * thread resolve before its retry (on_error). Why a thread of the route's,
@@ -35,6 +41,8 @@
  * thread that finds it taken does not wait: the other's answer serves it).
  */
 #include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sentinel.h"
@@ -58,55 +66,122 @@ static int resolve_now(rlock__sentinel *r) {
 
 /* ---- the monitor thread ------------------------------------------------------------- */
 
-/* Subscribes to +switch-master on one of the sentinels (best effort). */
-static void watch_switches(rlock__sentinel *r) {
-    static const char *argv[] = {"SUBSCRIBE", "+switch-master"};
+#define PROMOTION_POLL_MS 10     /* a replica being promoted: ROLE this often */
+#define PROMOTION_WATCH_MS 5000  /* ... for at most this long */
+
+/* Subscribes to the failover events on each of the first sentinels not heard yet. */
+static void watch_events(rlock__sentinel *r) {
+    static const char *argv[] = {"SUBSCRIBE", "+switch-master", "+selected-slave"};
     rlock__endpoint ep;
-    for (int i = 0; r->events == NULL && rlock__sentinel_at(r, i, &ep) == RLOCK_OK; i++) {
+    for (int i = 0; i < RLOCK__EVENT_SENTINELS; i++) {
+        if (r->events[i] != NULL || rlock__sentinel_at(r, i, 0, &ep) != RLOCK_OK)
+            continue;
         int64_t deadline_ms = rlock__deadline_after(SENTINEL_TIMEOUT_MS);
         redisReply *reply = NULL;
-        if (rlock__connect(&ep, SENTINEL_TIMEOUT_MS, deadline_ms, &r->events) == RLOCK_OK &&
-            rlock__sentinel_run(r->events, &ep, 2, argv, deadline_ms, &reply) != RLOCK_OK) {
-            redisFree(r->events);
-            r->events = NULL;
+        if (rlock__connect(&ep, SENTINEL_TIMEOUT_MS, deadline_ms, &r->events[i]) == RLOCK_OK &&
+            rlock__sentinel_run(r->events[i], &ep, 3, argv, deadline_ms, &reply) != RLOCK_OK) {
+            redisFree(r->events[i]);
+            r->events[i] = NULL;
         }
         if (reply != NULL)
             freeReplyObject(reply);
         rlock__endpoint_clear(&ep);
     }
+    r->next_watch_ms = rlock__now_ms() + POLL_INTERVAL_MS;
 }
 
-/* 1 if a +switch-master message names our master. */
-static int names_our_master(const rlock__sentinel *r, const redisReply *m) {
-    size_t len = strlen(r->master_name);
+/* Splits a payload into at most n space-separated words (in place). */
+static int words(char *payload, char **w, int n) {
+    int k = 0;
+    for (char *save = NULL, *t = strtok_r(payload, " ", &save); t != NULL && k < n;
+         t = strtok_r(NULL, " ", &save))
+        w[k++] = t;
+    return k;
+}
+
+enum { HEARD_NOTHING = 0, HEARD_SWITCH = 1 };
+
+/*
+ * A failover event. +switch-master "<name> <old ip> <old port> <new ip> <new
+ * port>": resolve now. +selected-slave "slave <ip:port> <ip> <port> @ <name>
+ * <ip> <port>" (only from the sentinel leading the failover): watch that
+ * replica's ROLE closely, to adopt it as soon as it is promoted.
+ */
+static int on_failover_event(rlock__sentinel *r, const redisReply *m) {
+    char payload[512], *w[8];
     if (m->type != REDIS_REPLY_ARRAY || m->elements != 3 ||
-        m->element[2]->type != REDIS_REPLY_STRING)
-        return 0;
-    const char *payload = m->element[2]->str; /* "<name> <old ip> <old port> <new ip> <new port>" */
-    return strncmp(payload, r->master_name, len) == 0 && payload[len] == ' ';
+        m->element[1]->type != REDIS_REPLY_STRING || m->element[2]->type != REDIS_REPLY_STRING ||
+        strcmp(m->element[0]->str, "message") != 0 || m->element[2]->len >= sizeof(payload))
+        return HEARD_NOTHING;
+    memcpy(payload, m->element[2]->str, m->element[2]->len + 1);
+    int n = words(payload, w, 8);
+    if (strcmp(m->element[1]->str, "+switch-master") == 0)
+        return n >= 1 && strcmp(w[0], r->master_name) == 0 ? HEARD_SWITCH : HEARD_NOTHING;
+    if (n < 6 || strcmp(w[0], "slave") != 0 || strcmp(w[5], r->master_name) != 0 ||
+        strlen(w[2]) >= sizeof(r->promoting_host))
+        return HEARD_NOTHING;
+    snprintf(r->promoting_host, sizeof(r->promoting_host), "%s", w[2]);
+    r->promoting_port = atoi(w[3]);
+    r->promoting_until = rlock__now_ms() + PROMOTION_WATCH_MS;
+    return HEARD_NOTHING;
 }
 
-/* Waits up to timeout_ms for +switch-master; 1 if one about our master came. */
-static int heard_switch(rlock__sentinel *r, int timeout_ms) {
-    struct pollfd pfd = {.fd = r->events != NULL ? r->events->fd : -1, .events = POLLIN};
-    int heard = 0;
-    if (r->events == NULL) {
-        poll(NULL, 0, timeout_ms);
-        return 0;
+/* Reads what sentinel i sent; a broken subscription is dropped (renewed later). */
+static int read_events(rlock__sentinel *r, int i) {
+    int heard = HEARD_NOTHING;
+    if (redisBufferRead(r->events[i]) != REDIS_OK) {
+        redisFree(r->events[i]);
+        r->events[i] = NULL;
+        return HEARD_SWITCH; /* a sentinel went away: worth a look */
     }
-    if (poll(&pfd, 1, timeout_ms) <= 0)
-        return 0;
-    if (redisBufferRead(r->events) != REDIS_OK) {
-        redisFree(r->events); /* a dead sentinel: another one next tick */
-        r->events = NULL;
-        return 1;
-    }
-    for (void *raw = NULL; redisGetReplyFromReader(r->events, &raw) == REDIS_OK && raw != NULL;) {
-        heard |= names_our_master(r, raw);
+    for (void *raw = NULL; redisGetReplyFromReader(r->events[i], &raw) == REDIS_OK && raw;) {
+        heard |= on_failover_event(r, raw);
         freeReplyObject(raw);
         raw = NULL;
     }
     return heard;
+}
+
+/* Waits up to timeout_ms for failover events; HEARD_SWITCH if one calls for a resolve. */
+static int heard_events(rlock__sentinel *r, int timeout_ms) {
+    struct pollfd pfd[RLOCK__EVENT_SENTINELS];
+    int heard = HEARD_NOTHING;
+    for (int i = 0; i < RLOCK__EVENT_SENTINELS; i++)
+        pfd[i] = (struct pollfd){.fd = r->events[i] != NULL ? r->events[i]->fd : -1,
+                                 .events = POLLIN};
+    if (poll(pfd, RLOCK__EVENT_SENTINELS, timeout_ms) <= 0)
+        return HEARD_NOTHING;
+    for (int i = 0; i < RLOCK__EVENT_SENTINELS; i++)
+        if (pfd[i].revents != 0 && r->events[i] != NULL)
+            heard |= read_events(r, i);
+    return heard;
+}
+
+/*
+ * A replica is being promoted: adopt it the moment it says ROLE master, one
+ * epoch above the old master's (so a sentinel still naming the old one is
+ * not followed back), until a sentinel names it with its true epoch.
+ */
+static void watch_promotion(rlock__sentinel *r) {
+    rlock__sentinel_answer a;
+    snprintf(a.host, sizeof(a.host), "%s", r->promoting_host);
+    a.port = r->promoting_port;
+    a.epoch = atomic_load(&r->epoch) + 1;
+    pthread_mutex_lock(&r->resolve_mutex);
+    rlock__node *master = atomic_load(&r->master);
+    if (rlock__sentinel_adopt(r, &a, 1) == RLOCK_OK && atomic_load(&r->master) != master)
+        r->promoting_until = 0; /* adopted */
+    pthread_mutex_unlock(&r->resolve_mutex);
+    if (rlock__now_ms() >= r->promoting_until)
+        r->promoting_until = 0;
+}
+
+static void resolve_locked(rlock__sentinel *r) {
+    char report[REPORT_MAX];
+    pthread_mutex_lock(&r->resolve_mutex);
+    rlock__sentinel_resolve(r, report, sizeof(report));
+    r->last_resolve_ms = rlock__now_ms();
+    pthread_mutex_unlock(&r->resolve_mutex);
 }
 
 static void *monitor_main(void *arg) {
@@ -117,23 +192,21 @@ static void *monitor_main(void *arg) {
     pthread_mutex_lock(&w->mutex);
     while (!w->stop) {
         pthread_mutex_unlock(&w->mutex);
-        if (r->events == NULL)
-            watch_switches(r);
-        int heard = heard_switch(r, MONITOR_TICK_MS);
+        if (rlock__now_ms() >= r->next_watch_ms)
+            watch_events(r);
+        int heard = heard_events(r, r->promoting_until ? PROMOTION_POLL_MS : MONITOR_TICK_MS);
+        if (r->promoting_until != 0)
+            watch_promotion(r);
         if (heard || atomic_exchange(&r->resolve_wanted, 0) || rlock__now_ms() >= next_poll) {
-            pthread_mutex_lock(&r->resolve_mutex);
-            char report[REPORT_MAX];
-            rlock__sentinel_resolve(r, report, sizeof(report));
-            r->last_resolve_ms = rlock__now_ms();
-            pthread_mutex_unlock(&r->resolve_mutex);
+            resolve_locked(r);
             next_poll = rlock__now_ms() + POLL_INTERVAL_MS;
         }
         pthread_mutex_lock(&w->mutex);
     }
     pthread_mutex_unlock(&w->mutex);
-    if (r->events != NULL)
-        redisFree(r->events);
-    r->events = NULL;
+    for (int i = 0; i < RLOCK__EVENT_SENTINELS; i++)
+        if (r->events[i] != NULL)
+            redisFree(r->events[i]);
     return NULL;
 }
 

@@ -9,6 +9,8 @@
 
 #include "net.h"
 
+#define PROVISIONAL_MS 10000    /* a promotion no sentinel confirms by then was a wrong guess */
+#define RLOCK__EVENT_SENTINELS 4 /* sentinels whose failover events the monitor hears */
 #define SENTINEL_TIMEOUT_MS 1000 /* each step with one sentinel: a dead one costs little */
 #define POLL_INTERVAL_MS 1000    /* ask the sentinels this often, +switch-master or not */
 #define RESOLVE_GAP_MS 100       /* on_error: at most one resolve this often */
@@ -35,9 +37,30 @@ typedef struct rlock__sentinel {
     atomic_int resolve_wanted;         /* suspect() asks the monitor to resolve */
     atomic_int closing;                /* abort began: no more resolving */
     rlock__worker monitor;             /* its mutex guards only stop */
-    redisContext *events;              /* the +switch-master subscription: monitor only */
+    int64_t provisional_until;         /* guarded by resolve_mutex: a master adopted on
+                                          promotion, before any sentinel named it, whose
+                                          epoch guard holds until then unless confirmed */
+    redisContext *events[RLOCK__EVENT_SENTINELS]; /* subscriptions: monitor thread only */
+    int64_t next_watch_ms;             /* monitor only: when to (re)subscribe next */
+    char promoting_host[256];          /* monitor only: the replica a sentinel is promoting */
+    int promoting_port;
+    int64_t promoting_until;           /* monitor only: 0 = none */
 } rlock__sentinel;
 
+/* What a sentinel says of the master (or what a promotion event suggests). */
+typedef struct rlock__sentinel_answer {
+    char host[256];
+    int port;
+    long long epoch;    /* config-epoch: grows with each failover */
+} rlock__sentinel_answer;
+
+/*
+ * Takes the master named in a if it is new, of an epoch not older than the
+ * one in use, and confirms itself (ROLE, scripts). provisional: adopted on
+ * a promotion event, before the sentinels name it (its epoch is a guess:
+ * one above the old). Call with resolve_mutex held.
+ */
+int rlock__sentinel_adopt(rlock__sentinel *r, const rlock__sentinel_answer *a, int provisional);
 /*
  * Asks the sentinels in turn until one names a master that confirms itself,
  * and adopts it (a switch tells the net's listener and posts
@@ -45,8 +68,11 @@ typedef struct rlock__sentinel {
  * said in report, if none did. Call with resolve_mutex held.
  */
 int rlock__sentinel_resolve(rlock__sentinel *r, char *report, size_t size);
-/* A copy of the i-th sentinel (from the last responsive one) with the sentinel credentials. */
-int rlock__sentinel_at(rlock__sentinel *r, int i, rlock__endpoint *ep);
+/*
+ * A copy of sentinel i (counted from the last responsive one if from_first,
+ * else from the start of the list) with the sentinel credentials.
+ */
+int rlock__sentinel_at(rlock__sentinel *r, int i, int from_first, rlock__endpoint *ep);
 /* Runs one command on a private connection by deadline_ms; an error reply is the status. */
 int rlock__sentinel_run(redisContext *ctx, const rlock__endpoint *ep, int argc,
                         const char **argv, int64_t deadline_ms, redisReply **reply);

@@ -97,12 +97,7 @@ static void refresh_sentinels(rlock__sentinel *r, redisContext *ctx, const rlock
 
 /* ---- resolving --------------------------------------------------------------------- */
 
-/* What a sentinel says of the master. */
-typedef struct answer {
-    char host[256];
-    int port;
-    long long epoch;    /* config-epoch: grows with each failover */
-} answer;
+typedef rlock__sentinel_answer answer;
 
 /* SENTINEL MASTER <name>'s ip, port and config-epoch into *a. */
 static int read_master(const rlock__sentinel *r, const redisReply *reply, answer *a) {
@@ -196,22 +191,29 @@ static int switch_to(rlock__sentinel *r, rlock__node *node) {
     return RLOCK_OK;
 }
 
-/*
- * Takes the master a sentinel named if it is new, of an epoch not older
- * than the current master's (a sentinel that has not heard of the last
- * failover yet names the old master, which may still say it is one), and
- * confirms itself.
- */
-static int adopt(rlock__sentinel *r, const answer *a) {
+/* Whether the epoch guard refuses a (mutex held): older than the master in use. */
+static int older(const rlock__sentinel *r, const answer *a) {
+    if (a->epoch >= atomic_load(&r->epoch))
+        return 0;
+    /* A provisional master no sentinel confirmed in time was a wrong guess. */
+    return r->provisional_until == 0 || rlock__now_ms() < r->provisional_until;
+}
+
+int rlock__sentinel_adopt(rlock__sentinel *r, const answer *a, int provisional) {
     rlock__node *current = atomic_load(&r->master);
     rlock__endpoint ep;
     redisContext *ctx = NULL;
-    if (current != NULL && a->epoch < atomic_load(&r->epoch))
+    if (current != NULL && older(r, a))
         return rlock__fail(RLOCK_EREDIS, 0, "it names %.100s:%d of config epoch %lld, older "
                                             "than the master in use (%lld)", a->host, a->port,
                            a->epoch, atomic_load(&r->epoch));
-    if (current != NULL && same_address(&current->endpoint, a->host, a->port))
+    if (current != NULL && same_address(&current->endpoint, a->host, a->port)) {
+        if (!provisional) { /* a sentinel names it: confirmed, with its true epoch */
+            r->provisional_until = 0;
+            atomic_store(&r->epoch, a->epoch);
+        }
         return RLOCK_OK;
+    }
     int status = endpoint_init(&ep, a->host, a->port, r->master_auth.user,
                                r->master_auth.password, r->master_auth.db);
     if (status == RLOCK_OK && (status = confirm_master(r, &ep, &ctx)) == RLOCK_OK) {
@@ -219,6 +221,7 @@ static int adopt(rlock__sentinel *r, const answer *a) {
         status = node == NULL ? RLOCK_ENOMEM : switch_to(r, node);
         if (status == RLOCK_OK) {
             atomic_store(&r->epoch, a->epoch);
+            r->provisional_until = provisional ? rlock__now_ms() + PROVISIONAL_MS : 0;
             rlock__pool_seed(&node->pool, ctx);
             ctx = NULL;
         } else {
@@ -231,13 +234,11 @@ static int adopt(rlock__sentinel *r, const answer *a) {
     return status;
 }
 
-/* A copy of sentinel i's endpoint (the list may grow meanwhile). */
-int rlock__sentinel_at(rlock__sentinel *r, int i, rlock__endpoint *ep) {
+int rlock__sentinel_at(rlock__sentinel *r, int i, int from_first, rlock__endpoint *ep) {
     pthread_mutex_lock(&r->mutex);
-    int n = r->nsentinels;
-    int status = i < n ? endpoint_init(ep, r->sentinels[(r->first + i) % n].host,
-                                       r->sentinels[(r->first + i) % n].port, r->sentinel_user,
-                                       r->sentinel_password, 0)
+    int n = r->nsentinels, k = from_first ? (r->first + i) % (n > 0 ? n : 1) : i;
+    int status = i < n ? endpoint_init(ep, r->sentinels[k].host, r->sentinels[k].port,
+                                       r->sentinel_user, r->sentinel_password, 0)
                        : RLOCK_EINVAL;
     pthread_mutex_unlock(&r->mutex);
     return status;
@@ -258,11 +259,11 @@ int rlock__sentinel_resolve(rlock__sentinel *r, char *report, size_t size) {
     report[0] = '\0';
     for (int i = 0; status != RLOCK_OK && i < RLOCK__MAX_SENTINELS; i++) {
         rlock__endpoint ep;
-        if (rlock__sentinel_at(r, i, &ep) != RLOCK_OK || atomic_load(&r->closing))
+        if (rlock__sentinel_at(r, i, 1, &ep) != RLOCK_OK || atomic_load(&r->closing))
             break;
         status = ask_sentinel(r, &ep, &a);
         if (status == RLOCK_OK)
-            status = adopt(r, &a);
+            status = rlock__sentinel_adopt(r, &a, 0);
         if (status == RLOCK_OK) {
             pthread_mutex_lock(&r->mutex);
             r->first = (r->first + i) % r->nsentinels;
