@@ -6,6 +6,8 @@
  *
  *   discovery        the master is found through any live sentinel while the
  *                    others are down; a wrong master name says so
+ *   learned          a url naming one sentinel: after it dies, a failover is
+ *                    still followed through the peers SENTINEL SENTINELS gave
  *   waiter           a blocked waiter acquires promptly after the holder
  *                    unlocks across a SENTINEL FAILOVER
  *   survives         a killed master's replicated watchdog lock lives on at
@@ -75,16 +77,6 @@ static int has_key(const h_server *d, const char *name) {
     return yes;
 }
 
-static int setup(void **state) {
-    *state = h_sentinels_start();
-    return 0;
-}
-
-static int teardown(void **state) {
-    h_sentinels_stop(*state);
-    return 0;
-}
-
 static void test_discovery(void **state) {
     h_sentinels *hs = *state;
     seen s = {0};
@@ -109,6 +101,31 @@ static void test_discovery(void **state) {
     int rc = h_open_status(bad, H_MS(2000), &info);
     assert_int_not_equal(rc, RLOCK_OK);
     assert_non_null(strstr(info.message, "no-such-master"));
+}
+
+static void test_learned_sentinels(void **state) {
+    h_sentinels *hs = *state;
+    seen s = {0};
+    rlock_config cfg;
+    char one[128];
+    /* The url names one sentinel; the client learns the other two from it. */
+    snprintf(one, sizeof one, "redis-sentinel://127.0.0.1:%d/%s", h_server_port(hs->sentinel[0]),
+             H_SENTINEL_MASTER_NAME);
+    h_config(&cfg);
+    cfg.url = one;
+    cfg.on_event = on_event;
+    cfg.callback_arg = &s;
+    rlock_client *c = h_open_config(&cfg);
+    const char *name = h_unique_name("sentinel-learned");
+    rlock *lock = h_get(c, name);
+    h_server_kill(hs->sentinel[0]);
+    h_server *now = h_sentinels_failover(hs); /* through a sentinel the url did not name */
+    H_WAIT_FOR(atomic_load(&s.switched) >= 1, 10000);
+    H_ASSERT_RC(rlock_lock(lock), RLOCK_OK);
+    assert_true(has_key(now, name));
+    H_ASSERT_RC(rlock_unlock(lock), RLOCK_OK);
+    rlock_free(lock);
+    rlock_client_close(c);
 }
 
 /* A thread blocked in rlock_lock; records when it returned. */
@@ -289,16 +306,15 @@ static void test_scripts_on_new_master(void **state) {
     rlock_client_close(c);
 }
 
-#define SENTINEL_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
-
 int main(void) {
     const struct CMUnitTest tests[] = {
-        SENTINEL_TEST(test_discovery),
-        SENTINEL_TEST(test_waiter_across_failover),
-        SENTINEL_TEST(test_killed_master_lock_survives),
-        SENTINEL_TEST(test_killed_master_lock_lost_once),
-        SENTINEL_TEST(test_zombie_never_used),
-        SENTINEL_TEST(test_scripts_on_new_master),
+        H_SENTINEL_TEST(test_discovery),
+        H_SENTINEL_TEST(test_learned_sentinels),
+        H_SENTINEL_TEST(test_waiter_across_failover),
+        H_SENTINEL_TEST(test_killed_master_lock_survives),
+        H_SENTINEL_TEST(test_killed_master_lock_lost_once),
+        H_SENTINEL_TEST(test_zombie_never_used),
+        H_SENTINEL_TEST(test_scripts_on_new_master),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

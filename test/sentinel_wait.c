@@ -83,16 +83,6 @@ static void reset_stats(const h_server *d) {
     redisFree(c);
 }
 
-static int setup(void **state) {
-    *state = h_sentinels_start();
-    return 0;
-}
-
-static int teardown(void **state) {
-    h_sentinels_stop(*state);
-    return 0;
-}
-
 static void test_enough_replicas(void **state) {
     h_sentinels *hs = *state;
     seen s = {0};
@@ -215,15 +205,13 @@ static void test_through_sentinel(void **state) {
     rlock_client_close(c);
 }
 
-#define WAIT_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
-
 int main(void) {
     const struct CMUnitTest tests[] = {
-        WAIT_TEST(test_enough_replicas),
-        WAIT_TEST(test_replica_stopped),
-        WAIT_TEST(test_min_replicas),
-        WAIT_TEST(test_renewal_not_acknowledged),
-        WAIT_TEST(test_through_sentinel),
+        H_SENTINEL_TEST(test_enough_replicas),
+        H_SENTINEL_TEST(test_replica_stopped),
+        H_SENTINEL_TEST(test_min_replicas),
+        H_SENTINEL_TEST(test_renewal_not_acknowledged),
+        H_SENTINEL_TEST(test_through_sentinel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

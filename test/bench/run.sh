@@ -10,7 +10,7 @@
 # Targets are printed, never asserted: a missed target is reported as MISS
 # and the exit status stays 0. The exit status is 1 only when a program failed
 # (an rlock call returned an error, a counter was not exact, a watchdog lock
-# was lost). About two minutes on a 2-core machine.
+# was lost). About three minutes on a 2-core machine.
 #
 # Knobs (environment): BENCH_QUICK=1 shortens every run (for a smoke test).
 set -uo pipefail
@@ -126,6 +126,10 @@ for n in $WDN; do
     wd_rows="$wd_rows wd$n"
 done
 
+# Its own master, two replicas and three sentinels (not the url's server).
+if [ "$quick" = 1 ]; then SF=1; else SF=3; fi
+run sent "$bin/bench_sentinel" -d $D -r $R -f $SF
+
 # ---- report ----------------------------------------------------------------------
 
 redis_version=$(redis-cli -u "$url" INFO server 2>/dev/null | tr -d '\r' | sed -n 's/^redis_version://p')
@@ -233,6 +237,26 @@ row "client heap bytes per waiting thread, own lock" "$(get "$mem" heap_per_wait
 row "client heap bytes kept per lock after unlock" "$(get "$mem" heap_left_after_unlock)" "" ""
 row "Redis bytes per held lock" "$(get "$mem" redis_bytes_per_held_lock)" "" ""
 cmd "$(cmd_of "$mem")"
+
+section "8. Replicated: a master, 2 replicas, 3 sentinels of its own (1 thread, uncontended)"
+so=$(get "$sent" single_ops) se=$(get "$sent" sentinel_ops)
+wb=$(get "$sent" wait_base_ops) wo=$(get "$sent" wait_ops)
+rs=$(ratio "$se" "$so") rw=$(ratio "$wo" "$wb")
+row "redis:// to the master: cycles/s" "$so" "" ""
+row "redis-sentinel://: cycles/s" "$se" "" ""
+row "Sentinel ratio to redis:// (same run)" "$rs" ">= 0.95" "$(verdict "$rs" '>=' 0.95)"
+row "raw EVALSHA + WAIT 1 pipelined: cycles/s" "$wb" "" ""
+row "replica_acks 1: cycles/s" "$wo" "" ""
+row "replica_acks 1: ratio to raw EVALSHA + WAIT" "$rw" ">= 0.90" "$(verdict "$rw" '>=' 0.90)"
+row "replica_acks 1: p50 ms" "$(get "$sent" wait_p50_ms)" "" ""
+row "replica_acks 1: p99 ms" "$(get "$sent" wait_p99_ms)" "" ""
+row "replica_acks 0: p50 ms" "$(get "$sent" nowait_p50_ms)" "" ""
+row "replica_acks 0: p99 ms" "$(get "$sent" nowait_p99_ms)" "" ""
+ta=$(get "$sent" to_acquire_ms) tr=$(get "$sent" to_renew_ms)
+row "failover: new master writable -> waiter's lock, ms" "$ta" "<= 300" "$(verdict "$ta" '<=' 300)"
+row "failover: new master writable -> renewal, ms" "$tr" "<= 300" "$(verdict "$tr" '<=' 300)"
+printf '  %s\n' "  (median of $(get "$sent" failovers) SENTINEL FAILOVERs)" | tee -a "$table"
+cmd "$(cmd_of "$sent")"
 
 # ---- results.json ------------------------------------------------------------------
 

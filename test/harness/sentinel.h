@@ -30,7 +30,7 @@ h_server *h_sentinels_named_master(h_sentinels *hs, int i);
 /* The data server that says ROLE master (the first one, if several do). */
 h_server *h_sentinels_role_master(h_sentinels *hs);
 /*
- * SENTINEL FAILOVER on a sentinel, then waits until a different server says
+ * SENTINEL FAILOVER on the first live sentinel, then waits until a different server says
  * ROLE master and the sentinels name it. Returns it. Fails after 15 s.
  */
 h_server *h_sentinels_failover(h_sentinels *hs);
@@ -42,5 +42,12 @@ void h_replica_cut(h_server *r);
 void h_replica_heal(h_server *r);
 /* The replicas of master m that report master_link_status:up (by INFO). */
 int h_replicas_linked(const h_server *m);
+
+/* cmocka fixtures: *state = a fresh set-up (h_sentinels *), per test. */
+int h_sentinels_fixture_start(void **state);
+int h_sentinels_fixture_stop(void **state);
+/* A cmocka test with a set-up of its own (needs cmocka.h). */
+#define H_SENTINEL_TEST(fn)                                                                        \
+    cmocka_unit_test_setup_teardown(fn, h_sentinels_fixture_start, h_sentinels_fixture_stop)
 
 #endif /* RLOCK_TEST_HARNESS_SENTINEL_H */
