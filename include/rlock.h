@@ -103,10 +103,12 @@ RLOCK_EXTERN unsigned rlock_version_num(void);
  *   ENOPERM   an ACL refused a command, key or channel (NOPERM); nothing
  *             was changed in Redis
  *   ENOREPL   replica_acks is set and fewer replicas acknowledged the write
- *             (WAIT) within replica_ack_timeout_ms, or the master refused it
- *             (NOREPLICAS, min-replicas-to-write). An acquisition was rolled
- *             back (the caller holds nothing); an unlock or force unlock did
- *             apply on the master, but a failover now may undo it.
+ *             (WAIT) within replica_ack_timeout_ms (or a re-send after a lost
+ *             reply left it unknown), or the master refused it with
+ *             NOREPLICAS (min-replicas-to-write: nothing changed). An
+ *             acquisition is given back (the caller holds nothing); an
+ *             acknowledged-too-few unlock or force unlock did apply on the
+ *             master, but a failover now may undo it.
  */
 #define RLOCK_STATUS_MAP(XX)                                                  \
     XX(OK, 0, "success")                                                      \
@@ -362,8 +364,11 @@ RLOCK_EXTERN const char *rlock_name(const rlock *lock);
  * Returns RLOCK_OK; RLOCK_ELOST; RLOCK_EINVAL; RLOCK_EIO (Redis unreachable
  * after the retries); RLOCK_ENOTLOCK (a hash that is not a lock has the
  * name); RLOCK_EREDIS (e.g. the key holds another type of value; it is left
- * untouched); RLOCK_ENOPERM, RLOCK_EAUTH; RLOCK_ECLOSED; RLOCK_ENOMEM. Blocks
- * until acquired or failed; the wait is a cancellation point.
+ * untouched); RLOCK_ENOPERM, RLOCK_EAUTH; RLOCK_ENOREPL (replica_acks set:
+ * the acquisition was not acknowledged and was given back -- the thread holds
+ * nothing -- or the master refused writes with NOREPLICAS); RLOCK_ECLOSED;
+ * RLOCK_ENOMEM. Blocks until acquired or failed; the wait is a cancellation
+ * point.
  */
 RLOCK_EXTERN int rlock_lock(rlock *lock);
 
@@ -385,8 +390,10 @@ RLOCK_EXTERN int rlock_lock_lease(rlock *lock, long long lease_ms);
  * wait); RLOCK_ELOST (as for rlock_lock()); RLOCK_EINVAL; RLOCK_EIO (Redis
  * unreachable: returned within wait_ms + command_timeout_ms plus scheduling
  * slack, whatever the signals, the pool's queue or a hanging connect);
- * RLOCK_ENOTLOCK; RLOCK_EREDIS; RLOCK_ENOPERM; RLOCK_ECLOSED; RLOCK_ENOMEM.
- * A command that surely never reached Redis (the pooled connection was
+ * RLOCK_ENOTLOCK; RLOCK_EREDIS; RLOCK_ENOPERM; RLOCK_ENOREPL (as for
+ * rlock_lock(); giving an unacknowledged acquisition back is bounded by the
+ * same time, plus replica_ack_timeout_ms for each WAIT); RLOCK_ECLOSED;
+ * RLOCK_ENOMEM. A command that surely never reached Redis (the pooled connection was
  * closed by the server while idle, or the write failed) is sent again on a
  * fresh connection even with wait_ms 0. An error return never leaves a renewed hold
  * behind. If the reply to an acquisition was lost, the acquisition may
@@ -416,9 +423,15 @@ RLOCK_EXTERN int rlock_try_lock(rlock *lock, long long wait_ms, long long lease_
  * calling rlock_unlock() again from the same thread completes it exactly
  * once); RLOCK_ENOTLOCK; RLOCK_ENOPERM (e.g. the ACL forbids PUBLISH on the
  * lock's channel: the lock is NOT released, still held and renewed);
- * RLOCK_EREDIS; RLOCK_ECLOSED; RLOCK_EINVAL. Any error other than RLOCK_EIO
- * means Redis was left unchanged. Blocks for at most command_timeout_ms per
- * attempt. Thread-safe.
+ * RLOCK_ENOREPL (replica_acks set: either the master applied the unlock and
+ * fewer replicas acknowledged it -- the thread no longer holds that hold,
+ * but a failover now could bring it back until its lease ends -- or the
+ * master refused it with NOREPLICAS and nothing changed: the message says
+ * which, and rlock_is_held_by_current_thread() tells); RLOCK_EREDIS;
+ * RLOCK_ECLOSED; RLOCK_EINVAL. Any error other than RLOCK_EIO and
+ * RLOCK_ENOREPL means Redis was left unchanged. Blocks for at most
+ * command_timeout_ms (+ replica_ack_timeout_ms with replica_acks) per attempt.
+ * Thread-safe.
  */
 RLOCK_EXTERN int rlock_unlock(rlock *lock);
 
@@ -427,8 +440,10 @@ RLOCK_EXTERN int rlock_unlock(rlock *lock);
  * locked and is now deleted), 0 (it was not locked) or a negative error:
  * RLOCK_ENOTLOCK (the name holds a hash that is not a lock: left untouched),
  * RLOCK_EREDIS (another type of value: untouched), RLOCK_ENOPERM, RLOCK_EIO,
- * RLOCK_ECLOSED, RLOCK_EINVAL. The previous holder learns of the loss at its
- * next renewal, lock or unlock.
+ * RLOCK_ENOREPL (replica_acks set: deleted on the master, not acknowledged;
+ * or refused by NOREPLICAS, nothing changed), RLOCK_ECLOSED, RLOCK_EINVAL.
+ * The previous holder learns of the loss at its next renewal, lock or
+ * unlock.
  */
 RLOCK_EXTERN int rlock_force_unlock(rlock *lock);
 

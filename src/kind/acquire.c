@@ -68,15 +68,46 @@ static int hold_before_acquire(rlock *lock, const rlock__owner *owner, rlock__ho
                                     : "its hold was lost earlier (reported then)");
 }
 
+/* A leftover count is given back at most this deep (one RELEASE per hold). */
+#define MAX_LEFTOVER 64
+
+/*
+ * Redis still has count >= 2 holds of an owner that believes it holds none:
+ * what is left of a hold the client already declared lost (its lease ran
+ * out by the client's clock while a renewal it could not confirm -- Redis
+ * paused, or not acknowledged by the replicas -- did extend it). Re-basing
+ * onto it would leave the lock held after the owner's last unlock, renewed
+ * for ever; so the leftover is given back first, and the owner starts
+ * afresh at one hold, as the loss promised.
+ */
+static int drop_leftover(rlock *lock, const rlock__owner *owner, long long count,
+                         int64_t deadline_ms) {
+    rlock__released out = {.remaining = count};
+    int status = RLOCK_OK;
+    for (int i = 0; i < MAX_LEFTOVER && status == RLOCK_OK && out.remaining > 0 && !out.gone; i++)
+        status = lock->kind->release(lock, owner, out.remaining, deadline_ms, &out);
+    if (status == RLOCK_OK && out.remaining > 0 && !out.gone)
+        return rlock__fail(RLOCK_EREDIS, 0, "lock '%.200s': %lld holds left over from a lost "
+                                            "hold could not all be given back", lock->name, count);
+    return status == RLOCK_ENOREPL ? RLOCK_OK : status;
+}
+
 /*
  * An attempt answered "stale": Redis has count holds, the owner expected
  * others. Fewer than expected means the hold is gone -- unless the owner's
  * last unlock had an unknown outcome and Redis shows exactly that unlock
- * applied. Returns RLOCK_OK to re-base on count, or RLOCK_ELOST.
+ * applied. Returns RLOCK_OK with the count to send next in *next, or
+ * RLOCK_ELOST.
  */
 static int check_stale(rlock *lock, const rlock__owner *owner, const rlock__hold_info *info,
-                       long long expected, long long count) {
+                       long long expected, long long count, int64_t deadline_ms,
+                       long long *next) {
     long long lease_left = 0;
+    *next = count;
+    if (expected == 0 && count >= 2) {
+        *next = 0;
+        return drop_leftover(lock, owner, count, deadline_ms);
+    }
     if (expected == 0 || count >= expected || (info->unsure && count == expected - 1))
         return RLOCK_OK;
     int report = rlock__holds_found_gone(&lock->engine->holds, lock->name, lock->name_len,
@@ -100,15 +131,20 @@ static void record_hold(rlock *lock, const rlock__owner *owner, long long lease_
  * otherwise hand the lock to somebody else while the caller believed it
  * held it). One that wrote nothing (busy, stale) stands as it is.
  */
-static int unacknowledged(rlock *lock, const rlock__owner *owner, const rlock__attempt *answer) {
-    rlock__released ignored;
+static int unacknowledged(rlock *lock, const rlock__owner *owner, const rlock__attempt *answer,
+                          int64_t deadline_ms) {
+    char why[300];
+    rlock__released out;
     if (answer->outcome == RLOCK__ATTEMPT_NONE)
         return RLOCK_ENOREPL; /* refused before it wrote (NOREPLICAS) */
     if (answer->outcome != RLOCK__ATTEMPT_HELD)
         return RLOCK_OK;
-    char why[300];
     snprintf(why, sizeof(why), "%s", rlock__last_message());
-    lock->kind->release(lock, owner, answer->value, &ignored); /* best effort, also unacked */
+    int status = lock->kind->release(lock, owner, answer->value, deadline_ms, &out);
+    if (status != RLOCK_OK && status != RLOCK_ENOREPL)
+        return rlock__fail(RLOCK_ENOREPL, 0, "lock '%.200s': acquired but not acknowledged (%s); "
+                                             "giving it back failed too (%s): it expires by "
+                                             "its lease", lock->name, why, rlock__last_message());
     return rlock__fail(RLOCK_ENOREPL, 0, "lock '%.200s': acquired but not acknowledged, "
                                          "released again (%s)", lock->name, why);
 }
@@ -141,10 +177,10 @@ static int acquire_once(rlock *lock, const rlock__owner *owner, long long lease_
         sent_ms = rlock__now_ms();
         status = lock->kind->attempt(lock, owner, ttl, expected, deadline_ms, &answer);
         if (status == RLOCK_ENOREPL)
-            status = unacknowledged(lock, owner, &answer);
+            status = unacknowledged(lock, owner, &answer, deadline_ms);
         if (status == RLOCK_OK && answer.outcome == RLOCK__ATTEMPT_STALE)
-            status = check_stale(lock, owner, &info, expected, answer.value);
-        expected = answer.value; /* used only if stale */
+            status = check_stale(lock, owner, &info, expected, answer.value, deadline_ms,
+                                 &expected);
     }
     if (status == RLOCK_OK && answer.outcome == RLOCK__ATTEMPT_HELD)
         record_hold(lock, owner, lease_ms, answer.value, sent_ms, &spare);
@@ -186,7 +222,7 @@ static void stop_waiting(void *arg) {
             unclaimed = 1;
     }
     if (unclaimed) /* best effort */
-        lock->kind->release(lock, &w->waiter.owner, 1, &ignored_release);
+        lock->kind->release(lock, &w->waiter.owner, 1, RLOCK__NO_DEADLINE, &ignored_release);
     rlock__free(w->spare);
 }
 

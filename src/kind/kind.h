@@ -96,11 +96,13 @@ struct rlock__kind {
      */
     int (*read_ahead)(const rlock *lock, rlock__conn *ahead, rlock__attempt *answer);
     /*
-     * Releases one of owner's `expected` holds. RLOCK_OK with *out filled;
-     * an I/O failure leaves out->remaining RLOCK__RELEASE_UNKNOWN.
+     * Releases one of owner's `expected` holds, re-sending until deadline_ms.
+     * RLOCK_OK with *out filled; an I/O failure leaves out->remaining
+     * RLOCK__RELEASE_UNKNOWN; a refusal (an error reply, NOREPLICAS too)
+     * leaves it -2: Redis unchanged.
      */
     int (*release)(const rlock *lock, const rlock__owner *owner, long long expected,
-                   rlock__released *out);
+                   int64_t deadline_ms, rlock__released *out);
     /* Moves owner's last hold to the offered waiter; NULL: no in-process hand-offs. */
     int (*transfer)(const rlock *lock, const rlock__owner *owner, const rlock__offer *offer,
                     rlock__released *out);

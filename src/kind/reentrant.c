@@ -101,10 +101,12 @@ static int read_ahead(const rlock *lock, rlock__conn *ahead, rlock__attempt *ans
 typedef struct release_answer {
     long long count;
     int stale, gone;
+    int read;                   /* an answer came (else the command was refused) */
 } release_answer;
 
 static int read_release(const redisReply *reply, void *arg) {
     release_answer *r = arg;
+    r->read = 1;
     r->stale = r->gone = 0;
     if (reply->type == REDIS_REPLY_INTEGER) {
         r->count = reply->integer;
@@ -121,19 +123,20 @@ static int read_release(const redisReply *reply, void *arg) {
 }
 
 static int send_release(const rlock *lock, const char *owner, size_t owner_len,
-                        long long expected, rlock__exec_info *info, release_answer *answer) {
+                        long long expected, int64_t deadline_ms, rlock__exec_info *info,
+                        release_answer *answer) {
     char expected_str[24];
     const char *argv[] = {lock->name, owner, expected_str, lock->channel};
     size_t argvlen[] = {lock->name_len, owner_len, rlock__fmt_i64(expected_str, expected),
                         lock->channel_len};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_RELEASE, .flags = RLOCK__CMD_WRITE, .argc = 4,
                       .nkeys = 1, .argv = argv, .argvlen = argvlen};
-    return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, info, read_release,
-                            answer);
+    answer->read = 0;
+    return rlock__exec_read(lock->engine->net, &cmd, deadline_ms, info, read_release, answer);
 }
 
 static int release(const rlock *lock, const rlock__owner *owner, long long expected,
-                   rlock__released *out) {
+                   int64_t deadline_ms, rlock__released *out) {
     char field[RLOCK__OWNER_MAX];
     size_t field_len = rlock__owner_field(lock->client_id, owner->id, field);
     release_answer answer = {.stale = 1};
@@ -141,17 +144,17 @@ static int release(const rlock *lock, const rlock__owner *owner, long long expec
     int resent = 0, status = RLOCK_EREDIS;
     *out = (rlock__released){.remaining = -2};
     for (int i = 0; i < MAX_REBASES && answer.stale; i++) {
-        status = send_release(lock, field, field_len, expected, &info, &answer);
+        status = send_release(lock, field, field_len, expected, deadline_ms, &info, &answer);
         resent |= info.resent;
-        if (status != RLOCK_OK && status != RLOCK_ENOREPL)
-            break;
+        if ((status != RLOCK_OK && status != RLOCK_ENOREPL) || !answer.read)
+            break; /* refused (NOREPLICAS too): Redis is unchanged */
         if (answer.stale)
             expected = answer.count;
     }
-    /* ENOREPL: applied on the master, not acknowledged: book it as applied. */
+    /* ENOREPL with an answer: applied on the master, not acknowledged: book it as applied. */
     if (status == RLOCK_EIO) {
         out->remaining = RLOCK__RELEASE_UNKNOWN; /* the entry stays, marked unsure */
-    } else if (status != RLOCK_OK && status != RLOCK_ENOREPL) {
+    } else if ((status != RLOCK_OK && status != RLOCK_ENOREPL) || !answer.read) {
         /* Refused (an error reply): Redis is unchanged, the hold stays as it was. */
     } else if (answer.stale) {
         status = rlock__fail(RLOCK_EREDIS, 0, "lock '%.200s': RELEASE kept finding a stale count",

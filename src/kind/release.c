@@ -85,7 +85,7 @@ int rlock__release(rlock *lock, const rlock__owner *owner) {
     if (offered)
         status = lock->kind->transfer(lock, owner, &offer, &out);
     else
-        status = lock->kind->release(lock, owner, expected, &out);
+        status = lock->kind->release(lock, owner, expected, RLOCK__NO_DEADLINE, &out);
     rlock__holds_released(&e->holds, lock->name, lock->name_len, owner->id,
                           out.gone ? -2 : out.remaining);
     if (offered)

@@ -150,13 +150,18 @@ static int ask_route(rlock__net *net, const redisReply *reply, attempt *a, int *
     return RLOCK__ROUTE_NOW;
 }
 
-/* A reply that ends the call: an error reply's status, ENOREPL, or OK. */
+/*
+ * A reply that ends the call: an error reply's status, ENOREPL, or OK. After
+ * a re-send, WAIT proves nothing: the send that applied may have been the
+ * first, on a connection now gone, and WAIT counts only this connection's
+ * writes (none, if this send found the work done).
+ */
 static int final_status(rlock__net *net, const rlock__cmd *cmd, const attempt *a,
-                        const redisReply *reply) {
+                        const redisReply *reply, int resent) {
     if (reply->type == REDIS_REPLY_ERROR)
         return rlock__fail_cmd_reply(net, a->node, reply, cmd);
-    if (a->acks >= 0 && a->acks < rlock__wait_for(net, cmd))
-        return rlock__fail_acks(net, a->node, cmd, a->acks);
+    if (a->acks >= 0 && (a->acks < rlock__wait_for(net, cmd) || resent))
+        return rlock__fail_acks(net, a->node, cmd, resent ? -1 : a->acks);
     return RLOCK_OK;
 }
 
@@ -191,7 +196,7 @@ int rlock__exec(rlock__net *net, const rlock__cmd *cmd, int64_t deadline_ms, red
         }
         a.asking = 0;
         if (status == RLOCK_OK && verdict == RLOCK__ROUTE_NONE && !is_transient_error(*reply))
-            return final_status(net, cmd, &a, *reply);
+            return final_status(net, cmd, &a, *reply, maybe_sent);
         if (status != RLOCK_OK && status != RLOCK_EIO)
             return status;
         /* A write that failed sent nothing Redis would run: at once, on a fresh connection. */

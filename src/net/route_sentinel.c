@@ -39,6 +39,7 @@
  * sentinel list and the retired nodes; `master` is an atomic pointer (read
  * on every command); `resolve_mutex` lets one thread resolve at a time (a
  * thread that finds it taken does not wait: the other's answer serves it).
+ * Command threads never resolve: they ask the monitor (resolve_wanted).
  */
 #include <poll.h>
 #include <stdio.h>
@@ -46,23 +47,6 @@
 #include <string.h>
 
 #include "sentinel.h"
-
-/*
- * Resolves unless another thread is at it or did so less than
- * RESOLVE_GAP_MS ago (then its answer serves). 1 if this call resolved.
- */
-static int resolve_now(rlock__sentinel *r) {
-    char report[REPORT_MAX];
-    if (pthread_mutex_trylock(&r->resolve_mutex) != 0)
-        return 0;
-    int due = rlock__now_ms() - r->last_resolve_ms >= RESOLVE_GAP_MS;
-    if (due) { /* a failed resolve is not the command's error: the command retries */
-        rlock__sentinel_resolve(r, report, sizeof(report));
-        r->last_resolve_ms = rlock__now_ms();
-    }
-    pthread_mutex_unlock(&r->resolve_mutex);
-    return due;
-}
 
 /* ---- the monitor thread ------------------------------------------------------------- */
 
@@ -73,7 +57,7 @@ static int resolve_now(rlock__sentinel *r) {
 static void watch_events(rlock__sentinel *r) {
     static const char *argv[] = {"SUBSCRIBE", "+switch-master", "+selected-slave"};
     rlock__endpoint ep;
-    for (int i = 0; i < RLOCK__EVENT_SENTINELS; i++) {
+    for (int i = 0; i < RLOCK__EVENT_SENTINELS && !atomic_load(&r->closing); i++) {
         if (r->events[i] != NULL || rlock__sentinel_at(r, i, 0, &ep) != RLOCK_OK)
             continue;
         int64_t deadline_ms = rlock__deadline_after(SENTINEL_TIMEOUT_MS);
@@ -101,6 +85,18 @@ static int words(char *payload, char **w, int n) {
 
 enum { HEARD_NOTHING = 0, HEARD_SWITCH = 1 };
 
+/* Starts watching host:port's ROLE (a connection kept to another host goes). */
+static void watch_host(rlock__sentinel *r, const char *host, const char *port) {
+    if (strlen(host) >= sizeof(r->promoting_host))
+        return;
+    if (r->promoting != NULL)
+        redisFree(r->promoting);
+    r->promoting = NULL;
+    snprintf(r->promoting_host, sizeof(r->promoting_host), "%s", host);
+    r->promoting_port = atoi(port);
+    r->promoting_until = rlock__now_ms() + PROMOTION_WATCH_MS;
+}
+
 /*
  * A failover event. +switch-master "<name> <old ip> <old port> <new ip> <new
  * port>": resolve now. +selected-slave "slave <ip:port> <ip> <port> @ <name>
@@ -115,14 +111,14 @@ static int on_failover_event(rlock__sentinel *r, const redisReply *m) {
         return HEARD_NOTHING;
     memcpy(payload, m->element[2]->str, m->element[2]->len + 1);
     int n = words(payload, w, 8);
-    if (strcmp(m->element[1]->str, "+switch-master") == 0)
-        return n >= 1 && strcmp(w[0], r->master_name) == 0 ? HEARD_SWITCH : HEARD_NOTHING;
-    if (n < 6 || strcmp(w[0], "slave") != 0 || strcmp(w[5], r->master_name) != 0 ||
-        strlen(w[2]) >= sizeof(r->promoting_host))
-        return HEARD_NOTHING;
-    snprintf(r->promoting_host, sizeof(r->promoting_host), "%s", w[2]);
-    r->promoting_port = atoi(w[3]);
-    r->promoting_until = rlock__now_ms() + PROMOTION_WATCH_MS;
+    if (strcmp(m->element[1]->str, "+switch-master") == 0) {
+        if (n < 5 || strcmp(w[0], r->master_name) != 0)
+            return HEARD_NOTHING;
+        watch_host(r, w[3], w[4]); /* confirmed like a promotion (ROLE), then by the sentinels */
+        return HEARD_SWITCH;
+    }
+    if (n >= 6 && strcmp(w[0], "slave") == 0 && strcmp(w[5], r->master_name) == 0)
+        watch_host(r, w[2], w[3]);
     return HEARD_NOTHING;
 }
 
@@ -157,30 +153,64 @@ static int heard_events(rlock__sentinel *r, int timeout_ms) {
     return heard;
 }
 
+/* Whether the replica being promoted says ROLE master (one kept connection). */
+static int promoted(rlock__sentinel *r) {
+    rlock__endpoint ep = {.host = r->promoting_host, .port = r->promoting_port,
+                          .user = r->master_auth.user, .password = r->master_auth.password};
+    const char *argv[] = {"ROLE"};
+    redisReply *reply = NULL;
+    int64_t deadline_ms = rlock__deadline_after(4 * PROMOTION_POLL_MS);
+    if (r->promoting == NULL &&
+        rlock__connect(&ep, SENTINEL_TIMEOUT_MS, deadline_ms, &r->promoting) != RLOCK_OK)
+        return 0;
+    int yes = rlock__sentinel_run(r->promoting, &ep, 1, argv, deadline_ms, &reply) == RLOCK_OK &&
+              reply->type == REDIS_REPLY_ARRAY && reply->elements > 0 &&
+              reply->element[0]->type == REDIS_REPLY_STRING &&
+              strcmp(reply->element[0]->str, "master") == 0;
+    if (reply != NULL)
+        freeReplyObject(reply);
+    else if (r->promoting != NULL) { /* no answer in time: a fresh connection next tick */
+        redisFree(r->promoting);
+        r->promoting = NULL;
+    }
+    return yes;
+}
+
+static void stop_watching(rlock__sentinel *r) {
+    r->promoting_until = 0;
+    if (r->promoting != NULL)
+        redisFree(r->promoting);
+    r->promoting = NULL;
+}
+
 /*
- * A replica is being promoted: adopt it the moment it says ROLE master, one
- * epoch above the old master's (so a sentinel still naming the old one is
- * not followed back), until a sentinel names it with its true epoch.
+ * A replica is being promoted (or +switch-master named a new master): once
+ * it says ROLE master, adopt it -- one epoch above the old master's, so a
+ * sentinel still naming the old one is not followed back -- until a
+ * sentinel names it with its true epoch.
  */
 static void watch_promotion(rlock__sentinel *r) {
     rlock__sentinel_answer a;
+    if (rlock__now_ms() >= r->promoting_until) {
+        stop_watching(r);
+        return;
+    }
+    if (!promoted(r))
+        return;
     snprintf(a.host, sizeof(a.host), "%s", r->promoting_host);
     a.port = r->promoting_port;
     a.epoch = atomic_load(&r->epoch) + 1;
     pthread_mutex_lock(&r->resolve_mutex);
-    rlock__node *master = atomic_load(&r->master);
-    if (rlock__sentinel_adopt(r, &a, 1) == RLOCK_OK && atomic_load(&r->master) != master)
-        r->promoting_until = 0; /* adopted */
+    int status = rlock__sentinel_adopt(r, &a, 1);
     pthread_mutex_unlock(&r->resolve_mutex);
-    if (rlock__now_ms() >= r->promoting_until)
-        r->promoting_until = 0;
+    if (status == RLOCK_OK)
+        stop_watching(r);
 }
 
 static void resolve_locked(rlock__sentinel *r) {
     char report[REPORT_MAX];
     pthread_mutex_lock(&r->resolve_mutex);
     rlock__sentinel_resolve(r, report, sizeof(report));
-    r->last_resolve_ms = rlock__now_ms();
     pthread_mutex_unlock(&r->resolve_mutex);
 }
 
@@ -207,6 +237,7 @@ static void *monitor_main(void *arg) {
     for (int i = 0; i < RLOCK__EVENT_SENTINELS; i++)
         if (r->events[i] != NULL)
             redisFree(r->events[i]);
+    stop_watching(r);
     return NULL;
 }
 
@@ -227,6 +258,11 @@ static int says_not_master(const redisReply *error) {
     return 0;
 }
 
+/*
+ * The command's thread does not resolve itself (that could take seconds of
+ * its time bound with sentinels down): it asks the monitor, and retries after
+ * the usual pause on whatever master is current then.
+ */
 static int sentinel_on_error(rlock__route *route, rlock__node *node, const redisReply *error,
                              rlock__node **to, int *asking) {
     rlock__sentinel *r = (rlock__sentinel *)route;
@@ -234,12 +270,13 @@ static int sentinel_on_error(rlock__route *route, rlock__node *node, const redis
     *to = NULL;
     if (!says_not_master(error))
         return RLOCK__ROUTE_NONE;
-    resolve_now(r);
     rlock__node *master = atomic_load(&r->master);
-    if (master == node)
-        return RLOCK__ROUTE_LATER; /* not moved (yet): the retry pause, then again */
-    *to = master;
-    return RLOCK__ROUTE_NOW;
+    if (master != node) {
+        *to = master; /* moved already: at once */
+        return RLOCK__ROUTE_NOW;
+    }
+    atomic_store(&r->resolve_wanted, 1);
+    return RLOCK__ROUTE_LATER;
 }
 
 static void sentinel_suspect(rlock__route *route, rlock__node *node) {
@@ -310,7 +347,6 @@ static rlock__sentinel *new_route(rlock__url *url, const rlock__route_env *env) 
     memcpy(r->sentinels, url->sentinels, (size_t)url->nsentinels * sizeof(*r->sentinels));
     rlock__free(url->sentinels);
     memset(url, 0, sizeof(*url));
-    r->last_resolve_ms = rlock__now_ms() - RESOLVE_GAP_MS;
     return r;
 }
 

@@ -13,7 +13,6 @@
 #define RLOCK__EVENT_SENTINELS 4 /* sentinels whose failover events the monitor hears */
 #define SENTINEL_TIMEOUT_MS 1000 /* each step with one sentinel: a dead one costs little */
 #define POLL_INTERVAL_MS 1000    /* ask the sentinels this often, +switch-master or not */
-#define RESOLVE_GAP_MS 100       /* on_error: at most one resolve this often */
 #define MONITOR_TICK_MS 100      /* the monitor looks at suspect() requests this often */
 #define REPORT_MAX 600
 
@@ -32,8 +31,8 @@ typedef struct rlock__sentinel {
     int first;                         /* the sentinel that answered last */
     rlock__node **retired;             /* owned: former masters' nodes */
     size_t nretired;
-    pthread_mutex_t resolve_mutex;     /* one resolve at a time; guards last_resolve_ms */
-    int64_t last_resolve_ms;
+    pthread_mutex_t resolve_mutex;     /* one resolve at a time (the monitor, and open
+                                          before the monitor starts) */
     atomic_int resolve_wanted;         /* suspect() asks the monitor to resolve */
     atomic_int closing;                /* abort began: no more resolving */
     rlock__worker monitor;             /* its mutex guards only stop */
@@ -45,6 +44,7 @@ typedef struct rlock__sentinel {
     char promoting_host[256];          /* monitor only: the replica a sentinel is promoting */
     int promoting_port;
     int64_t promoting_until;           /* monitor only: 0 = none */
+    redisContext *promoting;           /* monitor only: kept to ask that replica's ROLE */
 } rlock__sentinel;
 
 /* What a sentinel says of the master (or what a promotion event suggests). */

@@ -120,7 +120,7 @@ static int ask_sentinel(rlock__sentinel *r, const rlock__endpoint *ep, answer *a
     int status = rlock__connect(ep, SENTINEL_TIMEOUT_MS, deadline_ms, &ctx);
     if (status == RLOCK_OK)
         status = rlock__sentinel_run(ctx, ep, 3, argv, deadline_ms, &reply);
-    if (status == RLOCK_EREDIS) /* "ERR No such master with that name" */
+    if (status == RLOCK_EREDIS && strstr(rlock__last_message(), "No such master") != NULL)
         status = rlock__fail(RLOCK_EREDIS, 0, "it names no master '%.100s'", r->master_name);
     if (status == RLOCK_OK)
         status = read_master(r, reply, a);
@@ -165,6 +165,8 @@ static int confirm_master(rlock__sentinel *r, rlock__endpoint *ep, redisContext 
 
 /* Makes node the master (its pool seeded with ctx); the old one is retired. */
 static int switch_to(rlock__sentinel *r, rlock__node *node) {
+    if (atomic_load(&r->closing)) /* close began: its abort would miss the new pool */
+        return rlock__fail(RLOCK_ECLOSED, 0, "client closing: master switch not made");
     char from[RLOCK__WHERE_MAX] = "(none)", to[RLOCK__WHERE_MAX], detail[2 * RLOCK__WHERE_MAX + 8];
     rlock__node *old = atomic_load(&r->master);
     if (old != NULL) {
@@ -265,8 +267,10 @@ int rlock__sentinel_resolve(rlock__sentinel *r, char *report, size_t size) {
         if (status == RLOCK_OK)
             status = rlock__sentinel_adopt(r, &a, 0);
         if (status == RLOCK_OK) {
+            /* The next resolve asks the next sentinel first: one that is cut off
+             * with an old master is then never the only voice heard. */
             pthread_mutex_lock(&r->mutex);
-            r->first = (r->first + i) % r->nsentinels;
+            r->first = (r->first + i + 1) % r->nsentinels;
             pthread_mutex_unlock(&r->mutex);
         } else {
             note(report, size, &ep);

@@ -108,9 +108,14 @@ void rlock__node_unreachable(rlock__net *net, rlock__node *node) {
 
 int rlock__fail_acks(rlock__net *net, const rlock__node *node, const rlock__cmd *cmd, int acks) {
     char at[RLOCK__WHERE_MAX];
+    if (acks < 0)
+        return rlock__fail(RLOCK_ENOREPL, 0, "%s at %s: sent again after a lost reply: whether "
+                                             "replicas acknowledged it is unknown",
+                           rlock__net_cmd_name(net, cmd),
+                           rlock__endpoint_str(&node->endpoint, at, sizeof(at)));
     return rlock__fail(RLOCK_ENOREPL, 0, "%s at %s: WAIT: %d of %d replicas acknowledged within "
                                          "%d ms", rlock__net_cmd_name(net, cmd),
-                       rlock__endpoint_str(&node->endpoint, at, sizeof(at)), acks < 0 ? 0 : acks,
+                       rlock__endpoint_str(&node->endpoint, at, sizeof(at)), acks,
                        net->settings->replica_acks, net->settings->replica_ack_timeout_ms);
 }
 

@@ -36,7 +36,8 @@ int rlock__fail_cmd_io(rlock__net *net, rlock__node *node, const redisContext *c
                        const rlock__cmd *cmd);
 /* A connection to node could not be made (the error is recorded): tell events and the route. */
 void rlock__node_unreachable(rlock__net *net, rlock__node *node);
-/* Records that fewer replicas than asked acknowledged cmd at node; RLOCK_ENOREPL. */
+/* Records that fewer replicas than asked acknowledged cmd at node (acks < 0:
+ * unknown, after a re-send); RLOCK_ENOREPL. */
 int rlock__fail_acks(rlock__net *net, const rlock__node *node, const rlock__cmd *cmd, int acks);
 void rlock__drop_reply(redisReply **reply);
 
