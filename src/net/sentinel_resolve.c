@@ -261,7 +261,7 @@ int rlock__sentinel_resolve(rlock__sentinel *r, char *report, size_t size) {
     report[0] = '\0';
     for (int i = 0; status != RLOCK_OK && i < RLOCK__MAX_SENTINELS; i++) {
         rlock__endpoint ep;
-        if (rlock__sentinel_at(r, i, 1, &ep) != RLOCK_OK || atomic_load(&r->closing))
+        if (atomic_load(&r->closing) || rlock__sentinel_at(r, i, 1, &ep) != RLOCK_OK)
             break;
         status = ask_sentinel(r, &ep, &a);
         if (status == RLOCK_OK)
