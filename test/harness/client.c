@@ -110,6 +110,14 @@ rlock_client *h_open_url(const char *url, long long watchdog_timeout_ms, int com
     return open_with(url, watchdog_timeout_ms, command_timeout_ms, NULL, NULL);
 }
 
+rlock_client *h_open_handoffs(long long watchdog_timeout_ms, int local_handoffs) {
+    rlock_config cfg;
+    h_config(&cfg);
+    cfg.watchdog_timeout_ms = watchdog_timeout_ms;
+    cfg.local_handoffs = local_handoffs;
+    return h_open_config(&cfg);
+}
+
 rlock *h_get(rlock_client *client, const char *name) {
     rlock *l = NULL;
     int rc = rlock_get(client, name, &l);

@@ -30,6 +30,9 @@ rlock_client *h_open_cb(long long watchdog_timeout_ms, int command_timeout_ms,
                         void (*cb)(const char *name, void *arg), void *arg);
 /* The same on another url. */
 rlock_client *h_open_url(const char *url, long long watchdog_timeout_ms, int command_timeout_ms);
+/* Client on h_url() with the given watchdog timeout and local_handoffs (the
+ * in-process hand-off bound; both used as given). */
+rlock_client *h_open_handoffs(long long watchdog_timeout_ms, int local_handoffs);
 /* rlock_get(); fails the test on error. */
 rlock *h_get(rlock_client *client, const char *name);
 /*
