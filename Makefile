@@ -135,18 +135,19 @@ $(BUILD)/test/%: test/%.c $(HARNESS_OBJS) $(STLIB) $(HARNESS_HDRS)
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(REAL_CFLAGS) -Isrc $< $(HARNESS_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lcmocka
 
-# Fault-injection binaries also link the TCP proxy of test/proxy.c (this rule's
-# shorter stem makes make prefer it to the one above for test/fault_*.c).
-PROXY_OBJ := $(BUILD)/test/proxy.o
+# Fault-injection binaries also link the TCP proxy of test/proxy.c (public calls,
+# loop) and test/proxy_relay.c (queues, connections) (this rule's shorter stem
+# makes make prefer it to the one above for test/fault_*.c).
+PROXY_OBJS := $(BUILD)/test/proxy.o $(BUILD)/test/proxy_relay.o
 
-$(PROXY_OBJ): test/proxy.c test/proxy.h $(HARNESS_HDRS) include/rlock.h
+$(PROXY_OBJS): $(BUILD)/test/%.o: test/%.c test/proxy.h test/proxy_priv.h $(HARNESS_HDRS) include/rlock.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(REAL_CFLAGS) -c $< -o $@
 
-$(BUILD)/test/fault_%: test/fault_%.c $(HARNESS_OBJS) $(PROXY_OBJ) $(STLIB) $(HARNESS_HDRS) test/proxy.h
+$(BUILD)/test/fault_%: test/fault_%.c $(HARNESS_OBJS) $(PROXY_OBJS) $(STLIB) $(HARNESS_HDRS) test/proxy.h
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $<")
-	$(Q)$(CC) $(REAL_CFLAGS) -Isrc $< $(HARNESS_OBJS) $(PROXY_OBJ) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lcmocka
+	$(Q)$(CC) $(REAL_CFLAGS) -Isrc $< $(HARNESS_OBJS) $(PROXY_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lcmocka
 
 $(BUILD)/bench/%: test/bench/%.c test/bench/bench.h test/rawredis.h $(HARNESS_OBJS) $(STLIB)
 	@mkdir -p $(dir $@)
