@@ -154,6 +154,16 @@ $(BUILD)/bench/%: test/bench/%.c test/bench/bench.h test/rawredis.h $(HARNESS_OB
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(REAL_CFLAGS) -Isrc -Itest $< $(HARNESS_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lm
 
+# bench_rlock is one program: its main and shared helpers (test/bench/bench_rlock.c)
+# and one file per subcommand (test/bench/rlock/*.c).
+BENCH_RLOCK_SRCS := $(wildcard test/bench/rlock/*.c)
+
+$(BUILD)/bench/bench_rlock: test/bench/bench_rlock.c $(BENCH_RLOCK_SRCS) test/bench/rlock/bench_rlock.h \
+                            test/bench/bench.h test/rawredis.h $(HARNESS_OBJS) $(STLIB)
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC      $< $(BENCH_RLOCK_SRCS)")
+	$(Q)$(CC) $(REAL_CFLAGS) -Isrc -Itest $< $(BENCH_RLOCK_SRCS) $(HARNESS_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lm
+
 $(DEMO): test/demo.c test/rawredis.h $(HARNESS_OBJS) $(STLIB)
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $<")
