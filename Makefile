@@ -164,10 +164,13 @@ $(BUILD)/bench/bench_rlock: test/bench/bench_rlock.c $(BENCH_RLOCK_SRCS) test/be
 	$(if $(Q),@echo "  CC      $< $(BENCH_RLOCK_SRCS)")
 	$(Q)$(CC) $(REAL_CFLAGS) -Isrc -Itest $< $(BENCH_RLOCK_SRCS) $(HARNESS_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lm
 
-$(DEMO): test/demo.c test/rawredis.h $(HARNESS_OBJS) $(STLIB)
+# The demo: test/demo/main.c (options, the parent), seller.c, verdict.c.
+DEMO_SRCS := $(wildcard test/demo/*.c)
+
+$(DEMO): $(DEMO_SRCS) test/demo/demo.h test/rawredis.h $(HARNESS_OBJS) $(STLIB)
 	@mkdir -p $(dir $@)
-	$(if $(Q),@echo "  CC      $<")
-	$(Q)$(CC) $(REAL_CFLAGS) -Itest $< $(HARNESS_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lm
+	$(if $(Q),@echo "  CC      $(DEMO_SRCS)")
+	$(Q)$(CC) $(REAL_CFLAGS) -Itest $(DEMO_SRCS) $(HARNESS_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lm
 
 deps:
 	@scripts/deps.sh
