@@ -146,6 +146,38 @@ static void test_lease_gone_without_redis(void **state) {
 
 /* ---- class 6: warned before the loss ------------------------------------- */
 
+/* Of test_warned_before_loss: every RENEWAL_FAILED event names name and came
+ * during the stall (from t0), before the LOCK_LOST (event lost_idx, at t_lost),
+ * with a positive lease left that never rises, an error status and a detail.
+ * Returns how many there were; *prev_left gets the last lease left. */
+static int check_warnings(struct h_evlog *rec, const char *name, long long wd, long long t0,
+                          long long t_lost, int lost_idx, long long *prev_left) {
+    int n = h_evlog_n(rec), failed = 0;
+    *prev_left = wd + 1;
+    for (int i = 0; i < n; i++) {
+        struct h_evlog_event e = h_evlog_get(rec, i);
+        if (e.kind != RLOCK_EVENT_RENEWAL_FAILED)
+            continue;
+        if (!e.has_name || strcmp(e.name, name) != 0) {
+            h_evlog_dump(rec, t0);
+            H_FAIL("RENEWAL_FAILED event %d names \"%s\", expected %s", i, e.name, name);
+        }
+        failed++;
+        if (i > lost_idx || e.at_ms < t0 || e.at_ms > t_lost || e.lease_left_ms <= 0 ||
+            e.lease_left_ms > *prev_left || !e.has_detail || e.detail[0] == '\0' ||
+            e.status >= 0) {
+            h_evlog_dump(rec, t0);
+            H_FAIL("RENEWAL_FAILED event %d (at %+lld ms, lease_left %lld, previous %lld, "
+                   "status %s, detail \"%s\") is not a warning before the loss (LOCK_LOST "
+                   "event %d at %+lld ms)",
+                   i, e.at_ms - t0, e.lease_left_ms, *prev_left, rlock_status_name(e.status),
+                   e.detail, lost_idx, t_lost - t0);
+        }
+        *prev_left = e.lease_left_ms;
+    }
+    return failed;
+}
+
 /*
  * Before issue 8 a failed renewal round was silent (no event hook existed:
  * rlock_config had no on_event), the watchdog retried only a whole interval
@@ -161,7 +193,7 @@ static void test_warned_before_loss(void **state) {
     rlock *l, *other;
     h_actor *owner = h_actor_start();
     long long t0, t_resume, t_lost = 0, t_conn = 0, t_rec = 0, prev_left;
-    int lost_idx = -1, conn_idx = -1, rec_idx = -1, failed = 0, n;
+    int lost_idx = -1, conn_idx = -1, rec_idx = -1, failed = 0;
 
     h_evlog_init(&rec);
     c = h_evlog_open(h_server_url(srv), wd, cmd, &rec);
@@ -186,29 +218,7 @@ static void test_warned_before_loss(void **state) {
 
     /* The warnings: every RENEWAL_FAILED for X came during the stall, before the
      * LOCK_LOST, with a positive lease left that never rises, and a detail. */
-    n = h_evlog_n(&rec);
-    prev_left = wd + 1;
-    for (int i = 0; i < n; i++) {
-        struct h_evlog_event e = h_evlog_get(&rec, i);
-        if (e.kind != RLOCK_EVENT_RENEWAL_FAILED)
-            continue;
-        if (!e.has_name || strcmp(e.name, name) != 0) {
-            h_evlog_dump(&rec, t0);
-            H_FAIL("RENEWAL_FAILED event %d names \"%s\", expected %s", i, e.name, name);
-        }
-        failed++;
-        if (i > lost_idx || e.at_ms < t0 || e.at_ms > t_lost || e.lease_left_ms <= 0 ||
-            e.lease_left_ms > prev_left || !e.has_detail || e.detail[0] == '\0' ||
-            e.status >= 0) {
-            h_evlog_dump(&rec, t0);
-            H_FAIL("RENEWAL_FAILED event %d (at %+lld ms, lease_left %lld, previous %lld, "
-                   "status %s, detail \"%s\") is not a warning before the loss (LOCK_LOST "
-                   "event %d at %+lld ms)",
-                   i, e.at_ms - t0, e.lease_left_ms, prev_left, rlock_status_name(e.status),
-                   e.detail, lost_idx, t_lost - t0);
-        }
-        prev_left = e.lease_left_ms;
-    }
+    failed = check_warnings(&rec, name, wd, t0, t_lost, lost_idx, &prev_left);
     int conns = h_evlog_count(&rec, RLOCK_EVENT_CONNECTION_LOST, NULL, &t_conn, &conn_idx);
     int recs = h_evlog_count(&rec, RLOCK_EVENT_RECONNECTED, NULL, NULL, NULL);
     printf("      WD %lld ms, command timeout %lld ms: Redis stopped right after a renewal; "
@@ -246,6 +256,45 @@ static void test_warned_before_loss(void **state) {
 }
 /* ---- class 8: what a stall costs ------------------------------------------ */
 
+/* (a) of test_stall_boundary: a stall of short_stall ms starting phase ms
+ * after a renewal loses nothing; the lock is held all along. */
+static void stall_kept(h_server *srv, redisContext *r, const char *name, rlock_client *c,
+                       struct h_evlog *rec, long long wd, long long phase,
+                       long long short_stall) {
+    long long t0, t_resume, end;
+    long long min_pttl = wd, pttl_before;
+    int checks = 0;
+
+    wait_renewal(r, name, wd);
+    h_sleep_ms(phase);
+    pttl_before = h_pttl(r, name, strlen(name));
+    t0 = h_now_ms();
+    h_server_pause(srv);
+    h_sleep_ms(t0 + short_stall - h_now_ms());
+    h_server_resume(srv);
+    t_resume = h_now_ms();
+    /* Held all along for T after the resume. */
+    end = t_resume + wd;
+    while (h_now_ms() < end) {
+        long long p;
+        H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), 1);
+        p = h_pttl(r, name, strlen(name));
+        if (p < min_pttl)
+            min_pttl = p;
+        checks++;
+        h_sleep_ms(20);
+    }
+    printf("      (a) stall of %lld ms starting %lld ms after a renewal (PTTL %lld): kept; "
+           "lowest PTTL in the %lld ms after the resume %lld ms (%d checks); LOCK_LOST x%d, "
+           "RENEWAL_FAILED x%d so far\n",
+           t_resume - t0, phase, pttl_before, wd, min_pttl, checks,
+           h_evlog_count(rec, RLOCK_EVENT_LOCK_LOST, NULL, NULL, NULL),
+           h_evlog_count(rec, RLOCK_EVENT_RENEWAL_FAILED, NULL, NULL, NULL));
+    assert_true(min_pttl > 0);
+    assert_int_equal(h_evlog_count(rec, RLOCK_EVENT_LOCK_LOST, NULL, NULL, NULL), 0);
+    assert_int_equal(h_evlog_lost_count(rec, NULL), 0);
+}
+
 /*
  * T = watchdog_timeout_ms; renewal every T/3 guarantees about 2/3 T across a
  * stall (docs/failure-modes.md: any stall under 11T/18 loses nothing; one over
@@ -266,7 +315,7 @@ static void test_stall_boundary(void **state) {
     rlock_client *c;
     rlock *l;
     h_actor *owner = h_actor_start();
-    long long t0, t_resume, t_lost = 0, end;
+    long long t0, t_resume, t_lost = 0;
     int lost_idx = -1;
 
     h_evlog_init(&rec);
@@ -277,38 +326,8 @@ static void test_stall_boundary(void **state) {
     H_ASSERT_RC((int)h_actor_call(owner, h_op_lock, l), RLOCK_OK);
 
     /* (a) T/2 at three phases after a renewal: nothing is lost. */
-    for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++) {
-        long long min_pttl = wd, pttl_before;
-        int checks = 0;
-        wait_renewal(r, name, wd);
-        h_sleep_ms(phases[i]);
-        pttl_before = h_pttl(r, name, strlen(name));
-        t0 = h_now_ms();
-        h_server_pause(srv);
-        h_sleep_ms(t0 + short_stall - h_now_ms());
-        h_server_resume(srv);
-        t_resume = h_now_ms();
-        /* Held all along for T after the resume. */
-        end = t_resume + wd;
-        while (h_now_ms() < end) {
-            long long p;
-            H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), 1);
-            p = h_pttl(r, name, strlen(name));
-            if (p < min_pttl)
-                min_pttl = p;
-            checks++;
-            h_sleep_ms(20);
-        }
-        printf("      (a) stall of %lld ms starting %lld ms after a renewal (PTTL %lld): kept; "
-               "lowest PTTL in the %lld ms after the resume %lld ms (%d checks); LOCK_LOST x%d, "
-               "RENEWAL_FAILED x%d so far\n",
-               t_resume - t0, phases[i], pttl_before, wd, min_pttl, checks,
-               h_evlog_count(&rec, RLOCK_EVENT_LOCK_LOST, NULL, NULL, NULL),
-               h_evlog_count(&rec, RLOCK_EVENT_RENEWAL_FAILED, NULL, NULL, NULL));
-        assert_true(min_pttl > 0);
-        assert_int_equal(h_evlog_count(&rec, RLOCK_EVENT_LOCK_LOST, NULL, NULL, NULL), 0);
-        assert_int_equal(h_evlog_lost_count(&rec, NULL), 0);
-    }
+    for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++)
+        stall_kept(srv, r, name, c, &rec, wd, phases[i], short_stall);
     H_ASSERT_RC((int)h_actor_call(owner, h_op_is_held, l), 1);
 
     /* (b) 1.3 T right after a renewal: lost, reported during the stall, once. */

@@ -57,6 +57,43 @@ static int cmp_ll(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* Kills the subscriber connection every 30 ms (at most 200 times) until
+ * every waiter's call has returned; returns how many CLIENT KILLs were sent
+ * and adds the connections killed to *killed. */
+static int kill_until_done(redisContext *r, h_actor *const *act, long long *killed) {
+    int i, kills = 0;
+    while (kills < 200) {
+        int done = 1;
+        for (i = 0; i < NWAITERS; i++)
+            done &= h_actor_done(act[i]);
+        if (done)
+            break;
+        *killed += h_cmd_int(r, "CLIENT KILL TYPE pubsub");
+        kills++;
+        h_sleep_ms(30);
+    }
+    return kills;
+}
+
+/* The longest gap before an acquisition (acq sorted): from the previous
+ * release (or the holder's unlock at t_unlock). */
+static long long longest_gap(const struct chain_waiter *cw, const long long *acq,
+                             long long t_unlock) {
+    long long max_gap = 0;
+    int i;
+    for (i = 0; i < NWAITERS; i++) {
+        long long prev_release = t_unlock, gap;
+        int j;
+        for (j = 0; j < NWAITERS; j++)
+            if (cw[j].released_ms <= acq[i] && cw[j].released_ms > prev_release)
+                prev_release = cw[j].released_ms;
+        gap = acq[i] - prev_release;
+        if (gap > max_gap)
+            max_gap = gap;
+    }
+    return max_gap;
+}
+
 /*
  * Runs one round: 10 waiters of client w on a lock held (30 s lease) by
  * client h. kill_mode 1: one CLIENT KILL TYPE pubsub while all wait, the
@@ -96,18 +133,8 @@ static void chain_round(rlock_client *h, rlock_client *w, int kill_mode) {
     H_ASSERT_RC(rlock_remain_ttl(hl, &ttl), RLOCK_OK);
     t_unlock = h_now_ms();
     H_ASSERT_RC(rlock_unlock(hl), RLOCK_OK);
-    if (kill_mode == 2) {
-        while (kills < 200) {
-            int done = 1;
-            for (i = 0; i < NWAITERS; i++)
-                done &= h_actor_done(act[i]);
-            if (done)
-                break;
-            killed += h_cmd_int(r, "CLIENT KILL TYPE pubsub");
-            kills++;
-            h_sleep_ms(30);
-        }
-    }
+    if (kill_mode == 2)
+        kills = kill_until_done(r, act, &killed);
     for (i = 0; i < NWAITERS; i++) {
         long long rc = h_actor_wait(act[i], 20000);
         if (rc != 0)
@@ -115,17 +142,7 @@ static void chain_round(rlock_client *h, rlock_client *w, int kill_mode) {
         acq[i] = cw[i].acquired_ms;
     }
     qsort(acq, NWAITERS, sizeof acq[0], cmp_ll);
-    /* Gap before each acquisition: from the previous release (or the holder's unlock). */
-    for (i = 0; i < NWAITERS; i++) {
-        long long prev_release = t_unlock, gap;
-        int j;
-        for (j = 0; j < NWAITERS; j++)
-            if (cw[j].released_ms <= acq[i] && cw[j].released_ms > prev_release)
-                prev_release = cw[j].released_ms;
-        gap = acq[i] - prev_release;
-        if (gap > max_gap)
-            max_gap = gap;
-    }
+    max_gap = longest_gap(cw, acq, t_unlock);
     if (kill_mode == 1)
         printf("scenario 6: %lld subscriber connection(s) killed while %d threads waited "
                "(lock TTL %lld ms); subscribed again after %lld ms; after the unlock 1 s "

@@ -259,18 +259,126 @@ static long long duration_s(void) {
     return env_int("FAULT_STRESS_SECONDS", 20, 1, 24 * 3600);
 }
 
+/* What a stress run added up to. */
+struct tally {
+    long long total, minv, maxv;
+    int zero_threads;
+    char errs[400], uerrs[400]; /* " NAME=count" per status */
+};
+
+/* Adds up the acquisitions of the nthreads threads and the errors by status. */
+static void tally_up(const struct shared *sh, int nthreads, struct tally *t) {
+    int i;
+    t->total = 0;
+    t->minv = -1;
+    t->maxv = 0;
+    t->zero_threads = 0;
+    t->errs[0] = t->uerrs[0] = '\0';
+    for (i = 0; i < nthreads; i++) {
+        long a = sh->acquisitions[i];
+        t->total += a;
+        if (t->minv < 0 || a < t->minv)
+            t->minv = a;
+        if (a > t->maxv)
+            t->maxv = a;
+        if (a == 0)
+            t->zero_threads++;
+    }
+    for (i = 0; i < NSTATUS; i++) {
+        if (sh->errors[i])
+            snprintf(t->errs + strlen(t->errs), sizeof t->errs - strlen(t->errs), " %s=%ld",
+                     i ? rlock_status_name(-i) : "other", sh->errors[i]);
+        if (sh->unlock_errors[i])
+            snprintf(t->uerrs + strlen(t->uerrs), sizeof t->uerrs - strlen(t->uerrs), " %s=%ld",
+                     i ? rlock_status_name(-i) : "other", sh->unlock_errors[i]);
+    }
+}
+
+/* The scenario's line of figures. */
+static void print_tally(int with_proxy, const struct stress *st, long long secs,
+                        const struct tally *t, const struct h_proxy_stats *ps) {
+    const struct shared *sh = st->sh;
+    printf("scenario %d%s: %d processes x %d threads, %lld s: %lld acquisitions (%.0f/s), "
+           "%ld reentrant; violations %ld; counter %ld (%s); per thread min %lld max %lld; "
+           "try_lock timeouts %ld; acquisition errors:%s; unlock errors:%s; gave up %ld; "
+           "on_lock_lost %ld; longest acquisition %lld ms; open retries %ld",
+           with_proxy ? 9 : 8, with_proxy ? " (proxy)" : "", st->procs, st->threads, secs, t->total,
+           (double)t->total / (double)secs, sh->reentrant, sh->violations, sh->counter,
+           sh->counter == t->total ? "exact" : "WRONG", t->minv, t->maxv, sh->busy,
+           t->errs[0] ? t->errs : " none", t->uerrs[0] ? t->uerrs : " none", sh->gave_up, sh->lost,
+           sh->max_wait_ms, sh->open_failures);
+    if (with_proxy)
+        printf("; proxy: %ld connections, %ld cut, %ld refused, %lld/%lld bytes up/down",
+               ps->accepted, ps->cuts, ps->refused, ps->bytes_up, ps->bytes_down);
+    printf("\n");
+}
+
+/* Mutual exclusion and an exact counter; without faults, no error and every
+ * thread served. */
+static void check_tally(int with_proxy, const struct shared *sh, const struct tally *t,
+                        int nthreads) {
+    int i;
+    if (sh->violations)
+        H_FAIL("mutual exclusion violated %ld times; first: %s", sh->violations,
+               sh->first_violation);
+    assert_int_equal(sh->counter, t->total);
+    assert_true(t->total > 0);
+    if (!with_proxy) {
+        long errors = 0;
+        for (i = 0; i < NSTATUS; i++)
+            errors += sh->errors[i] + sh->unlock_errors[i];
+        if (errors)
+            H_FAIL("errors without any fault injected:%s /%s", t->errs, t->uerrs);
+        assert_int_equal(sh->gave_up, 0);
+        if (t->zero_threads)
+            H_FAIL("%d of %d threads never acquired the lock", t->zero_threads, nthreads);
+    }
+}
+
+/* Runs the stress processes for secs seconds (with_proxy: through px, made
+ * faulty meanwhile; *ps gets its stats). Returns when the last one ended. */
+static long long run_children(struct stress *st, int with_proxy, h_proxy *px, long long secs,
+                              struct h_proxy_stats *ps) {
+    struct shared *sh = st->sh;
+    h_child ch[MAX_PROCS];
+    long long t_end;
+    int i;
+
+    /* Children first (nothing of rlock's runs in this process meanwhile). */
+    sh->start_ms = h_now_ms() + H_MS(1000);
+    sh->stop_ms = sh->start_ms + secs * 1000;
+    for (i = 0; i < st->procs; i++) {
+        h_child_start(&ch[i], stress_child, st);
+        h_child_send(&ch[i], "%d", i);
+    }
+    if (with_proxy) {
+        h_proxy_set_delay(px, 0, 3);
+        h_proxy_set_cuts(px, 150);
+    }
+    for (i = 0; i < st->procs; i++) {
+        int code = h_child_finish(&ch[i], secs * 1000 + 60000);
+        if (code != 0)
+            H_FAIL("stress process %d ended with code %d", i, code);
+    }
+    t_end = h_now_ms();
+    if (with_proxy) {
+        h_proxy_stats(px, ps);
+        h_proxy_set_cuts(px, 0);
+    }
+    return t_end;
+}
+
 static void run_stress(int with_proxy) {
     h_server *srv = h_server_start();
     h_proxy *px = NULL;
     struct shared *sh;
     struct stress st;
-    h_child ch[MAX_PROCS];
     redisContext *r;
     struct h_proxy_stats ps;
-    long long secs = duration_s(), total = 0, minv = -1, maxv = 0, t_end;
-    int i, nthreads, zero_threads = 0;
+    long long secs = duration_s(), t_end;
+    int nthreads;
     long lost;
-    char errs[400] = "", uerrs[400] = "";
+    struct tally t;
 
     memset(&ps, 0, sizeof ps);
     st.procs = env_int("FAULT_STRESS_PROCS", 4, 1, MAX_PROCS);
@@ -288,74 +396,11 @@ static void run_stress(int with_proxy) {
     } else {
         st.url = h_server_url(srv);
     }
-    /* Children first (nothing of rlock's runs in this process meanwhile). */
-    sh->start_ms = h_now_ms() + H_MS(1000);
-    sh->stop_ms = sh->start_ms + secs * 1000;
-    for (i = 0; i < st.procs; i++) {
-        h_child_start(&ch[i], stress_child, &st);
-        h_child_send(&ch[i], "%d", i);
-    }
-    if (with_proxy) {
-        h_proxy_set_delay(px, 0, 3);
-        h_proxy_set_cuts(px, 150);
-    }
-    for (i = 0; i < st.procs; i++) {
-        int code = h_child_finish(&ch[i], secs * 1000 + 60000);
-        if (code != 0)
-            H_FAIL("stress process %d ended with code %d", i, code);
-    }
-    t_end = h_now_ms();
-    if (with_proxy) {
-        h_proxy_stats(px, &ps);
-        h_proxy_set_cuts(px, 0);
-    }
+    t_end = run_children(&st, with_proxy, px, secs, &ps);
 
-    for (i = 0; i < nthreads; i++) {
-        long a = sh->acquisitions[i];
-        total += a;
-        if (minv < 0 || a < minv)
-            minv = a;
-        if (a > maxv)
-            maxv = a;
-        if (a == 0)
-            zero_threads++;
-    }
-    for (i = 0; i < NSTATUS; i++) {
-        if (sh->errors[i])
-            snprintf(errs + strlen(errs), sizeof errs - strlen(errs), " %s=%ld",
-                     i ? rlock_status_name(-i) : "other", sh->errors[i]);
-        if (sh->unlock_errors[i])
-            snprintf(uerrs + strlen(uerrs), sizeof uerrs - strlen(uerrs), " %s=%ld",
-                     i ? rlock_status_name(-i) : "other", sh->unlock_errors[i]);
-    }
-    printf("scenario %d%s: %d processes x %d threads, %lld s: %lld acquisitions (%.0f/s), "
-           "%ld reentrant; violations %ld; counter %ld (%s); per thread min %lld max %lld; "
-           "try_lock timeouts %ld; acquisition errors:%s; unlock errors:%s; gave up %ld; "
-           "on_lock_lost %ld; longest acquisition %lld ms; open retries %ld",
-           with_proxy ? 9 : 8, with_proxy ? " (proxy)" : "", st.procs, st.threads, secs, total,
-           (double)total / (double)secs, sh->reentrant, sh->violations, sh->counter,
-           sh->counter == total ? "exact" : "WRONG", minv, maxv, sh->busy,
-           errs[0] ? errs : " none", uerrs[0] ? uerrs : " none", sh->gave_up, sh->lost,
-           sh->max_wait_ms, sh->open_failures);
-    if (with_proxy)
-        printf("; proxy: %ld connections, %ld cut, %ld refused, %lld/%lld bytes up/down",
-               ps.accepted, ps.cuts, ps.refused, ps.bytes_up, ps.bytes_down);
-    printf("\n");
-    if (sh->violations)
-        H_FAIL("mutual exclusion violated %ld times; first: %s", sh->violations,
-               sh->first_violation);
-    assert_int_equal(sh->counter, total);
-    assert_true(total > 0);
-    if (!with_proxy) {
-        long errors = 0;
-        for (i = 0; i < NSTATUS; i++)
-            errors += sh->errors[i] + sh->unlock_errors[i];
-        if (errors)
-            H_FAIL("errors without any fault injected:%s /%s", errs, uerrs);
-        assert_int_equal(sh->gave_up, 0);
-        if (zero_threads)
-            H_FAIL("%d of %d threads never acquired the lock", zero_threads, nthreads);
-    }
+    tally_up(sh, nthreads, &t);
+    print_tally(with_proxy, &st, secs, &t, &ps);
+    check_tally(with_proxy, sh, &t, nthreads);
 
     /* Nothing is left behind (an acquisition whose reply was lost by a thread
      * that then stopped expires with its lease). */

@@ -62,9 +62,32 @@ static void expect_open(const rlock_config *cfg, int want, const char *what) {
     }
 }
 
+/* Part of test_config_validation: the config may be freed (here: scribbled
+ * over) after open. */
+static void config_copied(void) {
+    rlock_client *c = NULL;
+    rlock_config *heap = malloc(sizeof *heap);
+    char *url = strdup(h_url());
+    rlock *l;
+    const char *name = h_unique_name("cfgcopy");
+    assert_non_null(heap);
+    assert_non_null(url);
+    h_config(heap);
+    heap->url = url;
+    H_ASSERT_RC(rlock_client_open(heap, &c), RLOCK_OK);
+    memset(url, 'x', strlen(url));
+    memset(heap, 0xff, sizeof *heap);
+    free(url);
+    free(heap);
+    l = h_get(c, name);
+    H_ASSERT_RC(rlock_try_lock(l, 0, 5000), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
+    rlock_free(l);
+    rlock_client_close(c);
+}
+
 static void test_config_validation(void **state) {
     rlock_config cfg;
-    rlock_client *c = NULL;
     (void)state;
 
 #define BAD(field, value)                                                      \
@@ -113,26 +136,7 @@ static void test_config_validation(void **state) {
     H_ASSERT_RC(rlock_client_open(NULL, NULL), RLOCK_EINVAL);
 
     /* The config may be freed (here: scribbled over) after open. */
-    {
-        rlock_config *heap = malloc(sizeof *heap);
-        char *url = strdup(h_url());
-        rlock *l;
-        const char *name = h_unique_name("cfgcopy");
-        assert_non_null(heap);
-        assert_non_null(url);
-        h_config(heap);
-        heap->url = url;
-        H_ASSERT_RC(rlock_client_open(heap, &c), RLOCK_OK);
-        memset(url, 'x', strlen(url));
-        memset(heap, 0xff, sizeof *heap);
-        free(url);
-        free(heap);
-        l = h_get(c, name);
-        H_ASSERT_RC(rlock_try_lock(l, 0, 5000), RLOCK_OK);
-        H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
-        rlock_free(l);
-        rlock_client_close(c);
-    }
+    config_copied();
 #undef BAD
 #undef GOOD
 }

@@ -23,6 +23,56 @@
 
 /* ---- fork safety ------------------------------------------------------ */
 
+/* The child of test_fork_while_holding_and_waiting: every call on what it
+ * inherited is RLOCK_ECLOSED, a client of its own works, and nothing of the
+ * parent's was touched. Ends the child. */
+H_NORETURN static void holding_child(rlock_client *c, rlock *lh, rlock *lw, const char *held,
+                                     const char *waited, const char *parent_id) {
+    rlock *x = NULL;
+    long long ttl = 0;
+    redisContext *cr;
+    (void)waited; /* unused under TSan */
+    H_CHILD_CHECK(rlock_get(c, held, &x) == RLOCK_ECLOSED, 10);
+    H_CHILD_CHECK(rlock_lock(lh) == RLOCK_ECLOSED, 11);
+    H_CHILD_CHECK(rlock_lock_lease(lh, 1000) == RLOCK_ECLOSED, 12);
+    H_CHILD_CHECK(rlock_try_lock(lh, 0, -1) == RLOCK_ECLOSED, 13);
+    H_CHILD_CHECK(rlock_try_lock(lw, 100, -1) == RLOCK_ECLOSED, 14);
+    H_CHILD_CHECK(rlock_unlock(lh) == RLOCK_ECLOSED, 15);
+    H_CHILD_CHECK(rlock_force_unlock(lh) == RLOCK_ECLOSED, 16);
+    H_CHILD_CHECK(rlock_force_unlock(lw) == RLOCK_ECLOSED, 17);
+    H_CHILD_CHECK(rlock_is_locked(lh) == RLOCK_ECLOSED, 18);
+    H_CHILD_CHECK(rlock_is_held_by_current_thread(lh) == RLOCK_ECLOSED, 19);
+    H_CHILD_CHECK(rlock_hold_count(lh) == RLOCK_ECLOSED, 20);
+    H_CHILD_CHECK(rlock_remain_ttl(lh, &ttl) == RLOCK_ECLOSED, 21);
+    rlock_free(lh);
+    rlock_free(lw);
+    rlock_client_close(c);
+
+#if !defined(__SANITIZE_THREAD__) /* TSan cannot start threads after such a fork */
+    /* A client of its own works. */
+    rlock_client *cc = h_open(30000, 0);
+    rlock *ch, *cw, *cn;
+    H_CHILD_CHECK(strcmp(rlock_client_id(cc), parent_id) != 0, 30);
+    ch = h_get(cc, held);
+    cw = h_get(cc, waited);
+    cn = h_get(cc, h_unique_name("forkchild"));
+    H_CHILD_CHECK(rlock_try_lock(ch, 0, -1) == RLOCK_BUSY, 31);
+    H_CHILD_CHECK(rlock_is_locked(ch) == 1, 32);
+    H_CHILD_CHECK(rlock_try_lock(cw, 0, -1) == RLOCK_BUSY, 33);
+    H_CHILD_CHECK(rlock_lock(cn) == RLOCK_OK, 34);
+    H_CHILD_CHECK(rlock_unlock(cn) == RLOCK_OK, 35);
+    rlock_free(ch);
+    rlock_free(cw);
+    rlock_free(cn);
+    rlock_client_close(cc);
+#endif
+    /* Nothing of the parent's was touched. */
+    cr = h_redis();
+    H_CHILD_CHECK(h_lock_is(cr, held, strlen(held), parent_id, 2), 40);
+    redisFree(cr);
+    h_child_exit(0);
+}
+
 static void test_fork_while_holding_and_waiting(void **state) {
     long long wd = H_MS(900);
     rlock_client *c = h_open(wd, 0);
@@ -50,50 +100,8 @@ static void test_fork_while_holding_and_waiting(void **state) {
 
     pid = fork();
     assert_true(pid >= 0);
-    if (pid == 0) {
-        rlock *x = NULL;
-        long long ttl = 0;
-        redisContext *cr;
-        H_CHILD_CHECK(rlock_get(c, held, &x) == RLOCK_ECLOSED, 10);
-        H_CHILD_CHECK(rlock_lock(lh) == RLOCK_ECLOSED, 11);
-        H_CHILD_CHECK(rlock_lock_lease(lh, 1000) == RLOCK_ECLOSED, 12);
-        H_CHILD_CHECK(rlock_try_lock(lh, 0, -1) == RLOCK_ECLOSED, 13);
-        H_CHILD_CHECK(rlock_try_lock(lw, 100, -1) == RLOCK_ECLOSED, 14);
-        H_CHILD_CHECK(rlock_unlock(lh) == RLOCK_ECLOSED, 15);
-        H_CHILD_CHECK(rlock_force_unlock(lh) == RLOCK_ECLOSED, 16);
-        H_CHILD_CHECK(rlock_force_unlock(lw) == RLOCK_ECLOSED, 17);
-        H_CHILD_CHECK(rlock_is_locked(lh) == RLOCK_ECLOSED, 18);
-        H_CHILD_CHECK(rlock_is_held_by_current_thread(lh) == RLOCK_ECLOSED, 19);
-        H_CHILD_CHECK(rlock_hold_count(lh) == RLOCK_ECLOSED, 20);
-        H_CHILD_CHECK(rlock_remain_ttl(lh, &ttl) == RLOCK_ECLOSED, 21);
-        rlock_free(lh);
-        rlock_free(lw);
-        rlock_client_close(c);
-
-#if !defined(__SANITIZE_THREAD__) /* TSan cannot start threads after such a fork */
-        /* A client of its own works. */
-        rlock_client *cc = h_open(30000, 0);
-        rlock *ch, *cw, *cn;
-        H_CHILD_CHECK(strcmp(rlock_client_id(cc), parent_id) != 0, 30);
-        ch = h_get(cc, held);
-        cw = h_get(cc, waited);
-        cn = h_get(cc, h_unique_name("forkchild"));
-        H_CHILD_CHECK(rlock_try_lock(ch, 0, -1) == RLOCK_BUSY, 31);
-        H_CHILD_CHECK(rlock_is_locked(ch) == 1, 32);
-        H_CHILD_CHECK(rlock_try_lock(cw, 0, -1) == RLOCK_BUSY, 33);
-        H_CHILD_CHECK(rlock_lock(cn) == RLOCK_OK, 34);
-        H_CHILD_CHECK(rlock_unlock(cn) == RLOCK_OK, 35);
-        rlock_free(ch);
-        rlock_free(cw);
-        rlock_free(cn);
-        rlock_client_close(cc);
-#endif
-        /* Nothing of the parent's was touched. */
-        cr = h_redis();
-        H_CHILD_CHECK(h_lock_is(cr, held, strlen(held), parent_id, 2), 40);
-        redisFree(cr);
-        h_child_exit(0);
-    }
+    if (pid == 0)
+        holding_child(c, lh, lw, held, waited, parent_id);
     code = h_child_code(h_wait_child(pid, 20000));
     if (code != 0)
         fail_msg("child failed with code %d (see its message above; 2000 = hung)", code);
@@ -153,6 +161,35 @@ static void *churn_main(void *p) {
     return NULL;
 }
 
+/* A child of test_fork_under_load: the inherited client and handle are
+ * RLOCK_ECLOSED; a client of its own works. Ends the child. */
+H_NORETURN static void load_child(rlock_client *c, rlock *l) {
+    H_CHILD_CHECK(rlock_is_locked(l) == RLOCK_ECLOSED, 10);
+    H_CHILD_CHECK(rlock_try_lock(l, 0, -1) == RLOCK_ECLOSED, 11);
+    H_CHILD_CHECK(rlock_unlock(l) == RLOCK_ECLOSED, 12);
+    rlock_client_close(c);
+    /*
+     * The rest allocates. The churning threads allocate all the time,
+     * so under ASan the fork can happen while one holds the
+     * allocator's lock, and Debian 12's libasan (GCC 12) has no fork
+     * handlers for it (added in LLVM 18, llvm/llvm-project#75290): the
+     * child would hang in free()/malloc(), as it once did in CI. TSan
+     * cannot start threads after such a fork at all.
+     */
+#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+    rlock_free(l);
+    {
+        rlock_client *cc = h_open(30000, 0);
+        rlock *cl = h_get(cc, h_unique_name("forkloadchild"));
+        H_CHILD_CHECK(rlock_try_lock(cl, 0, 5000) == RLOCK_OK, 13);
+        H_CHILD_CHECK(rlock_unlock(cl) == RLOCK_OK, 14);
+        rlock_free(cl);
+        rlock_client_close(cc);
+    }
+#endif
+    h_child_exit(0);
+}
+
 static void test_fork_under_load(void **state) {
     enum { THREADS = 4, FORKS = 15 };
     rlock_client *c = h_open(H_MS(900), 0);
@@ -174,32 +211,8 @@ static void test_fork_under_load(void **state) {
         h_sleep_ms(20);
         pid = fork();
         assert_true(pid >= 0);
-        if (pid == 0) {
-            H_CHILD_CHECK(rlock_is_locked(l) == RLOCK_ECLOSED, 10);
-            H_CHILD_CHECK(rlock_try_lock(l, 0, -1) == RLOCK_ECLOSED, 11);
-            H_CHILD_CHECK(rlock_unlock(l) == RLOCK_ECLOSED, 12);
-            rlock_client_close(c);
-            /*
-             * The rest allocates. The churning threads allocate all the time,
-             * so under ASan the fork can happen while one holds the
-             * allocator's lock, and Debian 12's libasan (GCC 12) has no fork
-             * handlers for it (added in LLVM 18, llvm/llvm-project#75290): the
-             * child would hang in free()/malloc(), as it once did in CI. TSan
-             * cannot start threads after such a fork at all.
-             */
-#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
-            rlock_free(l);
-            {
-                rlock_client *cc = h_open(30000, 0);
-                rlock *cl = h_get(cc, h_unique_name("forkloadchild"));
-                H_CHILD_CHECK(rlock_try_lock(cl, 0, 5000) == RLOCK_OK, 13);
-                H_CHILD_CHECK(rlock_unlock(cl) == RLOCK_OK, 14);
-                rlock_free(cl);
-                rlock_client_close(cc);
-            }
-#endif
-            h_child_exit(0);
-        }
+        if (pid == 0)
+            load_child(c, l);
         code = h_child_code(h_wait_child(pid, 20000));
         if (code != 0) {
             int j;
