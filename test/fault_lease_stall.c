@@ -259,8 +259,7 @@ static void test_warned_before_loss(void **state) {
 /* (a) of test_stall_boundary: a stall of short_stall ms starting phase ms
  * after a renewal loses nothing; the lock is held all along. */
 static void stall_kept(h_server *srv, redisContext *r, const char *name, rlock_client *c,
-                       struct h_evlog *rec, long long wd, long long phase,
-                       long long short_stall) {
+                       struct h_evlog *rec, long long wd, long long phase, long long short_stall) {
     long long t0, t_resume, end;
     long long min_pttl = wd, pttl_before;
     int checks = 0;

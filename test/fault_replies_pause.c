@@ -32,8 +32,8 @@ struct sweep {
 };
 
 /* Scenario 5a, one round: try_lock under a pause of p ms; ends released. */
-static void pause_acquire(redisContext *r, rlock *l, const char *name, const char *id,
-                          int retries, long long p, long long wd, struct sweep *sw) {
+static void pause_acquire(redisContext *r, rlock *l, const char *name, const char *id, int retries,
+                          long long p, long long wd, struct sweep *sw) {
     long long t0, dt, count = 0, left;
     int rc, n;
 
@@ -81,8 +81,8 @@ static void pause_acquire(redisContext *r, rlock *l, const char *name, const cha
 
 /* Scenario 5b, one round: unlock of a hold count of 2 under a pause of p ms;
  * ends released. */
-static void pause_release(redisContext *r, rlock *l, const char *name, const char *id,
-                          int retries, long long p, struct sweep *sw) {
+static void pause_release(redisContext *r, rlock *l, const char *name, const char *id, int retries,
+                          long long p, struct sweep *sw) {
     long long t0, dt, count = 0;
     int rc, n;
 

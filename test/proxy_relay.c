@@ -72,8 +72,8 @@ void px_cut_everything(h_proxy *p) {
         px_cut_pair(p, p->pairs[i]);
 }
 
-static void enqueue(h_proxy *p, struct dirq *q, const char *buf, size_t n, long long now,
-                    int dmin, int dmax) {
+static void enqueue(h_proxy *p, struct dirq *q, const char *buf, size_t n, long long now, int dmin,
+                    int dmax) {
     struct chunk *c = malloc(sizeof *c + n);
     long long due = now;
     if (!c)
