@@ -243,7 +243,6 @@ static void test_relock_after_loss_watchdog(void **state) {
     redisFree(r);
 }
 
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_relock_after_loss_lease),
