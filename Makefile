@@ -135,28 +135,42 @@ $(BUILD)/test/%: test/%.c $(HARNESS_OBJS) $(STLIB) $(HARNESS_HDRS)
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(REAL_CFLAGS) -Isrc $< $(HARNESS_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lcmocka
 
-# Fault-injection binaries also link the TCP proxy of test/proxy.c (this rule's
-# shorter stem makes make prefer it to the one above for test/fault_*.c).
-PROXY_OBJ := $(BUILD)/test/proxy.o
+# Fault-injection binaries also link the TCP proxy of test/proxy.c (public calls,
+# loop) and test/proxy_relay.c (queues, connections) (this rule's shorter stem
+# makes make prefer it to the one above for test/fault_*.c).
+PROXY_OBJS := $(BUILD)/test/proxy.o $(BUILD)/test/proxy_relay.o
 
-$(PROXY_OBJ): test/proxy.c test/proxy.h $(HARNESS_HDRS) include/rlock.h
+$(PROXY_OBJS): $(BUILD)/test/%.o: test/%.c test/proxy.h test/proxy_priv.h $(HARNESS_HDRS) include/rlock.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(REAL_CFLAGS) -c $< -o $@
 
-$(BUILD)/test/fault_%: test/fault_%.c $(HARNESS_OBJS) $(PROXY_OBJ) $(STLIB) $(HARNESS_HDRS) test/proxy.h
+$(BUILD)/test/fault_%: test/fault_%.c $(HARNESS_OBJS) $(PROXY_OBJS) $(STLIB) $(HARNESS_HDRS) test/proxy.h
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $<")
-	$(Q)$(CC) $(REAL_CFLAGS) -Isrc $< $(HARNESS_OBJS) $(PROXY_OBJ) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lcmocka
+	$(Q)$(CC) $(REAL_CFLAGS) -Isrc $< $(HARNESS_OBJS) $(PROXY_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lcmocka
 
 $(BUILD)/bench/%: test/bench/%.c test/bench/bench.h test/rawredis.h $(HARNESS_OBJS) $(STLIB)
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(REAL_CFLAGS) -Isrc -Itest $< $(HARNESS_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lm
 
-$(DEMO): test/demo.c test/rawredis.h $(HARNESS_OBJS) $(STLIB)
+# bench_rlock is one program: its main and shared helpers (test/bench/bench_rlock.c)
+# and one file per subcommand (test/bench/rlock/*.c).
+BENCH_RLOCK_SRCS := $(wildcard test/bench/rlock/*.c)
+
+$(BUILD)/bench/bench_rlock: test/bench/bench_rlock.c $(BENCH_RLOCK_SRCS) test/bench/rlock/bench_rlock.h \
+                            test/bench/bench.h test/rawredis.h $(HARNESS_OBJS) $(STLIB)
 	@mkdir -p $(dir $@)
-	$(if $(Q),@echo "  CC      $<")
-	$(Q)$(CC) $(REAL_CFLAGS) -Itest $< $(HARNESS_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lm
+	$(if $(Q),@echo "  CC      $< $(BENCH_RLOCK_SRCS)")
+	$(Q)$(CC) $(REAL_CFLAGS) -Isrc -Itest $< $(BENCH_RLOCK_SRCS) $(HARNESS_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lm
+
+# The demo: test/demo/main.c (options, the parent), seller.c, verdict.c.
+DEMO_SRCS := $(wildcard test/demo/*.c)
+
+$(DEMO): $(DEMO_SRCS) test/demo/demo.h test/rawredis.h $(HARNESS_OBJS) $(STLIB)
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC      $(DEMO_SRCS)")
+	$(Q)$(CC) $(REAL_CFLAGS) -Itest $(DEMO_SRCS) $(HARNESS_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lm
 
 deps:
 	@scripts/deps.sh

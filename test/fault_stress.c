@@ -19,7 +19,8 @@
  * after RLOCK_EIO from unlock they call unlock again. The marker is cleared before
  * the unlock is sent.
  *
- * Also here: no on_lock_lost without a fault (a renewal round racing a full unlock).
+ * No on_lock_lost without a fault (a renewal round racing a full unlock) is
+ * checked in a tight loop by fault_spurious_lost.c.
  *
  * Environment: FAULT_STRESS_SECONDS (default 20), FAULT_STRESS_PROCS (4),
  * FAULT_STRESS_THREADS (8). SOAK_MINUTES (set by `make soak MINUTES=N`) overrides
@@ -79,44 +80,38 @@ struct worker {
     int slot; /* 1-based */
 };
 
-static unsigned xorshift(unsigned long long *s)
-{
+static unsigned xorshift(unsigned long long *s) {
     *s ^= *s << 13;
     *s ^= *s >> 7;
     *s ^= *s << 17;
     return (unsigned)(*s >> 20);
 }
 
-static void add(long *p, long v)
-{
+static void add(long *p, long v) {
     __atomic_add_fetch(p, v, __ATOMIC_RELAXED);
 }
 
-static void note_status(long *table, int rc)
-{
+static void note_status(long *table, int rc) {
     int i = -rc;
     if (i <= 0 || i >= NSTATUS)
         i = 0;
     add(&table[i], 1);
 }
 
-static void sleep_us(long us)
-{
+static void sleep_us(long us) {
     struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
     if (us > 0)
         nanosleep(&ts, NULL);
 }
 
-static void enter(struct shared *sh, int slot)
-{
+static void enter(struct shared *sh, int slot) {
     int prev = __atomic_exchange_n(&sh->inside, slot, __ATOMIC_SEQ_CST);
     if (prev != 0 && __atomic_add_fetch(&sh->violations, 1, __ATOMIC_SEQ_CST) == 1)
         snprintf(sh->first_violation, sizeof sh->first_violation,
                  "thread %d entered while thread %d was inside", slot, prev);
 }
 
-static void leave(struct shared *sh, int slot)
-{
+static void leave(struct shared *sh, int slot) {
     int prev = __atomic_exchange_n(&sh->inside, 0, __ATOMIC_SEQ_CST);
     if (prev != slot && __atomic_add_fetch(&sh->violations, 1, __ATOMIC_SEQ_CST) == 1)
         snprintf(sh->first_violation, sizeof sh->first_violation,
@@ -124,8 +119,7 @@ static void leave(struct shared *sh, int slot)
 }
 
 /* Unlock, calling again after RLOCK_EIO as the header says. */
-static void release(struct worker *w)
-{
+static void release(struct worker *w) {
     int i, rc = RLOCK_EIO;
     for (i = 0; i < 50 && rc == RLOCK_EIO; i++) {
         rc = rlock_unlock(w->lock);
@@ -138,8 +132,7 @@ static void release(struct worker *w)
         add(&w->st->sh->gave_up, 1);
 }
 
-static void *worker_main(void *arg)
-{
+static void *worker_main(void *arg) {
     struct worker *w = arg;
     struct shared *sh = w->st->sh;
     unsigned long long seed = (unsigned long long)h_now_us() * 2654435761ULL + (unsigned)w->slot;
@@ -199,15 +192,13 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static void lost_cb(const char *name, void *arg)
-{
+static void lost_cb(const char *name, void *arg) {
     struct shared *sh = arg;
     (void)name;
     add(&sh->lost, 1);
 }
 
-static int stress_child(void *arg, int in, int out)
-{
+static int stress_child(void *arg, int in, int out) {
     struct stress *st = arg;
     struct shared *sh = st->sh;
     struct worker w[MAX_THREADS];
@@ -251,8 +242,7 @@ static int stress_child(void *arg, int in, int out)
     return 0;
 }
 
-static int env_int(const char *name, int def, int lo, int hi)
-{
+static int env_int(const char *name, int def, int lo, int hi) {
     const char *s = getenv(name);
     int v;
     if (!s || !*s)
@@ -262,27 +252,133 @@ static int env_int(const char *name, int def, int lo, int hi)
 }
 
 /* Seconds each scenario runs. */
-static long long duration_s(void)
-{
+static long long duration_s(void) {
     const char *soak = getenv("SOAK_MINUTES");
     if (soak && *soak && atof(soak) > 0)
         return (long long)(atof(soak) * 60 / 2 + 0.5);
     return env_int("FAULT_STRESS_SECONDS", 20, 1, 24 * 3600);
 }
 
-static void run_stress(int with_proxy)
-{
+/* What a stress run added up to. */
+struct tally {
+    long long total, minv, maxv;
+    int zero_threads;
+    char errs[400], uerrs[400]; /* " NAME=count" per status */
+};
+
+/* Adds up the acquisitions of the nthreads threads and the errors by status. */
+static void tally_up(const struct shared *sh, int nthreads, struct tally *t) {
+    int i;
+    t->total = 0;
+    t->minv = -1;
+    t->maxv = 0;
+    t->zero_threads = 0;
+    t->errs[0] = t->uerrs[0] = '\0';
+    for (i = 0; i < nthreads; i++) {
+        long a = sh->acquisitions[i];
+        t->total += a;
+        if (t->minv < 0 || a < t->minv)
+            t->minv = a;
+        if (a > t->maxv)
+            t->maxv = a;
+        if (a == 0)
+            t->zero_threads++;
+    }
+    for (i = 0; i < NSTATUS; i++) {
+        if (sh->errors[i])
+            snprintf(t->errs + strlen(t->errs), sizeof t->errs - strlen(t->errs), " %s=%ld",
+                     i ? rlock_status_name(-i) : "other", sh->errors[i]);
+        if (sh->unlock_errors[i])
+            snprintf(t->uerrs + strlen(t->uerrs), sizeof t->uerrs - strlen(t->uerrs), " %s=%ld",
+                     i ? rlock_status_name(-i) : "other", sh->unlock_errors[i]);
+    }
+}
+
+/* The scenario's line of figures. */
+static void print_tally(int with_proxy, const struct stress *st, long long secs,
+                        const struct tally *t, const struct h_proxy_stats *ps) {
+    const struct shared *sh = st->sh;
+    printf("scenario %d%s: %d processes x %d threads, %lld s: %lld acquisitions (%.0f/s), "
+           "%ld reentrant; violations %ld; counter %ld (%s); per thread min %lld max %lld; "
+           "try_lock timeouts %ld; acquisition errors:%s; unlock errors:%s; gave up %ld; "
+           "on_lock_lost %ld; longest acquisition %lld ms; open retries %ld",
+           with_proxy ? 9 : 8, with_proxy ? " (proxy)" : "", st->procs, st->threads, secs, t->total,
+           (double)t->total / (double)secs, sh->reentrant, sh->violations, sh->counter,
+           sh->counter == t->total ? "exact" : "WRONG", t->minv, t->maxv, sh->busy,
+           t->errs[0] ? t->errs : " none", t->uerrs[0] ? t->uerrs : " none", sh->gave_up, sh->lost,
+           sh->max_wait_ms, sh->open_failures);
+    if (with_proxy)
+        printf("; proxy: %ld connections, %ld cut, %ld refused, %lld/%lld bytes up/down",
+               ps->accepted, ps->cuts, ps->refused, ps->bytes_up, ps->bytes_down);
+    printf("\n");
+}
+
+/* Mutual exclusion and an exact counter; without faults, no error and every
+ * thread served. */
+static void check_tally(int with_proxy, const struct shared *sh, const struct tally *t,
+                        int nthreads) {
+    int i;
+    if (sh->violations)
+        H_FAIL("mutual exclusion violated %ld times; first: %s", sh->violations,
+               sh->first_violation);
+    assert_int_equal(sh->counter, t->total);
+    assert_true(t->total > 0);
+    if (!with_proxy) {
+        long errors = 0;
+        for (i = 0; i < NSTATUS; i++)
+            errors += sh->errors[i] + sh->unlock_errors[i];
+        if (errors)
+            H_FAIL("errors without any fault injected:%s /%s", t->errs, t->uerrs);
+        assert_int_equal(sh->gave_up, 0);
+        if (t->zero_threads)
+            H_FAIL("%d of %d threads never acquired the lock", t->zero_threads, nthreads);
+    }
+}
+
+/* Runs the stress processes for secs seconds (with_proxy: through px, made
+ * faulty meanwhile; *ps gets its stats). Returns when the last one ended. */
+static long long run_children(struct stress *st, int with_proxy, h_proxy *px, long long secs,
+                              struct h_proxy_stats *ps) {
+    struct shared *sh = st->sh;
+    h_child ch[MAX_PROCS];
+    long long t_end;
+    int i;
+
+    /* Children first (nothing of rlock's runs in this process meanwhile). */
+    sh->start_ms = h_now_ms() + H_MS(1000);
+    sh->stop_ms = sh->start_ms + secs * 1000;
+    for (i = 0; i < st->procs; i++) {
+        h_child_start(&ch[i], stress_child, st);
+        h_child_send(&ch[i], "%d", i);
+    }
+    if (with_proxy) {
+        h_proxy_set_delay(px, 0, 3);
+        h_proxy_set_cuts(px, 150);
+    }
+    for (i = 0; i < st->procs; i++) {
+        int code = h_child_finish(&ch[i], secs * 1000 + 60000);
+        if (code != 0)
+            H_FAIL("stress process %d ended with code %d", i, code);
+    }
+    t_end = h_now_ms();
+    if (with_proxy) {
+        h_proxy_stats(px, ps);
+        h_proxy_set_cuts(px, 0);
+    }
+    return t_end;
+}
+
+static void run_stress(int with_proxy) {
     h_server *srv = h_server_start();
     h_proxy *px = NULL;
     struct shared *sh;
     struct stress st;
-    h_child ch[MAX_PROCS];
     redisContext *r;
     struct h_proxy_stats ps;
-    long long secs = duration_s(), total = 0, minv = -1, maxv = 0, t_end;
-    int i, nthreads, zero_threads = 0;
+    long long secs = duration_s(), t_end;
+    int nthreads;
     long lost;
-    char errs[400] = "", uerrs[400] = "";
+    struct tally t;
 
     memset(&ps, 0, sizeof ps);
     st.procs = env_int("FAULT_STRESS_PROCS", 4, 1, MAX_PROCS);
@@ -300,74 +396,11 @@ static void run_stress(int with_proxy)
     } else {
         st.url = h_server_url(srv);
     }
-    /* Children first (nothing of rlock's runs in this process meanwhile). */
-    sh->start_ms = h_now_ms() + H_MS(1000);
-    sh->stop_ms = sh->start_ms + secs * 1000;
-    for (i = 0; i < st.procs; i++) {
-        h_child_start(&ch[i], stress_child, &st);
-        h_child_send(&ch[i], "%d", i);
-    }
-    if (with_proxy) {
-        h_proxy_set_delay(px, 0, 3);
-        h_proxy_set_cuts(px, 150);
-    }
-    for (i = 0; i < st.procs; i++) {
-        int code = h_child_finish(&ch[i], secs * 1000 + 60000);
-        if (code != 0)
-            H_FAIL("stress process %d ended with code %d", i, code);
-    }
-    t_end = h_now_ms();
-    if (with_proxy) {
-        h_proxy_stats(px, &ps);
-        h_proxy_set_cuts(px, 0);
-    }
+    t_end = run_children(&st, with_proxy, px, secs, &ps);
 
-    for (i = 0; i < nthreads; i++) {
-        long a = sh->acquisitions[i];
-        total += a;
-        if (minv < 0 || a < minv)
-            minv = a;
-        if (a > maxv)
-            maxv = a;
-        if (a == 0)
-            zero_threads++;
-    }
-    for (i = 0; i < NSTATUS; i++) {
-        if (sh->errors[i])
-            snprintf(errs + strlen(errs), sizeof errs - strlen(errs), " %s=%ld",
-                     i ? rlock_status_name(-i) : "other", sh->errors[i]);
-        if (sh->unlock_errors[i])
-            snprintf(uerrs + strlen(uerrs), sizeof uerrs - strlen(uerrs), " %s=%ld",
-                     i ? rlock_status_name(-i) : "other", sh->unlock_errors[i]);
-    }
-    printf("scenario %d%s: %d processes x %d threads, %lld s: %lld acquisitions (%.0f/s), "
-           "%ld reentrant; violations %ld; counter %ld (%s); per thread min %lld max %lld; "
-           "try_lock timeouts %ld; acquisition errors:%s; unlock errors:%s; gave up %ld; "
-           "on_lock_lost %ld; longest acquisition %lld ms; open retries %ld",
-           with_proxy ? 9 : 8, with_proxy ? " (proxy)" : "", st.procs, st.threads, secs, total,
-           (double)total / (double)secs, sh->reentrant, sh->violations, sh->counter,
-           sh->counter == total ? "exact" : "WRONG", minv, maxv, sh->busy,
-           errs[0] ? errs : " none", uerrs[0] ? uerrs : " none", sh->gave_up, sh->lost,
-           sh->max_wait_ms, sh->open_failures);
-    if (with_proxy)
-        printf("; proxy: %ld connections, %ld cut, %ld refused, %lld/%lld bytes up/down",
-               ps.accepted, ps.cuts, ps.refused, ps.bytes_up, ps.bytes_down);
-    printf("\n");
-    if (sh->violations)
-        H_FAIL("mutual exclusion violated %ld times; first: %s", sh->violations,
-               sh->first_violation);
-    assert_int_equal(sh->counter, total);
-    assert_true(total > 0);
-    if (!with_proxy) {
-        long errors = 0;
-        for (i = 0; i < NSTATUS; i++)
-            errors += sh->errors[i] + sh->unlock_errors[i];
-        if (errors)
-            H_FAIL("errors without any fault injected:%s /%s", errs, uerrs);
-        assert_int_equal(sh->gave_up, 0);
-        if (zero_threads)
-            H_FAIL("%d of %d threads never acquired the lock", zero_threads, nthreads);
-    }
+    tally_up(sh, nthreads, &t);
+    print_tally(with_proxy, &st, secs, &t, &ps);
+    check_tally(with_proxy, sh, &t, nthreads);
 
     /* Nothing is left behind (an acquisition whose reply was lost by a thread
      * that then stopped expires with its lease). */
@@ -387,70 +420,18 @@ static void run_stress(int with_proxy)
                "as test_no_spurious_lost: a renewal round racing a full unlock)", lost);
 }
 
-/*
- * No fault at all, so on_lock_lost must never be called: one thread locks and
- * unlocks a watchdog lock in a tight loop while the watchdog renews it every
- * 100 ms (a 300 ms lease: no scheduling stall of this machine comes near it,
- * so no lock can really be lost, and any error would show it). A round that
- * snapshots the hold just before a full unlock must not report the released
- * lock as lost. Runs 5 s, or until the first such report.
- */
-static void test_no_spurious_lost(void **state)
-{
-    h_server *srv = h_server_start();
-    struct h_lost lost;
-    rlock_config cfg;
-    rlock_client *c;
-    rlock *l;
-    long long t0, cycles = 0, secs = 5, elapsed;
-    int errors = 0, nlost;
-    (void)state;
-
-    memset(&lost, 0, sizeof lost);
-    h_config(&cfg);
-    cfg.url = h_server_url(srv);
-    cfg.watchdog_timeout_ms = 300;
-    cfg.on_lock_lost = h_lost_cb;
-    cfg.callback_arg = &lost;
-    c = h_open_config(&cfg);
-    l = h_get(c, h_unique_name("spurious"));
-    t0 = h_now_ms();
-    while (h_now_ms() - t0 < secs * 1000 && h_lost_count(&lost) == 0) {
-        errors += rlock_lock(l) != RLOCK_OK;
-        errors += rlock_unlock(l) != RLOCK_OK;
-        cycles++;
-    }
-    elapsed = h_now_ms() - t0;
-    h_sleep_ms(150); /* a report of the last cycles would come by now */
-    nlost = h_lost_count(&lost);
-    rlock_free(l);
-    rlock_client_close(c);
-    h_server_stop(srv);
-    printf("no fault: %lld lock/unlock cycles in %lld ms with a renewal every 100 ms: "
-           "%d errors, on_lock_lost called %d times\n", cycles, elapsed, errors, nlost);
-    assert_int_equal(errors, 0);
-    if (nlost != 0)
-        H_FAIL("on_lock_lost was called %d times for a lock that was never lost (%s): a "
-               "renewal round that snapshotted the hold before a full unlock reported the "
-               "released lock as lost", nlost, lost.last_name);
-}
-
-static void test_stress(void **state)
-{
+static void test_stress(void **state) {
     (void)state;
     run_stress(0);
 }
 
-static void test_stress_proxy(void **state)
-{
+static void test_stress_proxy(void **state) {
     (void)state;
     run_stress(1);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_no_spurious_lost),
         cmocka_unit_test(test_stress),
         cmocka_unit_test(test_stress_proxy),
     };

@@ -8,6 +8,8 @@
  *   lockkey  lock keys and channels in Redis: H_ASSERT_LOCK_IS, h_numsub,
  *            raw subscribers, foreign holders, renewals
  *   client   librlock clients: h_unique_name, h_open*, h_lost, timed calls
+ *   lossrec  lost locks counted per name: on_lock_lost calls, LOCK_LOST events
+ *   eventlog every on_event and on_lock_lost call of a client, in order
  *   actor    h_actor threads and the h_op_* calls they run
  *   child    forked processes, H_CHILD_CHECK, h_child and its line protocol
  *   server   redis-servers of our own (h_server_*) and their cmocka fixtures
@@ -37,6 +39,8 @@
 #include "harness/redis.h"
 #include "harness/lockkey.h"
 #include "harness/client.h"
+#include "harness/lossrec.h"
+#include "harness/eventlog.h"
 #include "harness/actor.h"
 #include "harness/child.h"
 #include "harness/server.h"

@@ -4,7 +4,7 @@
  * wait and unlock; and wrong password, unknown host, refused port and an ACL
  * refusal are told apart by status and detail (rlock_last_error_info).
  * Ownership truth under loss, ACL-refused unlocks, not-a-lock hashes and
- * config ranges are in test_truth.c.
+ * config ranges are in test_truth_*.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -4,7 +4,7 @@
  * entry, memory or lock behind"; every other part of every call runs with
  * cancellation disabled).
  *
- * test_wait.c already cancels one waiter in rlock_lock and in rlock_try_lock.
+ * test_wait_waiters.c already cancels one waiter in rlock_lock and in rlock_try_lock.
  * This file covers what is around it:
  *   - the race between a cancel and the lock being released: 40 rounds with the
  *     cancel sent a little before, at, or after the release. Each waiter ends
@@ -20,7 +20,7 @@
  *     given back (close does not hang).
  * Leaks are for `make valgrind` to find. The first two unwind through
  * pthread_cleanup_push frames of the library and are skipped under ASan, as in
- * test_wait.c (google/sanitizers#1399: a false stack-buffer-underflow).
+ * test_wait_waiters.c (google/sanitizers#1399: a false stack-buffer-underflow).
  */
 #include <setjmp.h>
 #include <stdarg.h>

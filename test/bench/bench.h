@@ -7,7 +7,8 @@
  * the same driver, run_cycles(), so that the two figures differ only by what
  * one cycle does.
  *
- * Header-only (static inline): every .c file in test/bench is its own program.
+ * Header-only (static inline): every .c file in test/bench is its own program
+ * (bench_rlock's subcommands are in test/bench/rlock/, linked with it).
  */
 #ifndef RLOCK_BENCH_H
 #define RLOCK_BENCH_H

@@ -110,6 +110,34 @@ rlock_client *h_open_url(const char *url, long long watchdog_timeout_ms, int com
     return open_with(url, watchdog_timeout_ms, command_timeout_ms, NULL, NULL);
 }
 
+rlock_client *h_open_handoffs(long long watchdog_timeout_ms, int local_handoffs) {
+    rlock_config cfg;
+    h_config(&cfg);
+    cfg.watchdog_timeout_ms = watchdog_timeout_ms;
+    cfg.local_handoffs = local_handoffs;
+    return h_open_config(&cfg);
+}
+
+rlock_client *h_open_retries(const char *url, long long wd, long long cmd, int retries,
+                             int retry_interval, struct h_lost *lost) {
+    rlock_config cfg;
+    h_config(&cfg);
+    cfg.url = url;
+    cfg.watchdog_timeout_ms = wd;
+    if (cmd > 0)
+        cfg.command_timeout_ms = (int)cmd;
+    if (retries >= 0)
+        cfg.retry_attempts = retries;
+    if (retry_interval >= 0)
+        cfg.retry_interval_ms = retry_interval;
+    if (lost) {
+        h_lost_init(lost);
+        cfg.on_lock_lost = h_lost_cb;
+        cfg.callback_arg = lost;
+    }
+    return h_open_config(&cfg);
+}
+
 rlock *h_get(rlock_client *client, const char *name) {
     rlock *l = NULL;
     int rc = rlock_get(client, name, &l);

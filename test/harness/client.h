@@ -30,6 +30,15 @@ rlock_client *h_open_cb(long long watchdog_timeout_ms, int command_timeout_ms,
                         void (*cb)(const char *name, void *arg), void *arg);
 /* The same on another url. */
 rlock_client *h_open_url(const char *url, long long watchdog_timeout_ms, int command_timeout_ms);
+/* Client on h_url() with the given watchdog timeout and local_handoffs (the
+ * in-process hand-off bound; both used as given). */
+rlock_client *h_open_handoffs(long long watchdog_timeout_ms, int local_handoffs);
+struct h_lost; /* below */
+/* Client on url with watchdog timeout wd; command_timeout_ms cmd if > 0,
+ * retry_attempts and retry_interval_ms if >= 0 (else h_config()'s); and lost
+ * (h_lost_init'ed here) as its on_lock_lost recorder unless NULL. */
+rlock_client *h_open_retries(const char *url, long long wd, long long cmd, int retries,
+                             int retry_interval, struct h_lost *lost);
 /* rlock_get(); fails the test on error. */
 rlock *h_get(rlock_client *client, const char *name);
 /*

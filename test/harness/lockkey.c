@@ -2,7 +2,7 @@
  * lockkey.c - the lock key and its channel as Redis holds them, read and
  * written with raw commands: owner fields and counts, the channel name and
  * its subscribers, a raw subscriber, a foreign holder, watchdog renewals seen
- * as PTTL jumps.
+ * as PTTL jumps, orphaned fields that must expire unrenewed.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,4 +184,37 @@ long long h_wait_renewal(redisContext *c, const char *name, long long min_jump_m
         h_sleep_ms(2);
     }
     H_FAIL("no renewal of %s seen within %lld ms", name, within_ms);
+}
+
+/* Fields of a lock key: 0 (absent) or 1 with *count set; fails on more. */
+int h_own_fields(redisContext *r, const char *name, const char *id, long long *count) {
+    char *field = NULL;
+    int n = h_lock_fields(r, name, strlen(name), &field, count);
+    if (n > 1)
+        H_FAIL("lock %s has %d fields", name, n);
+    if (n == 1 && (strncmp(field, id, strlen(id)) != 0 || field[strlen(id)] != ':')) {
+        free(field);
+        H_FAIL("lock %s has a field of someone else", name);
+    }
+    free(field);
+    return n;
+}
+
+/* Polls until the key is gone, checking meanwhile that nobody renews it (its
+ * PTTL only decreases) and that it holds count 1. Returns how long it took. */
+long long h_orphan_expires(redisContext *r, const char *name, const char *id, long long lease_ms) {
+    long long t0 = h_now_ms(), prev = h_pttl(r, name, strlen(name)), count = 0;
+    while (h_exists(r, name, strlen(name))) {
+        long long p = h_pttl(r, name, strlen(name));
+        if (h_own_fields(r, name, id, &count) == 1 && count != 1)
+            H_FAIL("orphan of %s has count %lld", name, count);
+        if (p > prev + 5)
+            H_FAIL("orphan of %s was renewed (PTTL %lld -> %lld)", name, prev, p);
+        if (p >= 0)
+            prev = p;
+        if (h_now_ms() - t0 > lease_ms + H_MS(500))
+            H_FAIL("orphan of %s still there after %lld ms", name, h_now_ms() - t0);
+        h_sleep_ms(10);
+    }
+    return h_now_ms() - t0;
 }

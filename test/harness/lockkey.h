@@ -2,7 +2,7 @@
  * lockkey.h - what a lock looks like in Redis, read and written behind
  * librlock's back: the hash of a lock key and its owner field, the wake-up
  * channel, a raw subscriber, a foreign (Redisson-style) holder, renewals
- * seen through PTTL.
+ * seen through PTTL, orphaned fields that must expire unrenewed.
  */
 #ifndef RLOCK_TEST_HARNESS_LOCKKEY_H
 #define RLOCK_TEST_HARNESS_LOCKKEY_H
@@ -71,5 +71,19 @@ void h_foreign_unlock(redisContext *c, const char *name);
  */
 long long h_wait_renewal(redisContext *c, const char *name, long long min_jump_ms,
                          long long within_ms);
+
+/*
+ * The fields of a lock key held by client id: 0 (absent), or 1 with *count
+ * set. Fails the test if there are more, or if the field is someone else's.
+ */
+int h_own_fields(redisContext *r, const char *name, const char *id, long long *count);
+/*
+ * An orphan: a field of id's left by an acquisition whose every reply was
+ * lost. Polls until the key is gone, checking meanwhile that nobody renews
+ * it (its PTTL only decreases) and that it holds count 1; fails the test if
+ * not, or if it is still there lease_ms (+ 500 ms, scaled) later. Returns
+ * how long it took.
+ */
+long long h_orphan_expires(redisContext *r, const char *name, const char *id, long long lease_ms);
 
 #endif /* RLOCK_TEST_HARNESS_LOCKKEY_H */

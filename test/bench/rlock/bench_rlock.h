@@ -1,0 +1,56 @@
+/*
+ * bench_rlock.h - what the files of the bench_rlock program share: its
+ * options, the helpers of test/bench/bench_rlock.c (client, lock, status
+ * check, waiting, JSON latency fields), and one entry point per subcommand,
+ * each in test/bench/rlock/<subcommand>.c. (Not named rlock.h: "rlock.h"
+ * is the library's header.)
+ */
+#ifndef RLOCK_BENCH_RLOCK_H
+#define RLOCK_BENCH_RLOCK_H
+
+#include "bench/bench.h"
+#include "rlock.h"
+
+typedef struct options {
+    const char *url;
+    int threads, procs, rounds, waiters;
+    long count;       /* hand-offs (handoff), locks (watchdog, memory) */
+    double secs;      /* round or run length */
+    double monitor_secs;
+    long long lease;  /* 0 = watchdog lock */
+    long long timeout; /* watchdog_timeout_ms */
+    int settle_us;    /* handoff: pause before releasing to a waiter */
+    int same_process;
+    int local_handoffs;  /* rlock_config.local_handoffs; -1 = the library's default */
+    const char *samples; /* file for the latency distribution, or NULL */
+} options;
+
+/* on_lock_lost calls of the clients open_client() opened. */
+extern atomic_long lost_locks;
+
+/* Opens a client or exits; watchdog_ms 0 keeps the default. */
+rlock_client *open_client(const options *o, long long watchdog_ms, int pool);
+/* Prints a failed rlock call; returns -1 for it, 0 for RLOCK_OK. */
+int check(int status, const char *what);
+/* rlock_get of the name fmt makes of a and b, or exits. */
+rlock *get_lock(rlock_client *c, const char *fmt, long a, long b);
+/* rlock_lock_lease if lease > 0, else rlock_lock. */
+int take(rlock *lock, long long lease);
+/* A raw connection, or exits. */
+redisContext *raw_or_exit(const char *url);
+/* Waits until *v >= want (polling every 0.2 ms) or *abort is set. */
+void wait_at_least(atomic_long *v, long want, atomic_long *abort_flag);
+/* p50 .. max of sorted samples as JSON fields. */
+void put_latency(jsonw *j, const samples *s);
+
+/* The subcommands: each prints one JSON line and returns the exit status. */
+int bench_uncontended(const options *o);
+int bench_handoff(const options *o);
+int bench_contention(const options *o);
+int bench_herd(const options *o);
+int bench_watchdog(const options *o);
+int bench_memory(const options *o);
+/* memory: re-runs the program with glibc's malloc cache off (memory.c). */
+void without_tcache(char **argv);
+
+#endif /* RLOCK_BENCH_RLOCK_H */

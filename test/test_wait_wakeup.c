@@ -1,0 +1,253 @@
+/*
+ * test_wait_wakeup.c - a waiter woken by an unlock: of the same client or
+ * another, with its acquisition sent ahead by the subscriber thread; locks
+ * sharing one channel ("X" and "{X}"); a Redisson-style foreign holder's
+ * DEL + PUBLISH.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "harness.h"
+
+/* ---- wake-up by unlock ------------------------------------------------ */
+
+static void wake_by_unlock(int same_client, int use_lock) {
+    rlock_client *c = h_open(30000, 0), *c2 = same_client ? c : h_open(30000, 0);
+    const char *name = h_unique_name("wake");
+    rlock *lh = h_get(c, name), *lw = h_get(c2, name);
+    redisContext *r = h_redis();
+    h_actor *holder = h_actor_start(), *waiter = h_actor_start();
+    /* static: a failed test may leave the waiter running with it. */
+    static struct h_try t;
+    long long t0, dt;
+
+    t.lock = lw;
+    t.wait_ms = H_MS(20000);
+    t.lease_ms = -1;
+    H_ASSERT_RC((int)h_actor_call(holder, h_op_lock, lh), RLOCK_OK);
+    if (use_lock)
+        h_actor_post(waiter, h_op_lock, lw);
+    else
+        h_actor_post(waiter, h_op_try_lock, &t);
+    H_WAIT_FOR(h_numsub(r, name, strlen(name)) >= 1, 2000);
+    h_scripts_quiet(r, 100, 5000);
+    assert_false(h_actor_done(waiter));
+
+    t0 = h_now_ms();
+    H_ASSERT_RC((int)h_actor_call(holder, h_op_unlock, lh), RLOCK_OK);
+    H_ASSERT_RC((int)h_actor_wait(waiter, 5000), RLOCK_OK);
+    dt = h_actor_finished_ms(waiter) - t0;
+    print_message("      %s client, %s: waiter acquired %lld ms after the unlock (TTL 30 s)\n",
+                  same_client ? "same" : "other", use_lock ? "lock()" : "try_lock()", dt);
+    H_ASSERT_BETWEEN(dt, 0, H_MS(500));
+    H_ASSERT_LOCK_IS(r, name, rlock_client_id(c2), 1);
+    H_ASSERT_RC((int)h_actor_call(waiter, h_op_unlock, lw), RLOCK_OK);
+    H_WAIT_FOR(h_numsub(r, name, strlen(name)) == 0, 2000);
+
+    h_actor_stop(holder);
+    h_actor_stop(waiter);
+    rlock_free(lh);
+    rlock_free(lw);
+    redisFree(r);
+    if (c2 != c)
+        rlock_client_close(c2);
+    rlock_client_close(c);
+}
+
+static void test_wake_same_client(void **state) {
+    (void)state;
+    wake_by_unlock(1, 0);
+    wake_by_unlock(1, 1);
+}
+
+static void test_wake_other_client(void **state) {
+    (void)state;
+    wake_by_unlock(0, 0);
+    wake_by_unlock(0, 1);
+}
+
+/*
+ * The unlock message's wake-up comes with the waiter's ACQUIRE already sent
+ * by the subscriber thread: one script per wake-up, none after it. With the
+ * script cache flushed, that early EVALSHA gets NOSCRIPT and the waiter falls
+ * back to an ordinary attempt (EVAL), still acquiring at once.
+ */
+static void test_wake_sends_acquire_ahead(void **state) {
+    rlock_client *c = h_open(30000, 0);
+    const char *name = h_unique_name("ahead");
+    rlock *l = h_get(c, name);
+    redisContext *r = h_redis();
+    h_actor *waiter = h_actor_start();
+    static struct h_try t; /* may outlive a failed test */
+    long long scripts0, evals0, t0;
+    int round;
+    (void)state;
+
+    t.lock = l;
+    t.wait_ms = H_MS(20000);
+    t.lease_ms = -1;
+    for (round = 0; round < 2; round++) {
+        int flush = round == 1;
+        h_foreign_lock(r, name, 30000);
+        h_actor_post(waiter, h_op_try_lock, &t);
+        H_WAIT_FOR(h_numsub(r, name, strlen(name)) >= 1, 2000);
+        h_scripts_quiet(r, 100, 5000);
+        if (flush)
+            h_cmd_ok(r, "SCRIPT FLUSH");
+        scripts0 = h_script_calls(r);
+        evals0 = h_commandstat_calls(r, "eval");
+        t0 = h_now_ms();
+        h_foreign_unlock(r, name);
+        H_ASSERT_RC((int)h_actor_wait(waiter, 5000), RLOCK_OK);
+        print_message("      %s: acquired %lld ms after the unlock message, %lld script calls\n",
+                      flush ? "scripts flushed" : "normal", h_actor_finished_ms(waiter) - t0,
+                      h_script_calls(r) - scripts0);
+        H_ASSERT_BETWEEN(h_actor_finished_ms(waiter) - t0, 0, H_MS(100));
+        H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), 1);
+        if (flush) { /* EVALSHA ahead: NOSCRIPT; the attempt's EVALSHA: NOSCRIPT; EVAL */
+            H_ASSERT_BETWEEN(h_script_calls(r) - scripts0, 3, 3);
+            H_ASSERT_BETWEEN(h_commandstat_calls(r, "eval") - evals0, 1, 1);
+        } else {
+            H_ASSERT_BETWEEN(h_script_calls(r) - scripts0, 1, 1);
+        }
+        H_ASSERT_RC((int)h_actor_call(waiter, h_op_unlock, l), RLOCK_OK);
+        assert_int_equal(h_exists(r, name, strlen(name)), 0);
+    }
+
+    h_actor_stop(waiter);
+    rlock_free(l);
+    redisFree(r);
+    rlock_client_close(c);
+}
+
+/*
+ * Locks "X" and "{X}" share one channel (Redisson's naming). The unlock
+ * message of one must wake a waiter of that lock even when a waiter of the
+ * other one has slept longer.
+ */
+static void test_shared_channel_wakeups(void **state) {
+    rlock_client *c = h_open(30000, 0);
+    const char *name = h_unique_name("sharedchan");
+    char braced[256];
+    rlock *lx, *lb;
+    redisContext *r = h_redis();
+    h_actor *wx = h_actor_start(), *wb = h_actor_start();
+    static struct h_try tx, tb; /* may outlive a failed test */
+    long long t0;
+    int round;
+    (void)state;
+
+    snprintf(braced, sizeof braced, "{%s}", name);
+    lx = h_get(c, name);
+    lb = h_get(c, braced);
+    for (round = 0; round < 2; round++) {
+        /* Round 0: the "{X}" waiter is the older one; round 1: the "X" waiter. */
+        const char *first = round == 0 ? braced : name;
+        const char *second = round == 0 ? name : braced;
+        h_actor *wfirst = round == 0 ? wb : wx, *wsecond = round == 0 ? wx : wb;
+        struct h_try *tfirst = round == 0 ? &tb : &tx, *tsecond = round == 0 ? &tx : &tb;
+        *tfirst = (struct h_try){round == 0 ? lb : lx, H_MS(20000), -1};
+        *tsecond = (struct h_try){round == 0 ? lx : lb, H_MS(20000), -1};
+        h_foreign_lock(r, first, 30000);
+        h_foreign_lock(r, second, 30000);
+        h_actor_post(wfirst, h_op_try_lock, tfirst);
+        h_scripts_quiet(r, 150, 5000);
+        h_actor_post(wsecond, h_op_try_lock, tsecond);
+        h_scripts_quiet(r, 150, 5000);
+
+        /* Unlock the lock of the younger waiter: it must wake at once. */
+        t0 = h_now_ms();
+        h_foreign_unlock(r, second);
+        H_ASSERT_RC((int)h_actor_wait(wsecond, 2000), RLOCK_OK);
+        print_message("      round %d: waiter of \"%s\" acquired %lld ms after its unlock "
+                      "(the other lock's waiter slept longer)\n", round,
+                      round == 0 ? "X" : "{X}", h_actor_finished_ms(wsecond) - t0);
+        assert_false(h_actor_done(wfirst));
+        H_ASSERT_RC((int)h_actor_call(wsecond, h_op_unlock, tsecond->lock), RLOCK_OK);
+        h_foreign_unlock(r, first);
+        H_ASSERT_RC((int)h_actor_wait(wfirst, 2000), RLOCK_OK);
+        H_ASSERT_RC((int)h_actor_call(wfirst, h_op_unlock, tfirst->lock), RLOCK_OK);
+        assert_int_equal(h_exists(r, name, strlen(name)), 0);
+        assert_int_equal(h_exists(r, braced, strlen(braced)), 0);
+    }
+
+    h_actor_stop(wx);
+    h_actor_stop(wb);
+    rlock_free(lx);
+    rlock_free(lb);
+    redisFree(r);
+    rlock_client_close(c);
+}
+
+/* A Redisson-style holder: BUSY, then its DEL + PUBLISH wakes our waiter. */
+static void foreign_holder(const char *name) {
+    rlock_client *c = h_open(30000, 0);
+    rlock *l = h_get(c, name);
+    redisContext *r = h_redis();
+    h_actor *waiter = h_actor_start();
+    static struct h_try t; /* may outlive a failed test */
+    long long t0, dt;
+
+    t.lock = l;
+    t.wait_ms = H_MS(20000);
+    t.lease_ms = -1;
+    h_foreign_lock(r, name, 30000);
+    H_ASSERT_RC(rlock_try_lock(l, 0, -1), RLOCK_BUSY);
+    H_ASSERT_RC(rlock_is_locked(l), 1);
+
+    h_actor_post(waiter, h_op_try_lock, &t);
+    H_WAIT_FOR(h_numsub(r, name, strlen(name)) >= 1, 2000);
+    h_scripts_quiet(r, 100, 5000);
+    assert_false(h_actor_done(waiter));
+
+    t0 = h_now_ms();
+    h_foreign_unlock(r, name);
+    H_ASSERT_RC((int)h_actor_wait(waiter, 5000), RLOCK_OK);
+    dt = h_actor_finished_ms(waiter) - t0;
+    print_message("      foreign unlock of \"%.60s\": waiter acquired after %lld ms\n", name, dt);
+    H_ASSERT_BETWEEN(dt, 0, H_MS(100));
+    H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), 1);
+    H_ASSERT_BETWEEN(h_pttl(r, name, strlen(name)), 25000, 30000);
+    H_ASSERT_RC((int)h_actor_call(waiter, h_op_unlock, l), RLOCK_OK);
+    assert_int_equal(h_exists(r, name, strlen(name)), 0);
+
+    h_actor_stop(waiter);
+    rlock_free(l);
+    redisFree(r);
+    rlock_client_close(c);
+}
+
+static void test_foreign_holder(void **state) {
+    char name[300];
+    (void)state;
+    foreign_holder(h_unique_name("foreign"));
+    /* With a hash tag in the name the channel has no extra braces. */
+    snprintf(name, sizeof name, "{%s}", h_unique_name("foreign"));
+    foreign_holder(name);
+    snprintf(name, sizeof name, "%s{x}", h_unique_name("foreign"));
+    foreign_holder(name);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_wake_same_client),
+        cmocka_unit_test(test_wake_other_client),
+        cmocka_unit_test(test_foreign_holder),
+        cmocka_unit_test(test_wake_sends_acquire_ahead),
+        cmocka_unit_test(test_shared_channel_wakeups),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
