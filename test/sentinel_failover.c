@@ -8,6 +8,8 @@
  *                    others are down; a wrong master name says so
  *   learned          a url naming one sentinel: after it dies, a failover is
  *                    still followed through the peers SENTINEL SENTINELS gave
+ *   password         sentinels with requirepass: sentinel_password opens;
+ *                    a wrong or missing one is RLOCK_EAUTH, saying so
  *   waiter           a blocked waiter acquires promptly after the holder
  *                    unlocks across a SENTINEL FAILOVER
  *   survives         a killed master's replicated watchdog lock lives on at
@@ -126,6 +128,27 @@ static void test_learned_sentinels(void **state) {
     H_ASSERT_RC(rlock_unlock(lock), RLOCK_OK);
     rlock_free(lock);
     rlock_client_close(c);
+}
+
+static void test_sentinel_password(void **state) {
+    (void)state;
+    h_sentinels *hs = h_sentinels_start_password("s3nt1nel");
+    seen s = {0};
+    rlock_error_info info;
+    char wrong[300];
+    rlock_client *c = open_sentinel(hs, H_MS(3000), &s); /* url with the right password */
+    rlock *lock = h_get(c, h_unique_name("sentinel-password"));
+    H_ASSERT_RC(rlock_lock(lock), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(lock), RLOCK_OK);
+    rlock_free(lock);
+    rlock_client_close(c);
+    snprintf(wrong, sizeof wrong, "%s", hs->url);
+    strcpy(strstr(wrong, "sentinel_password=") + 18, "wrong");
+    assert_int_equal(h_open_status(wrong, H_MS(2000), &info), RLOCK_EAUTH);
+    assert_non_null(strstr(info.message, "WRONGPASS"));
+    *strchr(wrong, '?') = '\0'; /* no password at all */
+    assert_int_equal(h_open_status(wrong, H_MS(2000), &info), RLOCK_EAUTH);
+    h_sentinels_stop(hs);
 }
 
 /* A thread blocked in rlock_lock; records when it returned. */
@@ -310,6 +333,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         H_SENTINEL_TEST(test_discovery),
         H_SENTINEL_TEST(test_learned_sentinels),
+        cmocka_unit_test(test_sentinel_password),
         H_SENTINEL_TEST(test_waiter_across_failover),
         H_SENTINEL_TEST(test_killed_master_lock_survives),
         H_SENTINEL_TEST(test_killed_master_lock_lost_once),

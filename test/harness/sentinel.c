@@ -39,8 +39,12 @@ static void random_id(char *id) {
 
 /* Sentinel i's config: the master, its replicas, the other sentinels. */
 static void sentinel_conf(const h_sentinels *hs, const int *ports, char ids[3][41], int i,
-                          char *conf, size_t size) {
-    int n = snprintf(conf, size,
+                          const char *password, char *conf, size_t size) {
+    int n = 0;
+    if (password != NULL) /* clients must AUTH; the sentinels use it with each other */
+        n = snprintf(conf, size, "requirepass %s\nsentinel sentinel-pass %s\n", password,
+                     password);
+    n += snprintf(conf + n, size - (size_t)n,
                      "sentinel myid %s\nsentinel monitor %s 127.0.0.1 %d 2\n"
                      "sentinel down-after-milliseconds %s 1000\n"
                      "sentinel failover-timeout %s 3000\n",
@@ -101,6 +105,10 @@ static int ready(h_sentinels *hs) {
 }
 
 h_sentinels *h_sentinels_start(void) {
+    return h_sentinels_start_password(NULL);
+}
+
+h_sentinels *h_sentinels_start_password(const char *password) {
     static const char *const master_args[] = {"--repl-diskless-sync-delay", "0", NULL};
     h_sentinels *hs = calloc(1, sizeof *hs);
     char port[16], ids[3][41], conf[2048];
@@ -119,11 +127,13 @@ h_sentinels *h_sentinels_start(void) {
         random_id(ids[i]);
     }
     for (int i = 0; i < 3; i++) {
-        sentinel_conf(hs, ports, ids, i, conf, sizeof conf);
-        hs->sentinel[i] = h_sentinel_start(ports[i], conf);
+        sentinel_conf(hs, ports, ids, i, password, conf, sizeof conf);
+        hs->sentinel[i] = h_sentinel_start(ports[i], conf, password);
     }
-    snprintf(hs->url, sizeof hs->url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/%s",
-             ports[0], ports[1], ports[2], H_SENTINEL_MASTER_NAME);
+    snprintf(hs->url, sizeof hs->url,
+             "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/%s%s%s", ports[0], ports[1],
+             ports[2], H_SENTINEL_MASTER_NAME, password ? "?sentinel_password=" : "",
+             password ? password : "");
     H_WAIT_FOR(ready(hs), 15000);
     return hs;
 }

@@ -23,6 +23,8 @@ typedef struct h_sentinels {
  * is not ready within 15 s (scaled).
  */
 h_sentinels *h_sentinels_start(void);
+/* The same with sentinels that require password (url: ?sentinel_password=...). */
+h_sentinels *h_sentinels_start_password(const char *password);
 /* Stops every process and frees hs. NULL is a no-op. */
 void h_sentinels_stop(h_sentinels *hs);
 /* The data server whose port the sentinels name as master now (sentinel i). */

@@ -30,8 +30,9 @@ struct h_server {
     pid_t pid;
     int port;
     char dir[256];
-    char url[64];
+    char url[160];
     int sentinel;                    /* redis-sentinel with dir/sentinel.conf */
+    char password[64];               /* requirepass of a sentinel (h_sentinel_start), or "" */
     char *extra[H_EXTRA_ARGS + 1];   /* more redis-server arguments (owned), NULL-ended */
     struct h_server *next; /* in h_servers, until h_server_stop() */
 };
@@ -210,9 +211,12 @@ static pid_t spawn_server(const h_server *s) {
 
 /* Whether c, a connection to s->port, is the server with pid: 1 yes, 0 it
  * is someone else's, -1 it does not answer PING yet. */
-static int answers_as(redisContext *c, pid_t pid) {
+static int answers_as(redisContext *c, pid_t pid, const char *password) {
     char want[64];
-    redisReply *r = redisCommand(c, "PING");
+    redisReply *r = password[0] ? redisCommand(c, "AUTH %s", password) : NULL;
+    if (r)
+        freeReplyObject(r);
+    r = redisCommand(c, "PING");
     int ours;
     if (!r || r->type != REDIS_REPLY_STATUS || strcmp(r->str, "PONG") != 0) {
         if (r)
@@ -242,7 +246,7 @@ static int wait_ready(h_server *s, pid_t pid) {
         c = redisConnectWithTimeout("127.0.0.1", s->port, tv);
         if (c && !c->err) {
             redisSetTimeout(c, tv);
-            ours = answers_as(c, pid);
+            ours = answers_as(c, pid, s->password);
         }
         if (c)
             redisFree(c);
@@ -296,7 +300,10 @@ static h_server *server_launch(h_server *s, int fixed_port) {
         pid = spawn_server(s);
         if (wait_ready(s, pid)) {
             s->pid = pid;
-            snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);
+            if (s->password[0])
+                snprintf(s->url, sizeof s->url, "redis://:%s@127.0.0.1:%d", s->password, s->port);
+            else
+                snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);
             server_track(s, 1);
             return s;
         }
@@ -315,11 +322,12 @@ h_server *h_server_start_args(const char *const *args) {
     return server_launch(server_new(args), 0);
 }
 
-h_server *h_sentinel_start(int port, const char *conf) {
+h_server *h_sentinel_start(int port, const char *conf, const char *password) {
     h_server *s = server_new(NULL);
     char path[300];
     FILE *f;
     s->sentinel = 1;
+    snprintf(s->password, sizeof s->password, "%s", password != NULL ? password : "");
     snprintf(path, sizeof path, "%s/sentinel.conf", s->dir);
     f = fopen(path, "w");
     if (!f)

@@ -26,9 +26,11 @@ h_server *h_server_start_args(const char *const *args);
 /*
  * Starts redis-sentinel on port (which must be free) with conf (the lines
  * after bind, dir and logfile, which the harness writes) in its own
- * directory; waits for PING. Stop it like a server.
+ * directory; waits for PING. password: the requirepass conf sets (the
+ * harness then AUTHs, and h_server_url carries it), or NULL. Stop it like a
+ * server.
  */
-h_server *h_sentinel_start(int port, const char *conf);
+h_server *h_sentinel_start(int port, const char *conf, const char *password);
 /* redis://127.0.0.1:PORT (owned by the server object). */
 const char *h_server_url(const h_server *s);
 int h_server_port(const h_server *s);
