@@ -6,6 +6,7 @@
  * diskless delay.
  */
 #include <netinet/in.h>
+#include <stdint.h>
 #include <sys/time.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,16 +19,23 @@
 #include "sentinel.h"
 #include "timing.h"
 
-/* A port nobody listens on now (the kernel's pick; used at once). */
+/*
+ * A port nobody listens on now, below the kernel's ephemeral range (32768..),
+ * so that outgoing connections cannot be handed it before the sentinel binds
+ * it; h_sentinels_start still retries if another test took it meanwhile.
+ */
 static int free_port(void) {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0)
-        H_FAIL("free_port: no socket");
-    close(fd);
-    return ntohs(a.sin_port);
+    for (int tries = 0; tries < 1000; tries++) {
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+                                .sin_port = htons((uint16_t)(21000 + rand() % 11000))};
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+        if (fd >= 0)
+            close(fd);
+        if (ok)
+            return ntohs(a.sin_port);
+    }
+    H_FAIL("free_port: no free port");
 }
 
 static void random_id(char *id) {
@@ -104,6 +112,24 @@ static int ready(h_sentinels *hs) {
     return h_replicas_linked(hs->data[0]) == 2 && acks_promptly(hs->data[0]);
 }
 
+/* Three sentinels on fresh ports; 0 (none left running) if a port was taken meanwhile. */
+static int start_sentinels(h_sentinels *hs, int *ports, char ids[3][41], const char *password,
+                           char *conf, size_t size) {
+    for (int i = 0; i < 3; i++) {
+        ports[i] = free_port();
+        random_id(ids[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        sentinel_conf(hs, ports, ids, i, password, conf, size);
+        if ((hs->sentinel[i] = h_sentinel_start(ports[i], conf, password)) == NULL) {
+            for (int j = 0; j < i; j++)
+                h_server_stop(hs->sentinel[j]);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 h_sentinels *h_sentinels_start(void) {
     return h_sentinels_start_password(NULL);
 }
@@ -122,14 +148,10 @@ h_sentinels *h_sentinels_start_password(const char *password) {
                                         "--repl-diskless-sync-delay", "0", NULL};
     for (int r = 1; r < 3; r++)
         hs->data[r] = h_server_start_args(replica_args);
-    for (int i = 0; i < 3; i++) {
-        ports[i] = free_port();
-        random_id(ids[i]);
-    }
-    for (int i = 0; i < 3; i++) {
-        sentinel_conf(hs, ports, ids, i, password, conf, sizeof conf);
-        hs->sentinel[i] = h_sentinel_start(ports[i], conf, password);
-    }
+    for (int attempt = 0; !start_sentinels(hs, ports, ids, password, conf, sizeof conf);
+         attempt++)
+        if (attempt == 5)
+            H_FAIL("could not start three sentinels on free ports");
     snprintf(hs->url, sizeof hs->url,
              "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/%s%s%s", ports[0], ports[1],
              ports[2], H_SENTINEL_MASTER_NAME, password ? "?sentinel_password=" : "",

@@ -291,8 +291,8 @@ static void server_free(h_server *s) {
     free(s);
 }
 
-/* Starts s on a free random port, or on fixed_port (> 0). */
-static h_server *server_launch(h_server *s, int fixed_port) {
+/* Starts s on a free random port, or on fixed_port (> 0); NULL if fixed_port was taken. */
+static h_server *server_try_launch(h_server *s, int fixed_port) {
     int attempt;
     for (attempt = 0; attempt < (fixed_port > 0 ? 1 : 30); attempt++) {
         pid_t pid;
@@ -310,8 +310,16 @@ static h_server *server_launch(h_server *s, int fixed_port) {
     }
     remove_dir(s->dir);
     server_free(s);
-    H_FAIL("could not start a %s on %s", fixed_port > 0 ? "redis-sentinel" : "redis-server",
-           fixed_port > 0 ? "its port" : "a free port");
+    if (fixed_port > 0)
+        return NULL;
+    H_FAIL("could not start a redis-server on a free port");
+}
+
+static h_server *server_launch(h_server *s, int fixed_port) {
+    h_server *started = server_try_launch(s, fixed_port);
+    if (started == NULL)
+        H_FAIL("could not start a server on port %d", fixed_port);
+    return started;
 }
 
 h_server *h_server_start(void) {
@@ -334,7 +342,7 @@ h_server *h_sentinel_start(int port, const char *conf, const char *password) {
         H_FAIL("%s: %s", path, strerror(errno));
     fprintf(f, "bind 127.0.0.1\ndir %s\nlogfile %s/sentinel.log\n%s", s->dir, s->dir, conf);
     fclose(f);
-    return server_launch(s, port);
+    return server_try_launch(s, port);
 }
 
 const char *h_server_url(const h_server *s) {

@@ -27,7 +27,8 @@ h_server *h_server_start_args(const char *const *args);
  * Starts redis-sentinel on port (which must be free) with conf (the lines
  * after bind, dir and logfile, which the harness writes) in its own
  * directory; waits for PING. password: the requirepass conf sets (the
- * harness then AUTHs, and h_server_url carries it), or NULL. Stop it like a
+ * harness then AUTHs, and h_server_url carries it), or NULL. NULL if the
+ * port was taken meanwhile (pick others and try again). Stop it like a
  * server.
  */
 h_server *h_sentinel_start(int port, const char *conf, const char *password);
