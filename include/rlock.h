@@ -58,12 +58,12 @@ extern "C" {
  * signature, a reordered field of rlock_config).
  */
 #define RLOCK_VERSION_MAJOR 0
-#define RLOCK_VERSION_MINOR 3
+#define RLOCK_VERSION_MINOR 4
 #define RLOCK_VERSION_PATCH 0
 #define RLOCK_VERSION_NUM                                                     \
     ((RLOCK_VERSION_MAJOR << 16) | (RLOCK_VERSION_MINOR << 8) |               \
      RLOCK_VERSION_PATCH)
-#define RLOCK_VERSION_STRING "0.3.0"
+#define RLOCK_VERSION_STRING "0.4.0"
 
 /* The library's version string ("0.3.0"); static, never NULL. */
 RLOCK_EXTERN const char *rlock_version(void);
@@ -221,6 +221,7 @@ typedef struct rlock_config {
      *   unix:///path/to/socket[?db=N]                    one server, local socket
      *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...]/master
      *                    [?db=N][&sentinel_user=U][&sentinel_password=P]
+     *   redis-cluster://[[user]:password@]host[:port][,host[:port]...]
      *
      * redis-sentinel: the hosts are sentinels (port 26379 by default), tried
      * in turn; master is the name they monitor (%-encoded if needed). user,
@@ -228,6 +229,13 @@ typedef struct rlock_config {
      * sentinel_password (%-encoded) authenticate to the sentinels. The
      * master each sentinel names is checked with ROLE before any use, and
      * followed through failovers (docs/design.md section 6).
+     *
+     * redis-cluster: the hosts are seed nodes of one Redis Cluster (port
+     * 6379 by default), tried in turn for CLUSTER SLOTS; user and password
+     * are for every node (a cluster has only db 0). Each lock goes to the
+     * master of its name's slot (Redis's hash-tag rule); MOVED, ASK,
+     * TRYAGAIN, CLUSTERDOWN, slot migrations and failovers are followed
+     * (docs/design.md section 7). pool_size is per master.
      */
     const char *url;
     /* Lease of watchdog locks, renewed every third of it. Default 30000;
@@ -281,7 +289,23 @@ typedef struct rlock_config {
     int replica_acks;
     /* How long WAIT waits for the acknowledgements. Default 1000; 1..3600000. */
     int replica_ack_timeout_ms;
+    /*
+     * Which pub/sub unlock messages use (Redisson's shardedSubscriptionMode):
+     * a waiter hears only the kind its lock's holders publish, so every
+     * client sharing a lock -- Redisson's too -- must use the same kind.
+     * RLOCK_PUBSUB_AUTO (default): sharded on a Redis Cluster whose nodes
+     * answer PUBSUB SHARDNUMSUB (Redis >= 7.0), as Redisson >= 3.22 does by
+     * default; classic elsewhere. (Appended in 0.4.)
+     */
+    int pubsub_mode;
 } rlock_config;
+
+/* rlock_config.pubsub_mode */
+enum {
+    RLOCK_PUBSUB_AUTO = 0,    /* sharded on a cluster that supports it, else classic */
+    RLOCK_PUBSUB_CLASSIC = 1, /* SUBSCRIBE / PUBLISH: any node hears every message */
+    RLOCK_PUBSUB_SHARDED = 2  /* SSUBSCRIBE / SPUBLISH on the channel's shard (Redis >= 7.0) */
+};
 
 /* Fills cfg with the defaults above. cfg must not be NULL. */
 RLOCK_EXTERN void rlock_config_init(rlock_config *cfg);

@@ -58,6 +58,11 @@ int rlock__settings_from(const rlock_config *cfg, rlock__settings *s) {
     if (!in_range(s->replica_acks, 0, 100, "replica_acks") ||
         !in_range(s->replica_ack_timeout_ms, 1, HOUR_MS, "replica_ack_timeout_ms"))
         return RLOCK_EINVAL;
+    s->pubsub_mode = defaults.pubsub_mode;
+    if (has_field(cfg, offsetof(rlock_config, pubsub_mode), sizeof(int)))
+        s->pubsub_mode = cfg->pubsub_mode;
+    if (!in_range(s->pubsub_mode, RLOCK_PUBSUB_AUTO, RLOCK_PUBSUB_SHARDED, "pubsub_mode"))
+        return RLOCK_EINVAL;
     s->watchdog_timeout_ms = cfg->watchdog_timeout_ms;
     s->connect_timeout_ms = cfg->connect_timeout_ms;
     s->command_timeout_ms = cfg->command_timeout_ms;

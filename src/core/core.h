@@ -158,6 +158,7 @@ typedef struct rlock__settings {
     void (*on_event)(const rlock_event *event, void *arg);
     int replica_acks;           /* WAIT after every write; 0 = off */
     int replica_ack_timeout_ms;
+    int pubsub_mode;            /* RLOCK_PUBSUB_*, as configured (the net resolves AUTO) */
 } rlock__settings;
 
 /* ---- events.c ---------------------------------------------------------------- */

@@ -54,4 +54,5 @@ void rlock_config_init(rlock_config *cfg) {
     cfg->local_handoffs = 4;
     cfg->replica_acks = 0;
     cfg->replica_ack_timeout_ms = 1000;
+    cfg->pubsub_mode = RLOCK_PUBSUB_AUTO;
 }
