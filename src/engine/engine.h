@@ -48,6 +48,7 @@ typedef struct rlock__renewal {
     uint64_t owner;
     uint64_t serial;
     int64_t expires_ms;         /* its lease end by the client's clock */
+    int slot;                   /* the watchdog's: the name's Cluster slot, or -1 */
 } rlock__renewal;
 
 /* What the client knows of one owner's hold (rlock__holds_get). */
@@ -178,7 +179,6 @@ typedef struct rlock__waiters {
     rlock__channel *channels;   /* owned list: channels with waiters or unsubscribing */
     int wake_pipe[2];           /* waiters -> subscriber thread; O_NONBLOCK|O_CLOEXEC */
     int dirty;                  /* the subscription set changed since last sent */
-    int connected;              /* the subscriber has a live connection */
     atomic_int resubscribe;     /* a new master took over: reconnect, subscribe again */
 } rlock__waiters;
 
@@ -203,6 +203,8 @@ struct rlock__waiter {
     /* The rest belongs to the waiting machinery and is guarded by its mutex. */
     rlock__waiter *next;        /* the channel's queue, oldest first */
     rlock__channel *channel;
+    int unheard;                /* unlock messages on channel do not reach it (sharded
+                                   pub/sub, name and channel in different slots): poll */
     pthread_cond_t wakeup;      /* this waiter sleeps here, and only it; initialised by
                                    join, destroyed by leave (with the mutex) */
     int sleeping;               /* asleep and not yet signalled: may be offered the lock */

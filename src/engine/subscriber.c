@@ -1,29 +1,36 @@
 /*
- * subscriber.c - the subscriber thread: one per client, owning one Redis
- * connection (connected lazily, when the first thread has to wait) and
- * every subscription of the client's waiters (channels.c, waiters.c).
+ * subscriber.c - the subscriber thread: one per client, owning the
+ * connections its waiters' subscriptions need (channels.c, waiters.c) --
+ * one per node they go to: with classic pub/sub one (any node hears every
+ * PUBLISH), with sharded pub/sub on a Cluster one per master that owns a
+ * channel waited on. Connections are made lazily, when a thread has to
+ * wait, and closed when no channel needs them any more.
  *
- * Trouble: when the connection drops, every channel is marked unsubscribed
- * and its waiters retry at once; the thread reconnects with capped,
+ * Trouble: when a connection drops, its channels are marked unsubscribed
+ * and their waiters retry at once; the thread reconnects with capped,
  * jittered exponential backoff, subscribes again every channel that still
  * has waiters, and wakes them once more when confirmed. Meanwhile waiters
- * still progress: each sleep is bounded by the lock's TTL.
+ * still progress: each sleep is bounded by the lock's TTL. A sharded
+ * channel whose slot moves is dropped by the server (an unsolicited
+ * `sunsubscribe`) or answered MOVED: the route refreshes, the channel is
+ * subscribed again where its slot lives now, and its waiters retry at once.
  *
  * Refused subscriptions: an ACL may forbid SUBSCRIBE (or the channel). The
- * error reply names no channel, so the thread keeps the order of what it
- * sent (the `sent` queue) and pins the refusal on the command it answers:
- * the channel is marked refused, an RLOCK_EVENT_SUBSCRIBE_REFUSED is posted,
- * and its waiters poll every RLOCK__REFUSED_POLL_MS instead of sleeping
- * until the holder's TTL. A refused channel is not asked again on this
- * connection, and it is freed like any other once its last waiter leaves.
+ * error reply names no channel, so each connection keeps the order of what
+ * it sent (its `sent` queue) and pins the refusal on the command it
+ * answers: the channel is marked refused, an RLOCK_EVENT_SUBSCRIBE_REFUSED
+ * is posted, and its waiters poll every RLOCK__REFUSED_POLL_MS instead of
+ * sleeping until the holder's TTL. A refused channel is not asked again on
+ * this connection, and it is freed like any other once its last waiter
+ * leaves.
  *
- * The thread sleeps in poll() on the socket and a wake-up pipe, never in a
+ * The thread sleeps in poll() on its sockets and a wake-up pipe, never in a
  * socket timeout (a timed-out hiredis 0.14 context is broken for good).
  *
  * Threads: the subscriber thread (a core worker); close stops it. Locking:
  * the worker's mutex (the waiters' mutex) guards the channels and the
- * waiters' shared fields; the thread's redisContext and `sent` ring are its
- * own. It never holds the mutex during connect or poll.
+ * waiters' shared fields; the connections and their `sent` rings are the
+ * thread's own. It never holds the mutex during connect or poll.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -36,118 +43,191 @@
 
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 2000
+#define REROUTE_PAUSE_MS 100 /* after a redirect, before subscribing that channel again */
 
 typedef struct sent_command {
     rlock__channel *channel;    /* kept alive by its pending count */
     int subscribe;              /* SUBSCRIBE, else UNSUBSCRIBE */
 } sent_command;
 
-/* The subscriber thread's own state; only it touches this. */
-typedef struct subscriber {
-    rlock__engine *engine;
-    redisContext *ctx;
-    int backoff_ms;
-    int64_t next_connect_ms;
+/* One connection of the thread: to the node some channels' subscriptions go to. */
+typedef struct sub_link {
+    rlock__node *node;          /* the net's (lives as long as it) */
+    redisContext *ctx;          /* NULL = not connected */
     rlock__buf sent;            /* sent_command ring, oldest at sent_head */
     size_t sent_head;
     size_t sent_count;
+    int backoff_ms;
+    int64_t next_connect_ms;
+    int needed;                 /* channels use it (counted each pass) */
+} sub_link;
+
+/* The subscriber thread's own state; only it touches this. */
+typedef struct subscriber {
+    rlock__engine *engine;
+    rlock__buf links;           /* sub_link[nlinks] */
+    size_t nlinks;
+    int64_t reroute_after_ms;   /* channels redirected wait until then to pick a node */
 } subscriber;
 
-static sent_command *sent_at(subscriber *s, size_t i) {
-    size_t cap = s->sent.cap / sizeof(sent_command);
-    return (sent_command *)s->sent.data + (s->sent_head + i) % cap;
+static sub_link *links_of(subscriber *s) {
+    return s->links.data;
+}
+
+static sent_command *sent_at(sub_link *l, size_t i) {
+    size_t cap = l->sent.cap / sizeof(sent_command);
+    return (sent_command *)l->sent.data + (l->sent_head + i) % cap;
 }
 
 /* Appends to the ring, growing it (a grown ring is re-packed from its head). */
-static int sent_push(subscriber *s, rlock__channel *ch, int subscribe) {
-    size_t cap = s->sent.cap / sizeof(sent_command);
-    if (s->sent_count == cap) {
+static int sent_push(sub_link *l, rlock__channel *ch, int subscribe) {
+    size_t cap = l->sent.cap / sizeof(sent_command);
+    if (l->sent_count == cap) {
         rlock__buf bigger = {NULL, 0};
         size_t new_cap = cap < 16 ? 16 : cap * 2;
         if (rlock__buf_reserve(&bigger, new_cap * sizeof(sent_command)) != RLOCK_OK)
             return RLOCK_ENOMEM;
-        for (size_t i = 0; i < s->sent_count; i++)
-            ((sent_command *)bigger.data)[i] = *sent_at(s, i);
-        rlock__buf_free(&s->sent);
-        s->sent = bigger;
-        s->sent_head = 0;
+        for (size_t i = 0; i < l->sent_count; i++)
+            ((sent_command *)bigger.data)[i] = *sent_at(l, i);
+        rlock__buf_free(&l->sent);
+        l->sent = bigger;
+        l->sent_head = 0;
     }
-    *sent_at(s, s->sent_count++) = (sent_command){ch, subscribe};
+    *sent_at(l, l->sent_count++) = (sent_command){ch, subscribe};
     return RLOCK_OK;
 }
 
 /* The oldest command still waiting for its reply (NULL channel if none). */
-static sent_command sent_pop(subscriber *s) {
+static sent_command sent_pop(sub_link *l) {
     sent_command oldest = {NULL, 0};
-    if (s->sent_count == 0)
+    if (l->sent_count == 0)
         return oldest;
-    oldest = *sent_at(s, 0);
-    s->sent_head = (s->sent_head + 1) % (s->sent.cap / sizeof(sent_command));
-    s->sent_count--;
+    oldest = *sent_at(l, 0);
+    l->sent_head = (l->sent_head + 1) % (l->sent.cap / sizeof(sent_command));
+    l->sent_count--;
     return oldest;
 }
 
-/* ---- the subscriber thread (pubsub.mutex held unless said otherwise) ---- */
+/* ---- the subscriber thread (the waiters' mutex held unless said otherwise) ---- */
 
-/* Drops the connection (lost: it failed, else a new master took over). */
-static void drop_connection(rlock__waiters *ps, subscriber *s, int lost) {
-    if (s->ctx != NULL) {
-        redisFree(s->ctx);
+/* The channel must pick its node again (moved, or its connection dropped). */
+static void unroute(rlock__channel *ch) {
+    ch->node = NULL;
+    ch->subscribe_sent = 0;
+    ch->pending = 0;
+    ch->confirmed = 0;
+    ch->refused = 0; /* asked again on the next connection */
+    rlock__channel_nudge(ch);
+}
+
+/* Drops l's connection (lost: it failed, else a new master took over). */
+static void drop_link(rlock__waiters *ps, subscriber *s, sub_link *l, int lost) {
+    if (l->ctx != NULL) {
+        redisFree(l->ctx);
         if (lost)
             rlock__link_down(s->engine->events, RLOCK_EIO, "subscriber connection lost");
     }
-    s->ctx = NULL;
-    s->sent_count = 0;
-    ps->connected = 0;
-    for (rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next) {
-        ch->subscribe_sent = 0;
-        ch->pending = 0;
-        ch->confirmed = 0;
-        ch->refused = 0; /* asked again on the next connection */
-        rlock__channel_nudge(ch);
-    }
+    l->ctx = NULL;
+    l->sent_count = 0;
+    for (rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next)
+        if (ch->node == l->node)
+            unroute(ch);
     rlock__channels_reap(ps);
-    s->next_connect_ms = rlock__now_ms();
+    l->next_connect_ms = rlock__now_ms();
 }
 
-static int send_command(redisContext *ctx, const char *verb, const rlock__channel *ch) {
+static sub_link *find_link(subscriber *s, const rlock__node *node) {
+    for (size_t i = 0; i < s->nlinks; i++)
+        if (links_of(s)[i].node == node)
+            return &links_of(s)[i];
+    return NULL;
+}
+
+static sub_link *add_link(subscriber *s, rlock__node *node) {
+    if (rlock__buf_reserve(&s->links, (s->nlinks + 1) * sizeof(sub_link)) != RLOCK_OK)
+        return NULL;
+    sub_link *l = &links_of(s)[s->nlinks++];
+    *l = (sub_link){.node = node, .backoff_ms = BACKOFF_MIN_MS, .next_connect_ms = rlock__now_ms()};
+    return l;
+}
+
+/* Closes a connection no channel needs (its slot in the array goes to the last one). */
+static void remove_link(subscriber *s, sub_link *l) {
+    if (l->ctx != NULL)
+        redisFree(l->ctx);
+    rlock__buf_free(&l->sent);
+    *l = links_of(s)[--s->nlinks];
+}
+
+/*
+ * Gives each channel with waiters a node (the net's choice) and a connection to
+ * it; counts what each connection is needed for, and closes the ones nobody
+ * needs any more.
+ */
+static void route_channels(rlock__waiters *ps, subscriber *s) {
+    int may_route = rlock__now_ms() >= s->reroute_after_ms;
+    for (size_t i = 0; i < s->nlinks; i++)
+        links_of(s)[i].needed = 0;
+    for (rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next) {
+        if (ch->node == NULL && ch->waiters > 0 && may_route) {
+            ch->node = rlock__net_subscribe_node(s->engine->net, ch->name, ch->len);
+            ps->dirty = 1;
+        }
+        sub_link *l = ch->node != NULL ? find_link(s, ch->node) : NULL;
+        if (ch->node != NULL && l == NULL && (l = add_link(s, ch->node)) == NULL)
+            ch->node = NULL; /* out of memory: waiters poll by TTL; try again next pass */
+        if (l != NULL && (ch->waiters > 0 || ch->subscribe_sent || ch->pending > 0))
+            l->needed++;
+    }
+    for (size_t i = 0; i < s->nlinks;)
+        if (links_of(s)[i].needed == 0)
+            remove_link(s, &links_of(s)[i]);
+        else
+            i++;
+}
+
+static int send_command(sub_link *l, const char *verb, const rlock__channel *ch) {
     const char *argv[] = {verb, ch->name};
     size_t argvlen[] = {strlen(verb), ch->len};
-    return redisAppendCommandArgv(ctx, 2, argv, argvlen) == REDIS_OK ? RLOCK_OK : RLOCK_EIO;
+    return redisAppendCommandArgv(l->ctx, 2, argv, argvlen) == REDIS_OK ? RLOCK_OK : RLOCK_EIO;
 }
 
-/* Sends SUBSCRIBE/UNSUBSCRIBE for every channel whose wish changed. */
-static int send_changes(rlock__waiters *ps, subscriber *s) {
+/* Sends SUBSCRIBE/UNSUBSCRIBE (S- when sharded) for l's channels whose wish changed. */
+static int send_changes(rlock__waiters *ps, subscriber *s, sub_link *l) {
+    int sharded = rlock__net_sharded(s->engine->net);
     for (rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next) {
         int want = ch->waiters > 0 && !ch->refused;
-        if (want == ch->subscribe_sent)
+        if (ch->node != l->node || want == ch->subscribe_sent)
             continue;
-        if (sent_push(s, ch, want) != RLOCK_OK ||
-            send_command(s->ctx, want ? "SUBSCRIBE" : "UNSUBSCRIBE", ch) != RLOCK_OK)
+        const char *verb = want ? (sharded ? "SSUBSCRIBE" : "SUBSCRIBE")
+                                : (sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE");
+        if (sent_push(l, ch, want) != RLOCK_OK || send_command(l, verb, ch) != RLOCK_OK)
             return RLOCK_EIO;
         ch->subscribe_sent = want;
         ch->pending++;
         ch->confirmed = 0;
     }
-    ps->dirty = 0;
-    rlock__channels_reap(ps);
     /* A few small commands: the socket buffer takes them at once. */
-    return rlock__io_flush(s->ctx, rlock__deadline_after(s->engine->settings->command_timeout_ms));
+    return rlock__io_flush(l->ctx, rlock__deadline_after(s->engine->settings->command_timeout_ms));
 }
 
 /*
- * An unlock message: one permit for each lock waited on through this
- * channel (the message does not say which of them was unlocked), or, for
- * "1" (Redisson's read unlock), one for every waiter.
+ * An error reply answers the oldest command sent: a redirect ("not this
+ * node") sends the channel to pick its node again; anything else is a
+ * refusal (ACL): its waiters poll.
  */
-static void on_refused(rlock__waiters *ps, subscriber *s, const redisReply *r) {
-    sent_command cmd = sent_pop(s);
+static void on_error_reply(rlock__waiters *ps, subscriber *s, sub_link *l, const redisReply *r) {
+    sent_command cmd = sent_pop(l);
     rlock__channel *ch = cmd.channel;
     if (ch == NULL)
         return;
     if (ch->pending > 0)
         ch->pending--;
-    if (cmd.subscribe) {
+    if (cmd.subscribe && rlock__is_redirect_or_retry(r)) {
+        rlock__net_subscription_moved(s->engine->net, l->node, r);
+        unroute(ch);
+        s->reroute_after_ms = rlock__now_ms() + REROUTE_PAUSE_MS;
+    } else if (cmd.subscribe) {
         ch->subscribe_sent = 0;
         ch->refused = 1;
         ch->confirmed = 0;
@@ -161,9 +241,21 @@ static void on_refused(rlock__waiters *ps, subscriber *s, const redisReply *r) {
     rlock__channels_reap(ps);
 }
 
-static void on_reply(rlock__waiters *ps, subscriber *s, const redisReply *r) {
+/* The server dropped a sharded subscription (its slot moved): subscribe where it went. */
+static void on_dropped(rlock__waiters *ps, subscriber *s, sub_link *l, rlock__channel *ch) {
+    rlock__net_subscription_moved(s->engine->net, l->node, NULL);
+    unroute(ch);
+    s->reroute_after_ms = rlock__now_ms() + REROUTE_PAUSE_MS;
+    rlock__channels_reap(ps);
+}
+
+static int is_kind(const char *kind, const char *classic) {
+    return strcmp(kind, classic) == 0 || (kind[0] == 's' && strcmp(kind + 1, classic) == 0);
+}
+
+static void on_reply(rlock__waiters *ps, subscriber *s, sub_link *l, const redisReply *r) {
     if (r->type == REDIS_REPLY_ERROR) {
-        on_refused(ps, s, r);
+        on_error_reply(ps, s, l, r);
         return;
     }
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
@@ -173,13 +265,20 @@ static void on_reply(rlock__waiters *ps, subscriber *s, const redisReply *r) {
     rlock__channel *ch = rlock__channel_find(ps, r->element[1]->str, r->element[1]->len);
     if (ch == NULL)
         return;
-    if (strcmp(kind, "message") == 0) {
+    if (is_kind(kind, "message")) {
         rlock__channel_unlocked(ch, r->element[2]);
         return;
     }
-    if (strcmp(kind, "subscribe") != 0 && strcmp(kind, "unsubscribe") != 0)
+    int unsubscribed = is_kind(kind, "unsubscribe");
+    if (!unsubscribed && !is_kind(kind, "subscribe"))
         return;
-    sent_pop(s); /* replies come in the order of the commands: this one's */
+    /* Replies come in the order of the commands; a drop nobody asked for does not. */
+    sent_command *oldest = l->sent_count > 0 ? sent_at(l, 0) : NULL;
+    if (unsubscribed && (oldest == NULL || oldest->channel != ch || oldest->subscribe)) {
+        on_dropped(ps, s, l, ch);
+        return;
+    }
+    sent_pop(l);
     if (ch->pending > 0)
         ch->pending--;
     ch->confirmed = ch->pending == 0 && ch->subscribe_sent;
@@ -188,93 +287,130 @@ static void on_reply(rlock__waiters *ps, subscriber *s, const redisReply *r) {
     rlock__channels_reap(ps);
 }
 
-static int read_replies(rlock__waiters *ps, subscriber *s) {
+static int read_replies(rlock__waiters *ps, subscriber *s, sub_link *l) {
     for (;;) {
         void *raw = NULL;
-        if (redisGetReplyFromReader(s->ctx, &raw) != REDIS_OK)
+        if (redisGetReplyFromReader(l->ctx, &raw) != REDIS_OK)
             return RLOCK_EIO;
         if (raw == NULL)
             return RLOCK_OK;
-        on_reply(ps, s, raw);
+        on_reply(ps, s, l, raw);
         freeReplyObject(raw);
     }
 }
 
-static void try_connect(rlock__waiters *ps, subscriber *s) {
+static void try_connect(rlock__waiters *ps, subscriber *s, sub_link *l) {
     rlock__engine *e = s->engine;
     redisContext *ctx = NULL;
+    rlock__node *node = l->node; /* l may move while the mutex is released: find it again */
     pthread_mutex_unlock(&ps->worker.mutex);
-    /* Classic pub/sub: any node hears every PUBLISH (one channel set, one connection). */
-    int status = rlock__net_connect_for(
-        e->net, NULL, 0, rlock__deadline_after(e->settings->connect_timeout_ms), &ctx);
+    int status = rlock__net_connect_node(
+        e->net, node, rlock__deadline_after(e->settings->connect_timeout_ms), &ctx);
     pthread_mutex_lock(&ps->worker.mutex);
+    if ((l = find_link(s, node)) == NULL) { /* cannot happen: only this thread removes */
+        if (ctx != NULL)
+            redisFree(ctx);
+        return;
+    }
     if (status == RLOCK_OK) {
-        s->ctx = ctx;
-        s->sent_count = 0;
-        s->backoff_ms = BACKOFF_MIN_MS;
-        ps->connected = 1;
+        l->ctx = ctx;
+        l->sent_count = 0;
+        l->backoff_ms = BACKOFF_MIN_MS;
         ps->dirty = 1;
         return;
     }
     unsigned seed = (unsigned)rlock__now_ms();
-    s->next_connect_ms = rlock__now_ms() + s->backoff_ms / 2 + rand_r(&seed) % (s->backoff_ms / 2 + 1);
-    s->backoff_ms = s->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : s->backoff_ms * 2;
+    l->next_connect_ms = rlock__now_ms() + l->backoff_ms / 2 + rand_r(&seed) % (l->backoff_ms / 2 + 1);
+    l->backoff_ms = l->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : l->backoff_ms * 2;
 }
 
-static int poll_timeout(const rlock__waiters *ps, const subscriber *s) {
-    if (s->ctx != NULL || !rlock__channels_have_waiters(ps))
+/* Connects the links that need it and are due; sends what changed on the others. */
+static void connect_and_send(rlock__waiters *ps, subscriber *s) {
+    int64_t now = rlock__now_ms();
+    for (size_t i = 0; i < s->nlinks && !ps->worker.stop; i++)
+        if (links_of(s)[i].ctx == NULL && now >= links_of(s)[i].next_connect_ms)
+            try_connect(ps, s, &links_of(s)[i]);
+    if (!ps->dirty)
+        return;
+    ps->dirty = 0;
+    for (size_t i = 0; i < s->nlinks; i++) {
+        sub_link *l = &links_of(s)[i];
+        if (l->ctx != NULL && send_changes(ps, s, l) != RLOCK_OK)
+            drop_link(ps, s, l, 1);
+    }
+    rlock__channels_reap(ps);
+}
+
+/* How long poll may sleep: until the next reconnection or re-route is due. */
+static int poll_timeout(const rlock__waiters *ps, subscriber *s) {
+    int64_t now = rlock__now_ms(), until = RLOCK__NO_DEADLINE;
+    for (size_t i = 0; i < s->nlinks; i++)
+        if (links_of(s)[i].ctx == NULL && links_of(s)[i].next_connect_ms < until)
+            until = links_of(s)[i].next_connect_ms;
+    for (const rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next)
+        if (ch->node == NULL && ch->waiters > 0 && s->reroute_after_ms < until)
+            until = s->reroute_after_ms;
+    if (until == RLOCK__NO_DEADLINE)
         return -1;
-    int64_t left = s->next_connect_ms - rlock__now_ms();
-    return left < 0 ? 0 : (int)left;
+    return until <= now ? 0 : (int)(until - now > 60000 ? 60000 : until - now);
 }
 
-/* Sleeps in poll() without the mutex; returns 1 if the socket is readable. */
-static int wait_for_events(rlock__waiters *ps, subscriber *s, int timeout_ms) {
-    struct pollfd fds[2] = {{.fd = ps->wake_pipe[0], .events = POLLIN}};
+#define MAX_POLLED 64 /* links polled at once: more masters than this wait their turn */
+
+/*
+ * Sleeps in poll() without the mutex, then reads what came on each
+ * connection; a connection that failed is dropped.
+ */
+static void wait_and_read(rlock__waiters *ps, subscriber *s, int timeout_ms) {
+    struct pollfd fds[MAX_POLLED + 1] = {{.fd = ps->wake_pipe[0], .events = POLLIN}};
+    rlock__node *polled[MAX_POLLED];
     nfds_t nfds = 1;
     char drain[64];
-    if (s->ctx != NULL) {
-        fds[1].fd = s->ctx->fd;
-        fds[1].events = POLLIN;
-        nfds = 2;
-    }
+    for (size_t i = 0; i < s->nlinks && nfds <= MAX_POLLED; i++)
+        if (links_of(s)[i].ctx != NULL) {
+            polled[nfds - 1] = links_of(s)[i].node;
+            fds[nfds++] = (struct pollfd){.fd = links_of(s)[i].ctx->fd, .events = POLLIN};
+        }
     pthread_mutex_unlock(&ps->worker.mutex);
     int n = poll(fds, nfds, timeout_ms);
     if (n > 0 && (fds[0].revents & POLLIN))
         while (read(ps->wake_pipe[0], drain, sizeof(drain)) > 0)
             ;
-    int readable = n > 0 && nfds == 2 && fds[1].revents != 0;
-    if (readable && redisBufferRead(s->ctx) != REDIS_OK)
-        readable = -1;
     pthread_mutex_lock(&ps->worker.mutex);
-    return readable;
+    for (nfds_t i = 1; n > 0 && i < nfds; i++) {
+        sub_link *l = find_link(s, polled[i - 1]);
+        if (fds[i].revents == 0 || l == NULL || l->ctx == NULL)
+            continue;
+        if (redisBufferRead(l->ctx) != REDIS_OK || read_replies(ps, s, l) != RLOCK_OK)
+            drop_link(ps, s, l, 1);
+    }
+}
+
+static void drop_all(rlock__waiters *ps, subscriber *s) {
+    for (size_t i = 0; i < s->nlinks; i++)
+        drop_link(ps, s, &links_of(s)[i], 0);
 }
 
 static void *subscriber_main(void *arg) {
     rlock__engine *e = arg;
     rlock__waiters *ps = &e->waiters;
-    subscriber s = {.engine = e, .backoff_ms = BACKOFF_MIN_MS};
+    subscriber s = {.engine = e};
 
     pthread_setname_np(pthread_self(), "rlock-pubsub");
     pthread_mutex_lock(&ps->worker.mutex);
     while (!ps->worker.stop) {
         if (atomic_exchange(&ps->resubscribe, 0))
-            drop_connection(ps, &s, 0); /* waiters retry now; reconnects to the new master */
-        if (s.ctx == NULL && rlock__channels_have_waiters(ps) && rlock__now_ms() >= s.next_connect_ms)
-            try_connect(ps, &s);
+            drop_all(ps, &s); /* waiters retry now; subscribe again at the new masters */
+        route_channels(ps, &s);
+        connect_and_send(ps, &s);
         if (ps->worker.stop)
             break;
-        if (s.ctx != NULL && ps->dirty && send_changes(ps, &s) != RLOCK_OK)
-            drop_connection(ps, &s, 1);
-        int readable = wait_for_events(ps, &s, poll_timeout(ps, &s));
-        if (readable < 0 || (readable > 0 && read_replies(ps, &s) != RLOCK_OK))
-            drop_connection(ps, &s, 1);
+        wait_and_read(ps, &s, poll_timeout(ps, &s));
     }
-    if (s.ctx != NULL)
-        redisFree(s.ctx);
-    ps->connected = 0;
+    while (s.nlinks > 0)
+        remove_link(&s, &links_of(&s)[0]);
     pthread_mutex_unlock(&ps->worker.mutex);
-    rlock__buf_free(&s.sent);
+    rlock__buf_free(&s.links);
     return NULL;
 }
 

@@ -34,6 +34,7 @@ int rlock__wait_join(rlock__engine *e, const char *channel, size_t len, int64_t 
     w->permit = 0;
     w->handoff = RLOCK__HANDOFF_NONE;
     w->ahead = NULL;
+    w->unheard = !rlock__net_hears(e->net, w->name, w->name_len, channel, len);
     if (rlock__cond_init(&w->wakeup) != 0)
         return RLOCK_ENOMEM;
     pthread_mutex_lock(&ps->worker.mutex);
@@ -120,8 +121,8 @@ int rlock__wait_sleep(rlock__engine *e, rlock__waiter *w, unsigned epoch, int64_
 
     *granted = 0;
     pthread_mutex_lock(&ps->worker.mutex);
-    /* No unlock message will come on a refused channel: poll instead. */
-    if (w->channel->refused) {
+    /* No unlock message will come on a refused channel, nor one it cannot hear: poll. */
+    if (w->channel->refused || w->unheard) {
         int64_t poll_at = rlock__deadline_after(RLOCK__REFUSED_POLL_MS);
         if (poll_at < deadline_ms)
             deadline_ms = poll_at;

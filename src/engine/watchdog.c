@@ -3,7 +3,11 @@
  *
  * Every watchdog_timeout/3 it snapshots the renewed entries of the holds
  * table and resets their TTL to watchdog_timeout in one pipelined round trip
- * (RENEW scripts of up to RENEW_BATCH keys each). The script only extends a
+ * per node (RENEW scripts of up to RENEW_BATCH keys each). On a Cluster the
+ * names are sorted by slot and no script spans two slots (a script's keys
+ * must share one); the net sends each node its part at once, and re-runs
+ * alone a script that was redirected (a slot moved). A node that fails
+ * fails only its own entries. The script only extends a
  * field that is still ours; it never re-creates a lock. A confirmed renewal
  * moves the hold's lease end (client clock) to the round's send time +
  * timeout. A key reported gone makes its entry a tombstone and posts one
@@ -43,7 +47,9 @@ typedef struct round_buffers {
     rlock__buf argv;     /* per batch: k names, lease, k owners */
     rlock__buf argvlen;
     rlock__buf cmds;
+    rlock__buf firsts;   /* per command: the index of its first entry */
     rlock__buf replies;
+    rlock__buf failed;   /* rlock__renewal[]: the entries whose renewal failed */
 } round_buffers;
 
 static void free_buffers(round_buffers *b) {
@@ -53,7 +59,9 @@ static void free_buffers(round_buffers *b) {
     rlock__buf_free(&b->argv);
     rlock__buf_free(&b->argvlen);
     rlock__buf_free(&b->cmds);
+    rlock__buf_free(&b->firsts);
     rlock__buf_free(&b->replies);
+    rlock__buf_free(&b->failed);
 }
 
 /* Most locks are held by few owners: format each owner field once per round. */
@@ -79,26 +87,55 @@ static const char *owner_of(const rlock__renewer *rn, owner_cache *oc, char *own
     return oc->str[slot];
 }
 
+static int by_slot(const void *a, const void *b) {
+    const rlock__renewal *x = a, *y = b;
+    return (x->slot > y->slot) - (x->slot < y->slot);
+}
+
+/* On a Cluster: each entry's slot, and the entries sorted by it. */
+static void sort_by_slot(const rlock__engine *e, rlock__renewal *r, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        r[i].slot = rlock__net_slot_of(e->net, r[i].name, r[i].name_len);
+    if (n > 0 && r[0].slot >= 0)
+        qsort(r, n, sizeof(*r), by_slot);
+}
+
+/* The number of entries from first on that one script renews: same slot, <= RENEW_BATCH. */
+static size_t batch_size(const rlock__renewal *r, size_t first, size_t n) {
+    size_t k = 1;
+    while (first + k < n && k < RENEW_BATCH && r[first + k].slot == r[first].slot)
+        k++;
+    return k;
+}
+
+static int reserve_round(round_buffers *b, size_t n) {
+    size_t nargs = 3 * n; /* at most 2 per entry + 1 per command, one command per entry */
+    if (rlock__buf_reserve(&b->owners, n * RLOCK__OWNER_MAX) != RLOCK_OK ||
+        rlock__buf_reserve(&b->argv, nargs * sizeof(const char *)) != RLOCK_OK ||
+        rlock__buf_reserve(&b->argvlen, nargs * sizeof(size_t)) != RLOCK_OK ||
+        rlock__buf_reserve(&b->cmds, n * sizeof(rlock__cmd)) != RLOCK_OK ||
+        rlock__buf_reserve(&b->firsts, n * sizeof(size_t)) != RLOCK_OK ||
+        rlock__buf_reserve(&b->replies, n * sizeof(redisReply *)) != RLOCK_OK ||
+        rlock__buf_reserve(&b->failed, n * sizeof(rlock__renewal)) != RLOCK_OK)
+        return RLOCK_ENOMEM;
+    return RLOCK_OK;
+}
+
 /* Builds the round's RENEW commands; returns how many, or < 0 on ENOMEM. */
 static int build_round(const rlock__renewer *rn, round_buffers *b, size_t n, const char *lease,
                        size_t lease_len) {
     const rlock__renewal *r = b->entries.data;
-    size_t nbatches = (n + RENEW_BATCH - 1) / RENEW_BATCH;
-    size_t nargs = 2 * n + nbatches;
     owner_cache oc;
-    if (rlock__buf_reserve(&b->owners, n * RLOCK__OWNER_MAX) != RLOCK_OK ||
-        rlock__buf_reserve(&b->argv, nargs * sizeof(const char *)) != RLOCK_OK ||
-        rlock__buf_reserve(&b->argvlen, nargs * sizeof(size_t)) != RLOCK_OK ||
-        rlock__buf_reserve(&b->cmds, nbatches * sizeof(rlock__cmd)) != RLOCK_OK ||
-        rlock__buf_reserve(&b->replies, nbatches * sizeof(redisReply *)) != RLOCK_OK)
+    if (reserve_round(b, n) != RLOCK_OK)
         return RLOCK_ENOMEM;
     memset(&oc, 0, sizeof(oc));
     const char **argv = b->argv.data;
-    size_t *argvlen = b->argvlen.data;
+    size_t *argvlen = b->argvlen.data, *firsts = b->firsts.data;
     rlock__cmd *cmds = b->cmds.data;
     int ncmds = 0;
-    for (size_t first = 0; first < n; first += RENEW_BATCH) {
-        size_t k = n - first < RENEW_BATCH ? n - first : RENEW_BATCH;
+    for (size_t first = 0, k; first < n; first += k) {
+        k = batch_size(r, first, n);
+        firsts[ncmds] = first;
         rlock__cmd *cmd = &cmds[ncmds++];
         cmd->script = rn->script;
         cmd->flags = RLOCK__CMD_WRITE;
@@ -182,6 +219,48 @@ static int64_t round_deadline(const rlock__engine *e, const rlock__renewal *r, s
     return deadline;
 }
 
+/* Keeps a batch whose renewal failed, to report it. */
+static void keep_failed(round_buffers *b, size_t *nfailed, const rlock__renewal *batch, size_t k) {
+    memcpy((rlock__renewal *)b->failed.data + *nfailed, batch, k * sizeof(*batch));
+    *nfailed += k;
+}
+
+/*
+ * Applies each command's reply; a command without one (its node failed) or
+ * with an error reply keeps its entries, which are reported as failed.
+ */
+static int apply_round(rlock__engine *e, round_buffers *b, int ncmds, size_t n, int status,
+                       int64_t sent_ms, int acks) {
+    int acknowledged = acks < 0 || acks >= e->settings->replica_acks;
+    const rlock__renewal *r = b->entries.data;
+    const rlock__cmd *cmds = b->cmds.data;
+    const size_t *firsts = b->firsts.data;
+    redisReply **replies = b->replies.data;
+    size_t nfailed = 0;
+    for (int i = 0; i < ncmds; i++) {
+        const rlock__renewal *batch = r + firsts[i];
+        size_t k = (size_t)cmds[i].nkeys;
+        if (replies[i] == NULL) {
+            keep_failed(b, &nfailed, batch, k);
+        } else if (apply_reply(e, replies[i], batch, k, sent_ms, acknowledged) != RLOCK_OK) {
+            if (status == RLOCK_OK)
+                status = rlock__fail_reply(replies[i], "renewal (RENEW script)");
+            keep_failed(b, &nfailed, batch, k);
+        }
+    }
+    if (!acknowledged) { /* nothing extended: every entry's renewal is in doubt */
+        if (status == RLOCK_OK)
+            status = rlock__fail(RLOCK_ENOREPL, 0, "renewal: WAIT: %d of %d replicas "
+                                                   "acknowledged within %d ms", acks,
+                                 e->settings->replica_acks, e->settings->replica_ack_timeout_ms);
+        memcpy(b->failed.data, r, n * sizeof(*r));
+        nfailed = n;
+    }
+    if (status != RLOCK_OK && status != RLOCK_ECLOSED)
+        report_failed_round(e, b->failed.data, nfailed, status);
+    return status;
+}
+
 /* One renewal round; RLOCK_OK when every batch got its answer. */
 static int renew_round(rlock__engine *e, round_buffers *b) {
     char lease[24];
@@ -190,34 +269,22 @@ static int renew_round(rlock__engine *e, round_buffers *b) {
     int status = rlock__holds_snapshot(&e->holds, &b->entries, &b->names, &n);
     if (status != RLOCK_OK || n == 0)
         goto out;
+    sort_by_slot(e, b->entries.data, n);
     int ncmds = build_round(&e->watchdog.renewer, b, n, lease, lease_len);
     if (ncmds < 0) {
         status = ncmds;
         goto out;
     }
-    const rlock__renewal *r = b->entries.data;
-    const rlock__cmd *cmds = b->cmds.data;
     redisReply **replies = b->replies.data;
     memset(replies, 0, (size_t)ncmds * sizeof(*replies)); /* reused: no stale pointers */
     int64_t sent_ms = rlock__now_ms();
     int acks = -1;
-    status = rlock__exec_pipeline(e->net, cmds, ncmds, round_deadline(e, r, n), replies, &acks);
-    int acknowledged = acks < 0 || acks >= e->settings->replica_acks;
-    for (int i = 0; status == RLOCK_OK && i < ncmds; i++) {
-        const rlock__renewal *batch = r + (size_t)i * RENEW_BATCH;
-        if (apply_reply(e, replies[i], batch, (size_t)cmds[i].nkeys, sent_ms, acknowledged) !=
-            RLOCK_OK)
-            status = rlock__fail_reply(replies[i], "renewal (RENEW script)");
-    }
-    if (status == RLOCK_OK && !acknowledged)
-        status = rlock__fail(RLOCK_ENOREPL, 0, "renewal: WAIT: %d of %d replicas acknowledged "
-                                               "within %d ms", acks, e->settings->replica_acks,
-                             e->settings->replica_ack_timeout_ms);
+    status = rlock__exec_pipeline(e->net, b->cmds.data, ncmds,
+                                  round_deadline(e, b->entries.data, n), replies, &acks);
+    status = apply_round(e, b, ncmds, n, status, sent_ms, acks);
     for (int i = 0; i < ncmds; i++)
         if (replies[i] != NULL)
             freeReplyObject(replies[i]);
-    if (status != RLOCK_OK && status != RLOCK_ECLOSED)
-        report_failed_round(e, r, n, status);
 out:
     atomic_fetch_add(&e->watchdog.rounds, 1);
     return status;

@@ -126,10 +126,12 @@ static int send_release(const rlock *lock, const char *owner, size_t owner_len,
                         long long expected, int64_t deadline_ms, rlock__exec_info *info,
                         release_answer *answer) {
     char expected_str[24];
-    const char *argv[] = {lock->name, owner, expected_str, lock->channel};
+    const char *publish = rlock__net_publish_verb(lock->engine->net, lock->name, lock->name_len,
+                                                  lock->channel, lock->channel_len);
+    const char *argv[] = {lock->name, owner, expected_str, lock->channel, publish};
     size_t argvlen[] = {lock->name_len, owner_len, rlock__fmt_i64(expected_str, expected),
-                        lock->channel_len};
-    rlock__cmd cmd = {.script = RLOCK__SCRIPT_RELEASE, .flags = RLOCK__CMD_WRITE, .argc = 4,
+                        lock->channel_len, strlen(publish)};
+    rlock__cmd cmd = {.script = RLOCK__SCRIPT_RELEASE, .flags = RLOCK__CMD_WRITE, .argc = 5,
                       .nkeys = 1, .argv = argv, .argvlen = argvlen};
     answer->read = 0;
     return rlock__exec_read(lock->engine->net, &cmd, deadline_ms, info, read_release, answer);
@@ -204,10 +206,12 @@ static int read_forced(const redisReply *reply, void *arg) {
 }
 
 static int force_unlock(const rlock *lock) {
-    const char *argv[] = {lock->name, lock->channel};
-    size_t argvlen[] = {lock->name_len, lock->channel_len};
+    const char *publish = rlock__net_publish_verb(lock->engine->net, lock->name, lock->name_len,
+                                                  lock->channel, lock->channel_len);
+    const char *argv[] = {lock->name, lock->channel, publish};
+    size_t argvlen[] = {lock->name_len, lock->channel_len, strlen(publish)};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_FORCE_UNLOCK, .flags = RLOCK__CMD_WRITE,
-                      .argc = 2, .nkeys = 1, .argv = argv, .argvlen = argvlen};
+                      .argc = 3, .nkeys = 1, .argv = argv, .argvlen = argvlen};
     return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, read_forced, NULL);
 }
 

@@ -5,7 +5,12 @@
  * Every script names one key, the lock: the channel it publishes on is an
  * argument, not a key, so an ACL user needs key access to its lock names only
  * (and channel access to the channel), and the script stays in one Cluster
- * slot whatever the name.
+ * slot whatever the name: no CROSSSLOT for names like "a{b" (whose channel
+ * hashes elsewhere), no TRYAGAIN while the slot migrates (a channel never
+ * exists as a key, so a two-key script sees "some keys missing"). The
+ * publish command is an argument too: PUBLISH, or SPUBLISH for sharded
+ * pub/sub when the channel is in the lock's slot (Lua refuses SPUBLISH to a
+ * channel of a slot the node does not serve).
  *
  * Data layout (Redisson's, so Java Redisson clients can share our locks):
  *   key   <name>            HASH  "<client uuid>:<thread id>" -> hold count; PEXPIRE = lease
@@ -95,7 +100,8 @@ static const char acquire_lua[] =
 
 /*
  * RELEASE  KEYS[1] = name
- *          ARGV[1] = owner field, ARGV[2] = expected count, ARGV[3] = channel
+ *          ARGV[1] = owner field, ARGV[2] = expected count, ARGV[3] = channel,
+ *          ARGV[4] = 'publish' or 'spublish' (sharded pub/sub)
  * -> nil      the caller holds nothing: nothing changed, nothing published.
  *    n >= 0   the remaining count (0 = "0" published and deleted), or, when
  *             Redis has expected - 1, an earlier send of this same call
@@ -130,9 +136,9 @@ static const char release_lua[] =
     "  redis.call('hset', KEYS[1], ARGV[1], expected - 1)\n"
     "  return expected - 1\n"
     "end\n"
-    "local no = refused('publish', ARGV[3], '0') or refused('del', KEYS[1])\n"
+    "local no = refused(ARGV[4], ARGV[3], '0') or refused('del', KEYS[1])\n"
     "if no then return no end\n"
-    "redis.call('publish', ARGV[3], '0')\n"
+    "redis.call(ARGV[4], ARGV[3], '0')\n"
     "redis.call('del', KEYS[1])\n"
     "return 0\n";
 
@@ -150,6 +156,9 @@ static const char release_lua[] =
  *    0  the releasing owner holds nothing: nothing changed.
  *    As for RELEASE, more holds than the caller believes (a lost acquisition
  *    of its own) are given up with the rest.
+ * The receiver's field is written before the releaser's goes, so the key
+ * never stops existing: on a Cluster node whose slot is migrating, a script
+ * that touches a key it just deleted is refused ("non local key").
  */
 static const char transfer_lua[] =
     PRELUDE_LUA
@@ -161,8 +170,8 @@ static const char transfer_lua[] =
     "end\n"
     "local no = refused('hset', KEYS[1], ARGV[2], '1') or refused('pexpire', KEYS[1], ARGV[3])\n"
     "if no then return no end\n"
-    "redis.call('del', KEYS[1])\n"
     "redis.call('hset', KEYS[1], ARGV[2], 1)\n"
+    "redis.call('hdel', KEYS[1], ARGV[1])\n"
     "redis.call('pexpire', KEYS[1], ARGV[3])\n"
     "return 1\n";
 
@@ -186,7 +195,7 @@ static const char renew_lua[] =
     "return result\n";
 
 /*
- * FORCE_UNLOCK  KEYS[1] = name, ARGV[1] = channel
+ * FORCE_UNLOCK  KEYS[1] = name, ARGV[1] = channel, ARGV[2] = 'publish' or 'spublish'
  * -> 1 deleted (and "0" published), 0 not locked; WRONGTYPE for a key that is
  *    not a hash, NOTALOCK for a hash that is not a lock; both left untouched.
  */
@@ -200,9 +209,9 @@ static const char force_unlock_lua[] =
     "  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')\n"
     "end\n"
     "if not_a_lock(KEYS[1]) then return not_a_lock_error(KEYS[1]) end\n"
-    "local no = refused('publish', ARGV[1], '0') or refused('del', KEYS[1])\n"
+    "local no = refused(ARGV[2], ARGV[1], '0') or refused('del', KEYS[1])\n"
     "if no then return no end\n"
-    "redis.call('publish', ARGV[1], '0')\n"
+    "redis.call(ARGV[2], ARGV[1], '0')\n"
     "redis.call('del', KEYS[1])\n"
     "return 1\n";
 

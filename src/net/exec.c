@@ -26,6 +26,11 @@ static int is_transient_error(const redisReply *reply) {
     return 0;
 }
 
+int rlock__is_redirect_or_retry(const redisReply *reply) {
+    return is_transient_error(reply) || strncmp(reply->str, "MOVED ", 6) == 0 ||
+           strncmp(reply->str, "ASK ", 4) == 0;
+}
+
 /* Pause before re-send n (0-based): 50 ms doubling, capped at retry_interval_ms, jittered. */
 static int64_t retry_pause_ms(const rlock__settings *s, int n) {
     int64_t pause = 50;

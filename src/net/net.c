@@ -10,6 +10,33 @@
 
 #include "net.h"
 
+/*
+ * Which pub/sub unlock messages use (Redisson's shardedSubscriptionMode):
+ * AUTO is sharded on a Cluster whose node answers PUBSUB SHARDNUMSUB (Redis
+ * >= 7.0; the argument keeps it from hanging on some proxies, as Redisson
+ * found), classic elsewhere; SHARDED insists on it.
+ */
+static int choose_pubsub(rlock__net *net, redisContext *ctx) {
+    static const char *argv[] = {"PUBSUB", "SHARDNUMSUB", "0"};
+    const rlock__settings *s = net->settings;
+    redisReply *reply = NULL;
+    net->sharded = 0;
+    if (s->pubsub_mode == RLOCK_PUBSUB_CLASSIC ||
+        (s->pubsub_mode == RLOCK_PUBSUB_AUTO && !net->route->slotted))
+        return RLOCK_OK;
+    rlock__node *node = net->route->ops->node_for(net->route, NULL, 0);
+    int status = rlock__run_private(ctx, &node->endpoint, 3, argv,
+                                    rlock__deadline_after(s->command_timeout_ms), &reply);
+    if (reply != NULL)
+        freeReplyObject(reply);
+    net->sharded = status == RLOCK_OK;
+    if (status == RLOCK_OK || s->pubsub_mode == RLOCK_PUBSUB_AUTO)
+        return status == RLOCK_EIO ? status : RLOCK_OK;
+    return rlock__fail(status == RLOCK_EIO ? status : RLOCK_EINVAL, 0,
+                       "pubsub_mode RLOCK_PUBSUB_SHARDED, but the server has no sharded pub/sub "
+                       "(Redis >= 7.0): %s", rlock__last_message());
+}
+
 /* The first connection: proves the url works and loads the scripts. */
 static int first_connection(rlock__net *net) {
     const rlock__settings *s = net->settings;
@@ -23,6 +50,8 @@ static int first_connection(rlock__net *net) {
     if (status == RLOCK_OK)
         status = rlock__scripts_load(conn->ctx, rlock__deadline_after(s->command_timeout_ms),
                                      &net->scripts);
+    if (status == RLOCK_OK)
+        status = choose_pubsub(net, conn->ctx);
     rlock__pool_give(conn, status == RLOCK_OK);
     return status;
 }
@@ -115,10 +144,14 @@ void rlock__net_close(rlock__net *net) {
     net->initialised = 0;
 }
 
-int rlock__net_connect_for(rlock__net *net, const char *key, size_t len, int64_t deadline_ms,
-                           redisContext **out) {
+rlock__node *rlock__net_subscribe_node(rlock__net *net, const char *channel, size_t len) {
     rlock__route *route = net->route;
-    rlock__node *node = route->ops->node_for(route, key, len);
+    return route->ops->node_for(route, net->sharded ? channel : NULL, len);
+}
+
+int rlock__net_connect_node(rlock__net *net, rlock__node *node, int64_t deadline_ms,
+                            redisContext **out) {
+    rlock__route *route = net->route;
     int status = rlock__connect(&node->endpoint, net->settings->connect_timeout_ms, deadline_ms,
                                 out);
     if (status == RLOCK_OK) {
@@ -129,4 +162,35 @@ int rlock__net_connect_for(rlock__net *net, const char *key, size_t len, int64_t
     if (status == RLOCK_EIO && route->ops->suspect != NULL)
         route->ops->suspect(route, node);
     return status;
+}
+
+void rlock__net_subscription_moved(rlock__net *net, rlock__node *node, const redisReply *reply) {
+    rlock__route *route = net->route;
+    rlock__node *to = NULL;
+    int asking = 0;
+    if (reply != NULL && reply->type == REDIS_REPLY_ERROR &&
+        route->ops->on_error(route, node, reply, &to, &asking) != RLOCK__ROUTE_NONE)
+        return; /* a MOVED patched the table */
+    if (route->ops->suspect != NULL)
+        route->ops->suspect(route, node);
+}
+
+int rlock__net_hears(const rlock__net *net, const char *key, size_t key_len, const char *channel,
+                     size_t channel_len) {
+    return !net->sharded || !net->route->slotted ||
+           rlock__key_slot(key, key_len) == rlock__key_slot(channel, channel_len);
+}
+
+int rlock__net_slot_of(const rlock__net *net, const char *key, size_t len) {
+    return net->route->slotted ? rlock__key_slot(key, len) : -1;
+}
+
+int rlock__net_sharded(const rlock__net *net) {
+    return net->sharded;
+}
+
+const char *rlock__net_publish_verb(const rlock__net *net, const char *key, size_t key_len,
+                                    const char *channel, size_t channel_len) {
+    return net->sharded && rlock__net_hears(net, key, key_len, channel, channel_len) ? "spublish"
+                                                                                      : "publish";
 }

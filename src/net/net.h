@@ -288,6 +288,7 @@ typedef struct rlock__net {
     void (*on_switch)(void *arg);    /* told when a new master took over; may be NULL */
     void *on_switch_arg;
     atomic_int closing;              /* set once by rlock__net_abort */
+    int sharded;                     /* unlock messages: SPUBLISH/SSUBSCRIBE; set at open */
     int initialised;
 } rlock__net;
 
@@ -312,11 +313,53 @@ int rlock__net_closing(rlock__net *net);
  */
 void rlock__net_on_switch(rlock__net *net, void (*fn)(void *arg), void *arg);
 /*
- * Opens a connection of its own (not pooled) to the node that serves key,
- * for a subscriber. Tells events of the outcome.
+ * Where a subscription to channel goes: sharded, the master of the
+ * channel's slot (SSUBSCRIBE elsewhere is MOVED); classic, the node for
+ * keyless commands (every node hears every PUBLISH of a Cluster). Nodes live
+ * as long as the net: the pointer may be kept and compared.
  */
-int rlock__net_connect_for(rlock__net *net, const char *key, size_t len, int64_t deadline_ms,
-                           redisContext **out);
+rlock__node *rlock__net_subscribe_node(rlock__net *net, const char *channel, size_t len);
+/*
+ * Opens a connection of its own (not pooled) to node, for a subscriber.
+ * Tells events of the outcome, and the route of an I/O failure.
+ */
+int rlock__net_connect_node(rlock__net *net, rlock__node *node, int64_t deadline_ms,
+                            redisContext **out);
+/*
+ * A subscription at node was answered with a redirect or "try again", or
+ * dropped by the server (a sharded channel's slot moved: reply NULL): the
+ * route patches its table or refreshes it.
+ */
+void rlock__net_subscription_moved(rlock__net *net, rlock__node *node, const redisReply *reply);
+/*
+ * Whether the unlock message a script on key publishes on channel reaches
+ * its subscribers: not when sharded and the two hash to different slots
+ * (names like "a{b"): Lua's SPUBLISH goes to key's shard, subscribers sit
+ * at the channel's.
+ */
+int rlock__net_hears(const rlock__net *net, const char *key, size_t key_len, const char *channel,
+                     size_t channel_len);
+/* An error reply after which Redis did not run the command: "try again" (LOADING,
+ * BUSY, TRYAGAIN, MASTERDOWN, CLUSTERDOWN) or a redirect (MOVED, ASK). */
+int rlock__is_redirect_or_retry(const redisReply *reply);
+
+/*
+ * Whether unlock messages use sharded pub/sub, as settings->pubsub_mode
+ * says and (AUTO, SHARDED) the first node's answer to PUBSUB SHARDNUMSUB
+ * allowed at open; and the command the unlock scripts publish with.
+ */
+int rlock__net_sharded(const rlock__net *net);
+/*
+ * The command a script on key publishes on channel with: SPUBLISH when
+ * sharded and the channel is heard (rlock__net_hears), else PUBLISH (for
+ * names like "a{b" sharded subscribers poll; Lua would refuse SPUBLISH to
+ * another node's slot).
+ */
+const char *rlock__net_publish_verb(const rlock__net *net, const char *key, size_t key_len,
+                                    const char *channel, size_t channel_len);
+
+/* The Cluster slot of key when the route puts keys by slot; -1 otherwise. */
+int rlock__net_slot_of(const rlock__net *net, const char *key, size_t len);
 
 /* What rlock__exec tells besides the reply (pass NULL if nothing is wanted). */
 typedef struct rlock__exec_info {
@@ -368,10 +411,15 @@ int rlock__exec_read(rlock__net *net, const rlock__cmd *cmd, int64_t deadline_ms
                      rlock__exec_info *info, rlock__reply_reader read, void *arg);
 
 /*
- * Runs n script calls in one pipeline (one round trip) on one connection of
- * the node that serves cmds[0]'s key, no retries (the watchdog retries next
- * round). replies[i] set on success. With replica_acks set and a write among
- * them, one WAIT ends the pipeline: *acks receives its answer (else -1).
+ * Runs n script calls as one pipeline per node that serves their keys (one
+ * round trip per node, all nodes at once), without retries (the watchdog
+ * retries next round), except that a call answered MOVED, ASK or "try
+ * again" is run again alone through rlock__exec. Each call's keys must be
+ * in one slot. replies[i] is set for each call its node answered, NULL for
+ * the calls of a node that failed. Returns RLOCK_OK if every node answered,
+ * else the first failure's status (RLOCK_EIO, ECLOSED, ENOMEM). With
+ * replica_acks set and a write among them, one WAIT ends each node's part:
+ * *acks receives the smallest answer (else -1).
  */
 int rlock__exec_pipeline(rlock__net *net, const rlock__cmd *cmds, int n, int64_t deadline_ms,
                          redisReply **replies, int *acks);

@@ -1,7 +1,8 @@
 /*
  * pipeline.c - commands that skip exec.c's retries: a pipeline of script
- * calls in one round trip (the watchdog's renewal rounds: the watchdog
- * retries next round), and a command sent ahead on an idle connection whose
+ * calls in one round trip per node, the nodes working at once (the
+ * watchdog's renewal rounds: the watchdog retries next round; only an
+ * entry redirected or told "try again" is re-run through exec.c), and a command sent ahead on an idle connection whose
  * reply another thread reads (a waiter's attempt, written by the subscriber
  * thread before it wakes the waiter).
  *
@@ -12,80 +13,178 @@
 
 #include "wire.h"
 
-/* The replicas the pipeline's closing WAIT must count: any write asks for it. */
-static int pipeline_wait_for(const rlock__net *net, const rlock__cmd *cmds, int n) {
-    for (int j = 0; j < n; j++)
-        if (rlock__wait_for(net, &cmds[j]) > 0)
-            return rlock__wait_for(net, &cmds[j]);
+/*
+ * One node's part of a pipeline: the commands routed to it (indexes into
+ * the caller's arrays), the connection they went out on, and the outcome.
+ */
+typedef struct node_part {
+    rlock__node *node;
+    rlock__conn *conn;          /* taken in send_part, given back in read_part */
+    int *index;                 /* k entries: where each command and reply is */
+    int k;
+    int wait_n;                 /* the WAIT that ends the part, or 0 */
+    int status;
+    int acks;
+} node_part;
+
+/* The replicas the part's closing WAIT must count: any write asks for it. */
+static int part_wait_for(const rlock__net *net, const rlock__cmd *cmds, const node_part *p) {
+    for (int j = 0; j < p->k; j++)
+        if (rlock__wait_for(net, &cmds[p->index[j]]) > 0)
+            return rlock__wait_for(net, &cmds[p->index[j]]);
     return 0;
 }
 
+/* Takes a connection to the part's node and sends its commands (and WAIT). */
+static void send_part(rlock__net *net, const rlock__cmd *cmds, node_part *p,
+                      int64_t deadline_ms) {
+    int status;
+    p->acks = -1;
+    p->conn = rlock__pool_take(&p->node->pool, deadline_ms, &status);
+    if (p->conn == NULL) {
+        p->status = status == RLOCK_ECLOSED ? RLOCK_ECLOSED
+                                            : rlock__fail(RLOCK_EIO, ETIMEDOUT,
+                                                          "renewal: no pooled connection free");
+        return;
+    }
+    status = rlock__pool_connect(p->conn, net->settings->connect_timeout_ms, deadline_ms);
+    if (status == RLOCK_EIO)
+        rlock__node_unreachable(net, p->node);
+    p->wait_n = part_wait_for(net, cmds, p);
+    for (int j = 0; j < p->k && status == RLOCK_OK; j++)
+        status = rlock__append_cmd(p->conn->ctx, &net->scripts, &cmds[p->index[j]], 0);
+    if (status == RLOCK_OK && p->wait_n > 0)
+        status = rlock__append_wait(net, p->conn->ctx, p->wait_n);
+    if (status == RLOCK_OK && rlock__io_flush(p->conn->ctx, deadline_ms) != RLOCK_OK)
+        status = rlock__fail_cmd_io(net, p->node, p->conn->ctx, &cmds[p->index[0]]);
+    p->status = status;
+}
+
 /* Re-runs as EVAL the calls answered NOSCRIPT (scripts flushed meanwhile). */
-static int rerun_noscript(rlock__net *net, redisContext *ctx, const rlock__cmd *cmds, int n,
-                          int64_t deadline_ms, redisReply **replies, int *acks) {
+static int rerun_noscript(rlock__net *net, const rlock__cmd *cmds, node_part *p,
+                          int64_t deadline_ms, redisReply **replies) {
     int status = RLOCK_OK, reached, rerun_acks;
-    for (int j = 0; j < n && status == RLOCK_OK; j++) {
-        if (!rlock__is_noscript(replies[j]))
+    for (int j = 0; j < p->k && status == RLOCK_OK; j++) {
+        int i = p->index[j];
+        if (!rlock__is_noscript(replies[i]))
             continue;
-        rlock__drop_reply(&replies[j]);
-        status = rlock__round_trip(net, ctx, &cmds[j], 1, deadline_ms, &replies[j], &reached,
-                                   &rerun_acks);
-        if (rerun_acks >= 0 && (*acks < 0 || rerun_acks < *acks))
-            *acks = rerun_acks;
+        rlock__drop_reply(&replies[i]);
+        status = rlock__round_trip(net, p->conn->ctx, &cmds[i], 1, deadline_ms, &replies[i],
+                                   &reached, &rerun_acks);
+        if (rerun_acks >= 0 && (p->acks < 0 || rerun_acks < p->acks))
+            p->acks = rerun_acks;
     }
     return status;
 }
 
-/* Sends the pipeline (and WAIT) on ctx and reads its replies by deadline_ms. */
-static int pipeline_round_trip(rlock__net *net, redisContext *ctx, const rlock__cmd *cmds, int n,
-                               int64_t deadline_ms, redisReply **replies, int *acks) {
-    int wait_n = pipeline_wait_for(net, cmds, n), status = RLOCK_OK;
+/* Reads the part's replies (and WAIT's), and gives its connection back. */
+static void read_part(rlock__net *net, const rlock__cmd *cmds, node_part *p, int64_t deadline_ms,
+                      redisReply **replies) {
     redisReply *wait_reply = NULL;
-    for (int j = 0; j < n && status == RLOCK_OK; j++)
-        status = rlock__append_cmd(ctx, &net->scripts, &cmds[j], 0);
-    if (status == RLOCK_OK && wait_n > 0)
-        status = rlock__append_wait(net, ctx, wait_n);
-    if (status == RLOCK_OK && rlock__io_flush(ctx, deadline_ms) != RLOCK_OK)
-        status = RLOCK_EIO;
-    for (int i = 0; i < n && status == RLOCK_OK; i++)
-        if (rlock__io_read(ctx, deadline_ms, &replies[i]) != RLOCK_OK)
-            status = RLOCK_EIO;
-    if (status == RLOCK_OK && wait_n > 0) {
-        if (rlock__io_read(ctx, deadline_ms, &wait_reply) != RLOCK_OK)
-            return RLOCK_EIO;
-        *acks = rlock__wait_acks(wait_reply);
-        freeReplyObject(wait_reply);
+    int status = p->status;
+    if (p->conn == NULL)
+        return;
+    redisContext *ctx = p->conn->ctx;
+    for (int j = 0; j < p->k && status == RLOCK_OK; j++)
+        if (rlock__io_read(ctx, deadline_ms, &replies[p->index[j]]) != RLOCK_OK)
+            status = rlock__fail_cmd_io(net, p->node, ctx, &cmds[p->index[j]]);
+    if (status == RLOCK_OK && p->wait_n > 0) {
+        if (rlock__io_read(ctx, deadline_ms, &wait_reply) == RLOCK_OK)
+            p->acks = rlock__wait_acks(wait_reply);
+        else
+            status = rlock__fail_cmd_io(net, p->node, ctx, &cmds[p->index[0]]);
+        if (wait_reply != NULL)
+            freeReplyObject(wait_reply);
     }
-    return status == RLOCK_OK ? rerun_noscript(net, ctx, cmds, n, deadline_ms, replies, acks)
-                              : status;
+    if (status == RLOCK_OK)
+        status = rerun_noscript(net, cmds, p, deadline_ms, replies);
+    if (status == RLOCK_OK)
+        rlock__link_up(net->events);
+    rlock__pool_give(p->conn, status == RLOCK_OK);
+    p->conn = NULL;
+    for (int j = 0; status != RLOCK_OK && j < p->k; j++)
+        rlock__drop_reply(&replies[p->index[j]]);
+    p->status = status;
+}
+
+/*
+ * Splits the commands by the node that serves each: parts[] (at most n)
+ * with their index lists carved from index (n entries). Returns how many.
+ */
+static int split_by_node(rlock__net *net, const rlock__cmd *cmds, int n, node_part *parts,
+                         int *index, rlock__node **node_of) {
+    int nparts = 0;
+    for (int i = 0; i < n; i++) {
+        node_of[i] = rlock__node_of(net, &cmds[i]);
+        int j = 0;
+        while (j < nparts && parts[j].node != node_of[i])
+            j++;
+        if (j == nparts)
+            parts[nparts++] = (node_part){.node = node_of[i]};
+        parts[j].k++;
+    }
+    for (int j = 0, used = 0; j < nparts; j++) {
+        parts[j].index = index + used;
+        used += parts[j].k;
+        parts[j].k = 0;
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < nparts; j++)
+            if (parts[j].node == node_of[i]) {
+                parts[j].index[parts[j].k++] = i;
+                break;
+            }
+    return nparts;
+}
+
+/*
+ * A reply that says "not here" or "not now" (MOVED, ASK, TRYAGAIN,
+ * CLUSTERDOWN, ...) is that entry's alone: it goes through rlock__exec,
+ * which follows redirects and retries, while the others keep their replies.
+ */
+static void rerun_redirected(rlock__net *net, const rlock__cmd *cmds, int n, int64_t deadline_ms,
+                             redisReply **replies, int *acks) {
+    for (int i = 0; i < n; i++) {
+        const redisReply *r = replies[i];
+        if (r == NULL || r->type != REDIS_REPLY_ERROR || !rlock__is_redirect_or_retry(r))
+            continue;
+        rlock__exec_info info;
+        rlock__drop_reply(&replies[i]);
+        int status = rlock__exec(net, &cmds[i], deadline_ms, &replies[i], &info);
+        int entry_acks = status == RLOCK_ENOREPL && info.acks < 0 ? 0 : info.acks;
+        if (entry_acks >= 0 && (*acks < 0 || entry_acks < *acks))
+            *acks = entry_acks;
+    }
 }
 
 int rlock__exec_pipeline(rlock__net *net, const rlock__cmd *cmds, int n, int64_t deadline_ms,
                          redisReply **replies, int *acks) {
-    rlock__node *node = rlock__node_of(net, &cmds[0]);
-    int status;
+    int status = RLOCK_OK;
     *acks = -1;
-    for (int j = 0; j < n; j++)
-        replies[j] = NULL;
-    rlock__conn *conn = rlock__pool_take(&node->pool, deadline_ms, &status);
-    if (conn == NULL)
-        return status == RLOCK_ECLOSED
-                   ? RLOCK_ECLOSED
-                   : rlock__fail(RLOCK_EIO, ETIMEDOUT, "renewal: no pooled connection free");
-    status = rlock__pool_connect(conn, net->settings->connect_timeout_ms, deadline_ms);
-    if (status == RLOCK_OK) {
-        status = pipeline_round_trip(net, conn->ctx, cmds, n, deadline_ms, replies, acks);
-        if (status == RLOCK_EIO)
-            rlock__fail_cmd_io(net, node, conn->ctx, &cmds[0]);
-        else if (status == RLOCK_OK)
-            rlock__link_up(net->events);
-    } else if (status == RLOCK_EIO) {
-        rlock__node_unreachable(net, node);
+    for (int i = 0; i < n; i++)
+        replies[i] = NULL;
+    node_part *parts = rlock__malloc((size_t)n * sizeof(*parts));
+    int *index = rlock__malloc((size_t)n * sizeof(*index));
+    rlock__node **node_of = rlock__malloc((size_t)n * sizeof(*node_of));
+    if (parts == NULL || index == NULL || node_of == NULL) {
+        status = RLOCK_ENOMEM;
+        goto out;
     }
-    rlock__pool_give(conn, status == RLOCK_OK);
-    if (status != RLOCK_OK)
-        for (int j = 0; j < n; j++)
-            rlock__drop_reply(&replies[j]);
+    int nparts = split_by_node(net, cmds, n, parts, index, node_of);
+    for (int j = 0; j < nparts; j++) /* every node works on its part at once */
+        send_part(net, cmds, &parts[j], deadline_ms);
+    for (int j = 0; j < nparts; j++) {
+        read_part(net, cmds, &parts[j], deadline_ms, replies);
+        if (parts[j].acks >= 0 && (*acks < 0 || parts[j].acks < *acks))
+            *acks = parts[j].acks;
+        if (status == RLOCK_OK)
+            status = parts[j].status;
+    }
+    rerun_redirected(net, cmds, n, deadline_ms, replies, acks);
+out:
+    rlock__free(node_of);
+    rlock__free(index);
+    rlock__free(parts);
     return rlock__net_closing(net) && status != RLOCK_OK ? RLOCK_ECLOSED : status;
 }
 
