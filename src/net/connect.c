@@ -140,3 +140,19 @@ fail:
     return status;
 }
 
+int rlock__run_private(redisContext *ctx, const rlock__endpoint *ep, int argc,
+                        const char **argv, int64_t deadline_ms, redisReply **reply) {
+    *reply = NULL;
+    if (redisAppendCommandArgv(ctx, argc, argv, NULL) != REDIS_OK)
+        return rlock__fail(RLOCK_ENOMEM, 0, "%s: out of memory", argv[0]);
+    if (rlock__io_flush(ctx, deadline_ms) != RLOCK_OK ||
+        rlock__io_read(ctx, deadline_ms, reply) != RLOCK_OK)
+        return rlock__fail_io(ep, ctx, ctx->err != 0 ? 0 : errno, argv[0]);
+    if ((*reply)->type == REDIS_REPLY_ERROR) {
+        int status = rlock__fail_reply(*reply, argv[0]);
+        freeReplyObject(*reply);
+        *reply = NULL;
+        return status;
+    }
+    return RLOCK_OK;
+}

@@ -52,13 +52,16 @@ static int open_route(rlock__net *net, const char *url) {
     int status = rlock__parse_url(url, &u);
     if (status == RLOCK_EINVAL)
         return rlock__fail(status, 0, "malformed url (expected redis://[[user]:password@]host"
-                                      "[:port][/db], unix:///path[?db=N] or redis-sentinel://"
+                                      "[:port][/db], unix:///path[?db=N], redis-sentinel://"
                                       "[[user]:password@]host[:port][,host[:port]...]/master"
-                                      "[?db=N&sentinel_password=P])");
+                                      "[?db=N&sentinel_password=P] or redis-cluster://"
+                                      "[[user]:password@]host[:port][,host[:port]...])");
     if (status != RLOCK_OK)
         return status;
-    if (u.sentinel)
+    if (u.kind == RLOCK__URL_SENTINEL)
         status = rlock__route_sentinel_open(&u, &net->route_env, &net->route);
+    else if (u.kind == RLOCK__URL_CLUSTER)
+        status = rlock__route_cluster_open(&u, &net->route_env, &net->route);
     else
         status = rlock__route_single_open(&u, &net->route_env, &net->route);
     rlock__url_clear(&u); /* what the route took over is cleared already */

@@ -13,6 +13,8 @@
  *   pool.c          a node's connection pool; sending ahead
  *   exec.c          running commands with safe retries, pipelines
  *   route_single.c  the single-server route
+ *   route_sentinel.c, sentinel_resolve.c  the master Redis Sentinel names
+ *   route_cluster.c, slot.c  Redis Cluster: a master per slot
  *   net.c           rlock__net: open (first connection, scripts), abort, close
  *
  * Calls go down only: net uses core (core.h); it tells the client of
@@ -35,13 +37,19 @@ typedef struct rlock__endpoint {
 } rlock__endpoint;
 
 #define RLOCK__MAX_SENTINELS 32
+#define RLOCK__MAX_SEEDS 32     /* hosts of a redis-cluster:// url */
 
-/* A parsed url: one server, or sentinels and the name of the master they watch. */
+enum { RLOCK__URL_SINGLE, RLOCK__URL_SENTINEL, RLOCK__URL_CLUSTER };
+
+/*
+ * A parsed url: one server; sentinels and the name of the master they
+ * watch; or the seed nodes of a cluster.
+ */
 typedef struct rlock__url {
-    int sentinel;              /* redis-sentinel:// */
-    rlock__endpoint server;    /* the server; for sentinel: user, password, db of the master */
-    rlock__endpoint *sentinels; /* owned, nsentinels entries (host, port) */
-    int nsentinels;
+    int kind;                  /* RLOCK__URL_* */
+    rlock__endpoint server;    /* the server; else user, password, db of every data node */
+    rlock__endpoint *hosts;    /* owned, nhosts entries (host, port): sentinels or seeds */
+    int nhosts;
     char *master_name;         /* owned */
     char *sentinel_user;       /* owned, or NULL */
     char *sentinel_password;   /* owned, or NULL */
@@ -52,6 +60,9 @@ int rlock__parse_url(const char *url, rlock__url *u);
 void rlock__url_clear(rlock__url *u);
 /* Frees the strings (the password wiped first) and zeroes ep. */
 void rlock__endpoint_clear(rlock__endpoint *ep);
+/* Fills ep with copies of the strings (user, password may be NULL). RLOCK_ENOMEM. */
+int rlock__endpoint_set(rlock__endpoint *ep, const char *host, int port, const char *user,
+                        const char *password, int db);
 
 /* ---- io.c -------------------------------------------------------------------- */
 
@@ -87,6 +98,12 @@ const char *rlock__endpoint_str(const rlock__endpoint *ep, char *buf, size_t siz
  */
 int rlock__fail_io(const rlock__endpoint *ep, const redisContext *ctx, int sys_errno,
                    const char *what);
+/*
+ * Runs one command on a private (unpooled) connection to ep by deadline_ms;
+ * an error reply is recorded and returned as its status (*reply NULL).
+ */
+int rlock__run_private(redisContext *ctx, const rlock__endpoint *ep, int argc, const char **argv,
+                       int64_t deadline_ms, redisReply **reply);
 
 /* ---- commands and scripts (script.c) ----------------------------------------- */
 
@@ -146,7 +163,7 @@ typedef struct rlock__pool {
     rlock__conn *slots;        /* size entries; owned */
     int size;
     int closing;               /* set once by rlock__pool_abort */
-    int retired;               /* its node is no longer used: connections given back are closed */
+    int retired;               /* its node is not used now: connections given back are closed */
 } rlock__pool;
 
 /* A server commands can go to: where it is and its connections. */
@@ -175,8 +192,11 @@ int rlock__pool_connect(rlock__conn *conn, int connect_timeout_ms, int64_t deadl
 rlock__conn *rlock__pool_take_idle(rlock__pool *pool);
 /* Gives a fresh pool its first connection (taken over; freed if the slot is in use). */
 void rlock__pool_seed(rlock__pool *pool, redisContext *ctx);
-/* Its node is no longer used: idle connections close now, busy ones when given back. */
-void rlock__pool_retire(rlock__pool *pool);
+/*
+ * retired 1: its node is no longer used (not a master any more): idle
+ * connections close now, busy ones when given back. 0: used again.
+ */
+void rlock__pool_retire(rlock__pool *pool, int retired);
 
 /* ---- routing: which node runs a command for a key ------------------------------- */
 
@@ -211,6 +231,7 @@ typedef struct rlock__route_ops {
 /* Every route begins with this; implementations extend it. */
 struct rlock__route {
     const rlock__route_ops *ops;
+    int slotted;    /* keys live on the master of their slot (Cluster); read-only */
 };
 
 /* What a route is given (the net's; outlives the route). */
@@ -232,6 +253,23 @@ int rlock__route_single_open(rlock__url *url, const rlock__route_env *env, rlock
  */
 int rlock__route_sentinel_open(rlock__url *url, const rlock__route_env *env,
                                rlock__route **out);
+/*
+ * route_cluster.c: each key on the master of its slot (slot.c), from the
+ * CLUSTER SLOTS answer of a seed or known node; MOVED patches the table,
+ * ASK redirects once; a thread refreshes the table on request and every
+ * few seconds. Takes over the url's parts. Has the table before it returns
+ * (RLOCK_EIO / EAUTH / EREDIS naming what each seed said if no seed gave one).
+ */
+int rlock__route_cluster_open(rlock__url *url, const rlock__route_env *env, rlock__route **out);
+
+/* ---- slot.c: Redis Cluster's key -> slot rule -------------------------------------- */
+
+#define RLOCK__CLUSTER_SLOTS 16384
+
+/* CRC16-XMODEM of the hash tag (the text between the first '{' and the next '}',
+ * if not empty) or else of the whole key, mod 16384. */
+int rlock__key_slot(const char *key, size_t len);
+
 /* A node for ep (taken over, cleared) with a pool of pool_size; NULL if out of memory. */
 rlock__node *rlock__node_new(rlock__endpoint *ep, int pool_size);
 /* Frees a node (no slot busy). */

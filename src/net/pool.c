@@ -221,10 +221,10 @@ void rlock__pool_seed(rlock__pool *pool, redisContext *ctx) {
         redisFree(ctx);
 }
 
-void rlock__pool_retire(rlock__pool *pool) {
+void rlock__pool_retire(rlock__pool *pool, int retired) {
     pthread_mutex_lock(&pool->mutex);
-    pool->retired = 1;
-    for (int i = 0; i < pool->size; i++) {
+    pool->retired = retired;
+    for (int i = 0; retired && i < pool->size; i++) {
         rlock__conn *slot = &pool->slots[i];
         if (!slot->busy && slot->ctx != NULL) {
             redisFree(slot->ctx); /* idle: nobody reads it */

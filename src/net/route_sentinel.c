@@ -63,7 +63,7 @@ static void watch_events(rlock__sentinel *r) {
         int64_t deadline_ms = rlock__deadline_after(SENTINEL_TIMEOUT_MS);
         redisReply *reply = NULL;
         if (rlock__connect(&ep, SENTINEL_TIMEOUT_MS, deadline_ms, &r->events[i]) == RLOCK_OK &&
-            rlock__sentinel_run(r->events[i], &ep, 3, argv, deadline_ms, &reply) != RLOCK_OK) {
+            rlock__run_private(r->events[i], &ep, 3, argv, deadline_ms, &reply) != RLOCK_OK) {
             redisFree(r->events[i]);
             r->events[i] = NULL;
         }
@@ -163,7 +163,7 @@ static int promoted(rlock__sentinel *r) {
     if (r->promoting == NULL &&
         rlock__connect(&ep, SENTINEL_TIMEOUT_MS, deadline_ms, &r->promoting) != RLOCK_OK)
         return 0;
-    int yes = rlock__sentinel_run(r->promoting, &ep, 1, argv, deadline_ms, &reply) == RLOCK_OK &&
+    int yes = rlock__run_private(r->promoting, &ep, 1, argv, deadline_ms, &reply) == RLOCK_OK &&
               reply->type == REDIS_REPLY_ARRAY && reply->elements > 0 &&
               reply->element[0]->type == REDIS_REPLY_STRING &&
               strcmp(reply->element[0]->str, "master") == 0;
@@ -342,10 +342,10 @@ static rlock__sentinel *new_route(rlock__url *url, const rlock__route_env *env) 
     r->sentinel_user = url->sentinel_user;
     r->sentinel_password = url->sentinel_password;
     r->master_auth = url->server;
-    r->nsentinels = url->nsentinels;
+    r->nsentinels = url->nhosts;
     /* host and port only: sentinel_at adds the sentinel credentials to a copy */
-    memcpy(r->sentinels, url->sentinels, (size_t)url->nsentinels * sizeof(*r->sentinels));
-    rlock__free(url->sentinels);
+    memcpy(r->sentinels, url->hosts, (size_t)url->nhosts * sizeof(*r->sentinels));
+    rlock__free(url->hosts);
     memset(url, 0, sizeof(*url));
     return r;
 }

@@ -73,8 +73,5 @@ int rlock__sentinel_resolve(rlock__sentinel *r, char *report, size_t size);
  * else from the start of the list) with the sentinel credentials.
  */
 int rlock__sentinel_at(rlock__sentinel *r, int i, int from_first, rlock__endpoint *ep);
-/* Runs one command on a private connection by deadline_ms; an error reply is the status. */
-int rlock__sentinel_run(redisContext *ctx, const rlock__endpoint *ep, int argc,
-                        const char **argv, int64_t deadline_ms, redisReply **reply);
 
 #endif /* RLOCK_SENTINEL_H */

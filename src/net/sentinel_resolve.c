@@ -17,40 +17,6 @@
 
 #include "sentinel.h"
 
-/* ---- one command on a private connection --------------------------------------- */
-
-int rlock__sentinel_run(redisContext *ctx, const rlock__endpoint *ep, int argc,
-                        const char **argv, int64_t deadline_ms, redisReply **reply) {
-    *reply = NULL;
-    if (redisAppendCommandArgv(ctx, argc, argv, NULL) != REDIS_OK)
-        return rlock__fail(RLOCK_ENOMEM, 0, "%s: out of memory", argv[0]);
-    if (rlock__io_flush(ctx, deadline_ms) != RLOCK_OK ||
-        rlock__io_read(ctx, deadline_ms, reply) != RLOCK_OK)
-        return rlock__fail_io(ep, ctx, ctx->err != 0 ? 0 : errno, argv[0]);
-    if ((*reply)->type == REDIS_REPLY_ERROR) {
-        int status = rlock__fail_reply(*reply, argv[0]);
-        freeReplyObject(*reply);
-        *reply = NULL;
-        return status;
-    }
-    return RLOCK_OK;
-}
-
-static int endpoint_init(rlock__endpoint *ep, const char *host, int port, const char *user,
-                         const char *password, int db) {
-    memset(ep, 0, sizeof(*ep));
-    ep->port = port;
-    ep->db = db;
-    ep->host = rlock__memdup0(host, strlen(host));
-    ep->user = user != NULL ? rlock__memdup0(user, strlen(user)) : NULL;
-    ep->password = password != NULL ? rlock__memdup0(password, strlen(password)) : NULL;
-    if (ep->host == NULL || (user != NULL && ep->user == NULL) ||
-        (password != NULL && ep->password == NULL)) {
-        rlock__endpoint_clear(ep);
-        return RLOCK_ENOMEM;
-    }
-    return RLOCK_OK;
-}
 
 static int same_address(const rlock__endpoint *ep, const char *host, int port) {
     return ep->host != NULL && ep->port == port && strcmp(ep->host, host) == 0;
@@ -64,7 +30,7 @@ static void learn_sentinel(rlock__sentinel *r, const char *host, int port) {
         if (same_address(&r->sentinels[i], host, port))
             return;
     if (r->nsentinels < RLOCK__MAX_SENTINELS &&
-        endpoint_init(&r->sentinels[r->nsentinels], host, port, NULL, NULL, 0) == RLOCK_OK)
+        rlock__endpoint_set(&r->sentinels[r->nsentinels], host, port, NULL, NULL, 0) == RLOCK_OK)
         r->nsentinels++;
 }
 
@@ -82,7 +48,7 @@ static void refresh_sentinels(rlock__sentinel *r, redisContext *ctx, const rlock
                               int64_t deadline_ms) {
     const char *argv[] = {"SENTINEL", "SENTINELS", r->master_name};
     redisReply *reply = NULL;
-    if (rlock__sentinel_run(ctx, ep, 3, argv, deadline_ms, &reply) != RLOCK_OK)
+    if (rlock__run_private(ctx, ep, 3, argv, deadline_ms, &reply) != RLOCK_OK)
         return;
     pthread_mutex_lock(&r->mutex);
     for (size_t i = 0; reply->type == REDIS_REPLY_ARRAY && i < reply->elements; i++) {
@@ -119,7 +85,7 @@ static int ask_sentinel(rlock__sentinel *r, const rlock__endpoint *ep, answer *a
     redisReply *reply = NULL;
     int status = rlock__connect(ep, SENTINEL_TIMEOUT_MS, deadline_ms, &ctx);
     if (status == RLOCK_OK)
-        status = rlock__sentinel_run(ctx, ep, 3, argv, deadline_ms, &reply);
+        status = rlock__run_private(ctx, ep, 3, argv, deadline_ms, &reply);
     if (status == RLOCK_EREDIS && strstr(rlock__last_message(), "No such master") != NULL)
         status = rlock__fail(RLOCK_EREDIS, 0, "it names no master '%.100s'", r->master_name);
     if (status == RLOCK_OK)
@@ -144,7 +110,7 @@ static int confirm_master(rlock__sentinel *r, rlock__endpoint *ep, redisContext 
     redisReply *reply = NULL;
     int status = rlock__connect(ep, r->env->settings->connect_timeout_ms, deadline_ms, out);
     if (status == RLOCK_OK)
-        status = rlock__sentinel_run(*out, ep, 1, argv, deadline_ms, &reply);
+        status = rlock__run_private(*out, ep, 1, argv, deadline_ms, &reply);
     if (status == RLOCK_OK &&
         (reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 ||
          reply->element[0]->type != REDIS_REPLY_STRING || strcmp(reply->element[0]->str, "master")))
@@ -185,7 +151,7 @@ static int switch_to(rlock__sentinel *r, rlock__node *node) {
     atomic_store(&r->master, node);
     if (old == NULL)
         return RLOCK_OK; /* the first master: no switch to tell */
-    rlock__pool_retire(&old->pool);
+    rlock__pool_retire(&old->pool, 1);
     snprintf(detail, sizeof(detail), "%s -> %s", from,
              rlock__endpoint_str(&node->endpoint, to, sizeof(to)));
     rlock__event_post(r->env->events, RLOCK_EVENT_MASTER_SWITCHED, NULL, 0, -1, RLOCK_OK, detail);
@@ -216,7 +182,7 @@ int rlock__sentinel_adopt(rlock__sentinel *r, const answer *a, int provisional) 
         }
         return RLOCK_OK;
     }
-    int status = endpoint_init(&ep, a->host, a->port, r->master_auth.user,
+    int status = rlock__endpoint_set(&ep, a->host, a->port, r->master_auth.user,
                                r->master_auth.password, r->master_auth.db);
     if (status == RLOCK_OK && (status = confirm_master(r, &ep, &ctx)) == RLOCK_OK) {
         rlock__node *node = rlock__node_new(&ep, r->env->settings->pool_size);
@@ -239,7 +205,7 @@ int rlock__sentinel_adopt(rlock__sentinel *r, const answer *a, int provisional) 
 int rlock__sentinel_at(rlock__sentinel *r, int i, int from_first, rlock__endpoint *ep) {
     pthread_mutex_lock(&r->mutex);
     int n = r->nsentinels, k = from_first ? (r->first + i) % (n > 0 ? n : 1) : i;
-    int status = i < n ? endpoint_init(ep, r->sentinels[k].host, r->sentinels[k].port,
+    int status = i < n ? rlock__endpoint_set(ep, r->sentinels[k].host, r->sentinels[k].port,
                                        r->sentinel_user, r->sentinel_password, 0)
                        : RLOCK_EINVAL;
     pthread_mutex_unlock(&r->mutex);

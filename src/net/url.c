@@ -4,6 +4,7 @@
  *   unix:///path/to/socket[?db=N]
  *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...]/master
  *                    [?db=N][&sentinel_user=U][&sentinel_password=P]
+ *   redis-cluster://[[user]:password@]host[:port][,host[:port]...]
  * with %XX escapes in user, password, master and the sentinel credentials.
  *
  * Pure functions: any thread, no shared state.
@@ -146,26 +147,37 @@ static int parse_unix_url(const char *rest, rlock__endpoint *ep) {
     return ep->unix_path == NULL ? RLOCK_ENOMEM : RLOCK_OK;
 }
 
-/* The hosts of a sentinel url: host[:port] separated by commas (port 26379). */
-static int parse_sentinels(const char *s, size_t len, rlock__url *u) {
+/* A list of host[:port] separated by commas: sentinels or cluster seeds. */
+static int parse_hosts(const char *s, size_t len, int max, int default_port, rlock__url *u) {
     size_t count = 1;
     for (size_t i = 0; i < len; i++)
         count += s[i] == ',';
-    if (count > RLOCK__MAX_SENTINELS)
+    if (count > (size_t)max)
         return RLOCK_EINVAL;
-    u->sentinels = rlock__calloc(count, sizeof(*u->sentinels));
-    if (u->sentinels == NULL)
+    u->hosts = rlock__calloc(count, sizeof(*u->hosts));
+    if (u->hosts == NULL)
         return RLOCK_ENOMEM;
-    for (const char *p = s, *end = s + len; u->nsentinels < (int)count;) {
+    for (const char *p = s, *end = s + len; u->nhosts < (int)count;) {
         const char *comma = memchr(p, ',', (size_t)(end - p));
         const char *stop = comma != NULL ? comma : end;
-        int status = parse_hostport(p, (size_t)(stop - p), 26379, &u->sentinels[u->nsentinels]);
+        int status = parse_hostport(p, (size_t)(stop - p), default_port, &u->hosts[u->nhosts]);
         if (status != RLOCK_OK)
             return status;
-        u->nsentinels++;
+        u->nhosts++;
         p = stop + 1;
     }
     return RLOCK_OK;
+}
+
+/* The userinfo before the last '@' in [s, end), if any; returns where the hosts start. */
+static const char *parse_leading_userinfo(const char *s, const char *end, rlock__endpoint *ep,
+                                          int *status) {
+    const char *at = NULL;
+    for (const char *p = s; p < end; p++)
+        if (*p == '@')
+            at = p;
+    *status = at != NULL ? parse_userinfo(s, (size_t)(at - s), ep) : RLOCK_OK;
+    return at != NULL ? at + 1 : s;
 }
 
 /* One "key=value" of a sentinel url's query. */
@@ -203,17 +215,13 @@ static int parse_sentinel_query(const char *s, rlock__url *u) {
 /* [[user]:password@]host[:port][,host[:port]...]/master[?params] */
 static int parse_sentinel_url(const char *rest, rlock__url *u) {
     const char *slash = strchr(rest, '/');
-    const char *at = NULL;
     int status = RLOCK_OK;
     if (slash == NULL)
         return RLOCK_EINVAL; /* the master's name is required */
-    for (const char *p = rest; p < slash; p++)
-        if (*p == '@')
-            at = p;
-    if (at != NULL && (status = parse_userinfo(rest, (size_t)(at - rest), &u->server)) != RLOCK_OK)
-        return status;
-    const char *hosts = at != NULL ? at + 1 : rest;
-    if ((status = parse_sentinels(hosts, (size_t)(slash - hosts), u)) != RLOCK_OK)
+    const char *hosts = parse_leading_userinfo(rest, slash, &u->server, &status);
+    if (status != RLOCK_OK ||
+        (status = parse_hosts(hosts, (size_t)(slash - hosts), RLOCK__MAX_SENTINELS, 26379, u)) !=
+            RLOCK_OK)
         return status;
     const char *query = strchr(slash + 1, '?');
     size_t name_len = query != NULL ? (size_t)(query - slash - 1) : strlen(slash + 1);
@@ -222,6 +230,18 @@ static int parse_sentinel_url(const char *rest, rlock__url *u) {
     if ((u->master_name = percent_decode(slash + 1, name_len, &status)) == NULL)
         return status;
     return query != NULL ? parse_sentinel_query(query + 1, u) : RLOCK_OK;
+}
+
+/* [[user]:password@]host[:port][,host[:port]...]: a cluster has no db, no path. */
+static int parse_cluster_url(const char *rest, rlock__url *u) {
+    const char *end = rest + strlen(rest);
+    int status = RLOCK_OK;
+    if (strpbrk(rest, "/?") != NULL)
+        return RLOCK_EINVAL;
+    const char *hosts = parse_leading_userinfo(rest, end, &u->server, &status);
+    if (status != RLOCK_OK)
+        return status;
+    return parse_hosts(hosts, (size_t)(end - hosts), RLOCK__MAX_SEEDS, 6379, u);
 }
 
 int rlock__parse_url(const char *url, rlock__url *u) {
@@ -234,8 +254,11 @@ int rlock__parse_url(const char *url, rlock__url *u) {
     } else if (strncmp(url, "unix://", 7) == 0) {
         status = parse_unix_url(url + 7, &u->server);
     } else if (strncmp(url, "redis-sentinel://", 17) == 0) {
-        u->sentinel = 1;
+        u->kind = RLOCK__URL_SENTINEL;
         status = parse_sentinel_url(url + 17, u);
+    } else if (strncmp(url, "redis-cluster://", 16) == 0) {
+        u->kind = RLOCK__URL_CLUSTER;
+        status = parse_cluster_url(url + 16, u);
     }
     if (status != RLOCK_OK)
         rlock__url_clear(u);
@@ -244,9 +267,9 @@ int rlock__parse_url(const char *url, rlock__url *u) {
 
 void rlock__url_clear(rlock__url *u) {
     rlock__endpoint_clear(&u->server);
-    for (int i = 0; i < u->nsentinels; i++)
-        rlock__endpoint_clear(&u->sentinels[i]);
-    rlock__free(u->sentinels);
+    for (int i = 0; i < u->nhosts; i++)
+        rlock__endpoint_clear(&u->hosts[i]);
+    rlock__free(u->hosts);
     rlock__free(u->master_name);
     rlock__free(u->sentinel_user);
     if (u->sentinel_password != NULL)
@@ -265,3 +288,18 @@ void rlock__endpoint_clear(rlock__endpoint *ep) {
     memset(ep, 0, sizeof(*ep));
 }
 
+int rlock__endpoint_set(rlock__endpoint *ep, const char *host, int port, const char *user,
+                         const char *password, int db) {
+    memset(ep, 0, sizeof(*ep));
+    ep->port = port;
+    ep->db = db;
+    ep->host = rlock__memdup0(host, strlen(host));
+    ep->user = user != NULL ? rlock__memdup0(user, strlen(user)) : NULL;
+    ep->password = password != NULL ? rlock__memdup0(password, strlen(password)) : NULL;
+    if (ep->host == NULL || (user != NULL && ep->user == NULL) ||
+        (password != NULL && ep->password == NULL)) {
+        rlock__endpoint_clear(ep);
+        return RLOCK_ENOMEM;
+    }
+    return RLOCK_OK;
+}
