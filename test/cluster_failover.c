@@ -67,6 +67,7 @@ static void unlock_wakes(rlock *held, h_cwaiter *w, long long ttl) {
     H_ASSERT_RC(w->rc, RLOCK_OK);
     H_ASSERT_RC(w->unlock_rc, RLOCK_OK);
     assert_true(took < H_MS(1000)); /* woken by the unlock message, not by the TTL */
+    h_cwaiter_free(w);
 }
 
 static void print_events(h_cseen *s) {
@@ -78,20 +79,19 @@ static void print_events(h_cseen *s) {
 
 static void test_killed_master_lock_survives(void **state) {
     h_cluster *hc = *state;
-    h_cseen sa = {.who = "A"}, sb = {.who = "B"};
+    h_cseen *sa = h_cseen_new("A"), *sb = h_cseen_new("B");
     long long wd = H_MS(10000); /* longer than the failover (~2.5 s) */
-    rlock_client *a = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, &sa);
-    rlock_client *b = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, &sb);
+    rlock_client *a = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, sa);
+    rlock_client *b = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, sb);
     h_server *masters[H_CLUSTER_NODES];
     char victim[128], other[128];
-    h_cwaiter w = {0};
     h_cluster_masters(hc, masters);
     h_cluster_name_on(hc, masters[0], h_unique_name("survives"), victim, sizeof victim);
     h_cluster_name_on(hc, masters[1], h_unique_name("bystander"), other, sizeof other);
     rlock *lv = h_get(a, victim), *lo = h_get(a, other), *wv = h_get(b, victim);
     H_ASSERT_RC(rlock_lock(lv), RLOCK_OK);
     H_ASSERT_RC(rlock_lock(lo), RLOCK_OK);
-    h_cwaiter_start(&w, wv, H_MS(60000));
+    h_cwaiter *w = h_cwaiter_start(wv, H_MS(60000));
     h_server *replica = h_cluster_replica_of(hc, masters[0]);
     H_WAIT_FOR(h_cluster_replica_has(replica, victim, strlen(victim)), 5000);
     h_sleep_ms(H_MS(200));
@@ -100,24 +100,26 @@ static void test_killed_master_lock_survives(void **state) {
     printf("      :%d promoted %lld ms after kill -9\n", h_server_port(heir), h_now_ms() - t0);
     renewed_on(heir, victim, wd); /* the watchdog found the new master */
     renewed_on(masters[1], other, wd);
-    print_events(&sa);
-    assert_int_equal(h_cseen_lost(&sa) + h_cseen_lost(&sb), 0);
+    print_events(sa);
+    assert_int_equal(h_cseen_lost(sa) + h_cseen_lost(sb), 0);
     assert_int_equal(rlock_is_held_by_current_thread(lv), 1);
-    unlock_wakes(lv, &w, wd);
+    unlock_wakes(lv, w, wd);
     H_ASSERT_RC(rlock_unlock(lo), RLOCK_OK);
-    assert_int_equal(h_cseen_lost(&sa) + h_cseen_lost(&sb), 0);
+    assert_int_equal(h_cseen_lost(sa) + h_cseen_lost(sb), 0);
     rlock_free(lv);
     rlock_free(lo);
     rlock_free(wv);
     rlock_client_close(a);
     rlock_client_close(b);
+    h_cseen_free(sa);
+    h_cseen_free(sb);
 }
 
 static void test_killed_master_lock_lost_once(void **state) {
     h_cluster *hc = *state;
-    h_cseen sa = {.who = "A"};
+    h_cseen *sa = h_cseen_new("A");
     long long wd = H_MS(10000); /* the loss is found on the new master, not by the clock */
-    rlock_client *a = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, &sa);
+    rlock_client *a = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, sa);
     h_server *masters[H_CLUSTER_NODES];
     char name[128];
     h_cluster_masters(hc, masters);
@@ -134,31 +136,31 @@ static void test_killed_master_lock_lost_once(void **state) {
     printf("      cut replica :%d promoted %lld ms after kill -9\n", h_server_port(heir),
            t_promoted - t0);
     assert_int_equal(h_cluster_pttl(heir, name, strlen(name)), -2);
-    H_WAIT_FOR(h_cseen_lost(&sa) >= 2, 2 * wd); /* the event and the callback */
+    H_WAIT_FOR(h_cseen_lost(sa) >= 2, 2 * wd); /* the event and the callback */
     printf("      reported lost %lld ms after the promotion\n", h_now_ms() - t_promoted);
     h_sleep_ms(wd / 2); /* and never again */
-    print_events(&sa);
-    assert_int_equal(atomic_load(&sa.kinds[RLOCK_EVENT_LOCK_LOST]), 1);
-    assert_int_equal(atomic_load(&sa.lost_calls), 1);
+    print_events(sa);
+    assert_int_equal(atomic_load(&sa->kinds[RLOCK_EVENT_LOCK_LOST]), 1);
+    assert_int_equal(atomic_load(&sa->lost_calls), 1);
     assert_int_equal(rlock_is_held_by_current_thread(lock), 0);
     H_ASSERT_RC(rlock_unlock(lock), RLOCK_ENOTOWNER);
     H_ASSERT_RC(rlock_lock(lock), RLOCK_OK); /* afresh, on the new master */
     assert_int_equal(h_cluster_keys_in_slot(heir, h_slot(name, strlen(name))), 1);
     H_ASSERT_RC(rlock_unlock(lock), RLOCK_OK);
-    assert_int_equal(atomic_load(&sa.kinds[RLOCK_EVENT_LOCK_LOST]), 1);
+    assert_int_equal(atomic_load(&sa->kinds[RLOCK_EVENT_LOCK_LOST]), 1);
     rlock_free(lock);
     rlock_client_close(a);
+    h_cseen_free(sa);
 }
 
 /* One CLUSTER FAILOVER of name's master with name held by a and waited for by b. */
 static void failover_round(h_cluster *hc, rlock_client *a, rlock_client *b, const char *name,
                            long long wd) {
     rlock *la = h_get(a, name), *lb = h_get(b, name);
-    h_cwaiter w = {0};
     h_server *old = h_cluster_owner(hc, h_slot(name, strlen(name)));
     h_server *replica = h_cluster_replica_of(hc, old);
     H_ASSERT_RC(rlock_lock(la), RLOCK_OK);
-    h_cwaiter_start(&w, lb, H_MS(60000));
+    h_cwaiter *w = h_cwaiter_start(lb, H_MS(60000));
     h_sleep_ms(H_MS(200));
     long long t0 = h_now_ms();
     h_cluster_failover(hc, replica);
@@ -166,17 +168,17 @@ static void failover_round(h_cluster *hc, rlock_client *a, rlock_client *b, cons
            h_server_port(replica), h_now_ms() - t0);
     renewed_on(replica, name, wd);
     assert_int_equal(rlock_is_held_by_current_thread(la), 1);
-    unlock_wakes(la, &w, wd);
+    unlock_wakes(la, w, wd);
     rlock_free(la);
     rlock_free(lb);
 }
 
 static void test_cluster_failover(void **state) {
     h_cluster *hc = *state;
-    h_cseen sa = {.who = "A"}, sb = {.who = "B"};
+    h_cseen *sa = h_cseen_new("A"), *sb = h_cseen_new("B");
     long long wd = H_MS(3000); /* renewed every second */
-    rlock_client *a = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, &sa);
-    rlock_client *b = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, &sb);
+    rlock_client *a = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, sa);
+    rlock_client *b = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, sb);
     h_server *masters[H_CLUSTER_NODES];
     char name[128];
     h_cluster_masters(hc, masters);
@@ -184,11 +186,13 @@ static void test_cluster_failover(void **state) {
     failover_round(hc, a, b, name, wd);
     h_cluster_wait_settled(hc, 1, 10000); /* the old master follows the new one */
     failover_round(hc, a, b, name, wd);   /* and back */
-    print_events(&sa);
-    print_events(&sb);
-    assert_int_equal(h_cseen_lost(&sa) + h_cseen_lost(&sb), 0);
+    print_events(sa);
+    print_events(sb);
+    assert_int_equal(h_cseen_lost(sa) + h_cseen_lost(sb), 0);
     rlock_client_close(a);
     rlock_client_close(b);
+    h_cseen_free(sa);
+    h_cseen_free(sb);
 }
 
 int main(void) {

@@ -41,11 +41,11 @@ static const char *const phase_names[] = {"", "MIGRATING", "MIGRATED", "SETSLOT 
 
 typedef struct run {
     h_cluster *hc;
-    h_cseen sa, sb;
+    h_cseen *sa, *sb;
     rlock_client *a, *b;
     rlock *la, *lb;
     h_actor *holder; /* the thread that holds la */
-    h_cwaiter w;
+    h_cwaiter *w;
     h_migration m;
     char name[128];
     long long wd;
@@ -120,10 +120,10 @@ static void set_up(run *r, h_cluster *hc) {
     memset(r, 0, sizeof *r);
     r->hc = hc;
     r->wd = H_MS(3000); /* renewed every second: at least once per phase */
-    r->sa.who = "A";
-    r->sb.who = "B";
-    r->a = h_cluster_open(hc, r->wd, RLOCK_PUBSUB_AUTO, &r->sa);
-    r->b = h_cluster_open(hc, r->wd, RLOCK_PUBSUB_AUTO, &r->sb);
+    r->sa = h_cseen_new("A");
+    r->sb = h_cseen_new("B");
+    r->a = h_cluster_open(hc, r->wd, RLOCK_PUBSUB_AUTO, r->sa);
+    r->b = h_cluster_open(hc, r->wd, RLOCK_PUBSUB_AUTO, r->sb);
     assert_int_equal(h_cluster_masters(hc, masters), 3);
     h_cluster_name_on(hc, masters[0], h_unique_name("migrate"), r->name, sizeof r->name);
     r->m.source = masters[0];
@@ -132,9 +132,9 @@ static void set_up(run *r, h_cluster *hc) {
     r->lb = h_get(r->b, r->name);
     r->holder = h_actor_start();
     assert_int_equal(h_actor_call(r->holder, h_op_lock, r->la), RLOCK_OK);
-    h_cwaiter_start(&r->w, r->lb, H_MS(60000));
+    r->w = h_cwaiter_start(r->lb, H_MS(60000));
     h_sleep_ms(H_MS(200)); /* its attempt, then its sleep */
-    assert_int_equal(h_cwaiter_done_ms(&r->w), 0);
+    assert_int_equal(h_cwaiter_done_ms(r->w), 0);
 }
 
 /* The slot through its three phases; the holder unlocks in unlock_phase. */
@@ -153,20 +153,20 @@ static void migrate(run *r, int unlock_phase) {
             renewed_on(r, phase == 1 ? r->m.source : target, phase);
         }
         if (phase == unlock_phase) {
-            assert_int_equal(h_cwaiter_done_ms(&r->w), 0); /* held until now */
+            assert_int_equal(h_cwaiter_done_ms(r->w), 0); /* held until now */
             unlock_in_phase(r, phase);
-            H_WAIT_FOR(h_cwaiter_done_ms(&r->w) != 0, 10000);
+            H_WAIT_FOR(h_cwaiter_done_ms(r->w) != 0, 10000);
         }
     }
 }
 
 static void check_and_close(run *r) {
-    h_cwaiter_join(&r->w, 10000);
-    long long took = h_cwaiter_done_ms(&r->w) - r->t_unlocked;
+    h_cwaiter_join(r->w, 10000);
+    long long took = h_cwaiter_done_ms(r->w) - r->t_unlocked;
     printf("      waiter: %s %lld ms after the unlock returned; its unlock %s\n",
-           rlock_status_name(r->w.rc), took, rlock_status_name(r->w.unlock_rc));
-    H_ASSERT_RC(r->w.rc, RLOCK_OK);
-    H_ASSERT_RC(r->w.unlock_rc, RLOCK_OK);
+           rlock_status_name(r->w->rc), took, rlock_status_name(r->w->unlock_rc));
+    H_ASSERT_RC(r->w->rc, RLOCK_OK);
+    H_ASSERT_RC(r->w->unlock_rc, RLOCK_OK);
     assert_true(took < H_MS(1000)); /* woken by the unlock, not by the 3 s TTL */
     assert_int_equal(h_actor_call(r->holder, h_op_is_held, r->la), 0);
     assert_int_equal(rlock_is_locked(r->la), 0);
@@ -177,14 +177,17 @@ static void check_and_close(run *r) {
     H_ASSERT_RC(rlock_lock(r->lb), RLOCK_OK);
     assert_int_equal(h_cluster_keys_in_slot(r->m.target, r->m.slot), 1);
     H_ASSERT_RC(rlock_unlock(r->lb), RLOCK_OK);
-    printf("      events: A lost %d, renewal failures %d; B lost %d\n", h_cseen_lost(&r->sa),
-           atomic_load(&r->sa.kinds[RLOCK_EVENT_RENEWAL_FAILED]), h_cseen_lost(&r->sb));
-    assert_int_equal(h_cseen_lost(&r->sa) + h_cseen_lost(&r->sb), 0);
+    printf("      events: A lost %d, renewal failures %d; B lost %d\n", h_cseen_lost(r->sa),
+           atomic_load(&r->sa->kinds[RLOCK_EVENT_RENEWAL_FAILED]), h_cseen_lost(r->sb));
+    assert_int_equal(h_cseen_lost(r->sa) + h_cseen_lost(r->sb), 0);
     h_actor_stop(r->holder);
     rlock_free(r->la);
     rlock_free(r->lb);
     rlock_client_close(r->a);
     rlock_client_close(r->b);
+    h_cseen_free(r->sa);
+    h_cseen_free(r->sb);
+    h_cwaiter_free(r->w);
 }
 
 static void unlock_in(void **state, int phase) {

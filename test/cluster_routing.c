@@ -4,7 +4,9 @@
  * public API only: each lock goes to the master of its name's slot.
  *
  *   every master     locks whose names hash to each of the three masters,
- *                    held at once and reentrantly: on the owning master the
+ *                    held at once and reentrantly, each renewed by the
+ *                    watchdog (one renewal per slot: a script over several
+ *                    slots gets CROSSSLOT) and none reported lost: on the owning master the
  *                    key is the Redisson hash ("<uuid>:<tid>" -> count, a
  *                    PTTL within the lease), and no other master has a key
  *                    in that slot; is_locked, is_held, hold_count, remain_ttl
@@ -49,11 +51,29 @@ static void check_key(const h_cluster *hc, const char *name, const char *id, lon
         assert_int_equal(h_cluster_keys_in_slot(masters[m], slot), masters[m] == owner);
 }
 
+/* Waits until node shows a renewal of name: its PTTL rises by more than a
+ * sixth of the lease wd; fails if the key is not there, or after 2 leases. */
+static void renewed_on(const h_server *node, const char *name, long long wd) {
+    long long last = h_cluster_pttl(node, name, strlen(name));
+    long long deadline = h_now_ms() + 2 * wd;
+    for (;;) {
+        long long now = h_cluster_pttl(node, name, strlen(name));
+        if (now < 0)
+            H_FAIL("%s is not on :%d (PTTL %lld)", name, h_server_port(node), now);
+        if (now > last + wd / 6)
+            return;
+        last = now;
+        if (h_now_ms() > deadline)
+            H_FAIL("no renewal of %s on :%d within %lld ms", name, h_server_port(node), 2 * wd);
+        h_sleep_ms(20);
+    }
+}
+
 static void test_every_master(void **state) {
     h_cluster *hc = *state;
-    h_cseen seen = {.who = "A"};
-    long long wd = H_MS(10000);
-    rlock_client *a = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, &seen);
+    h_cseen *seen = h_cseen_new("A");
+    long long wd = H_MS(3000); /* renewed every second */
+    rlock_client *a = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, seen);
     h_server *masters[H_CLUSTER_NODES];
     char names[3][128];
     rlock *locks[3];
@@ -75,6 +95,10 @@ static void test_every_master(void **state) {
         printf("      %s: slot %d on :%d\n", names[m], h_slot(names[m], strlen(names[m])),
                h_server_port(masters[m]));
     }
+    for (int round = 0; round < 2; round++)
+        for (int m = 0; m < 3; m++)
+            renewed_on(masters[m], names[m], wd);
+    assert_int_equal(h_cseen_lost(seen), 0);
     for (int m = 0; m < 3; m++) {
         H_ASSERT_RC(rlock_unlock(locks[m]), RLOCK_OK);
         check_key(hc, names[m], rlock_client_id(a), 1, wd);
@@ -85,8 +109,9 @@ static void test_every_master(void **state) {
         assert_int_equal(ttl, -2);
         rlock_free(locks[m]);
     }
-    assert_int_equal(h_cseen_lost(&seen), 0);
+    assert_int_equal(h_cseen_lost(seen), 0);
     rlock_client_close(a);
+    h_cseen_free(seen);
 }
 
 /* Lock by a, a waiter of b, unlock: the waiter must be woken by the unlock
@@ -94,20 +119,20 @@ static void test_every_master(void **state) {
 static long long lock_wait_unlock(const h_cluster *hc, rlock_client *a, rlock_client *b,
                                   const char *name, long long wd) {
     rlock *la = h_get(a, name), *lb = h_get(b, name);
-    h_cwaiter w = {0};
     H_ASSERT_RC(rlock_lock(la), RLOCK_OK);
     check_key(hc, name, rlock_client_id(a), 1, wd);
-    h_cwaiter_start(&w, lb, H_MS(30000));
+    h_cwaiter *w = h_cwaiter_start(lb, H_MS(30000));
     h_sleep_ms(H_MS(150)); /* the waiter's attempt, then its sleep */
-    assert_int_equal(h_cwaiter_done_ms(&w), 0);
+    assert_int_equal(h_cwaiter_done_ms(w), 0);
     long long t_unlock = h_now_ms();
     H_ASSERT_RC(rlock_unlock(la), RLOCK_OK);
-    h_cwaiter_join(&w, 15000);
-    long long took = h_cwaiter_done_ms(&w) - t_unlock;
-    if (w.rc != RLOCK_OK || w.unlock_rc != RLOCK_OK || took > H_MS(1000))
+    h_cwaiter_join(w, 15000);
+    long long took = h_cwaiter_done_ms(w) - t_unlock;
+    if (w->rc != RLOCK_OK || w->unlock_rc != RLOCK_OK || took > H_MS(1000))
         H_FAIL("name \"%s\": waiter try_lock %s after %lld ms, its unlock %s", name,
-               rlock_status_name(w.rc), took, rlock_status_name(w.unlock_rc));
+               rlock_status_name(w->rc), took, rlock_status_name(w->unlock_rc));
     assert_int_equal(rlock_is_locked(la), 0);
+    h_cwaiter_free(w);
     rlock_free(la);
     rlock_free(lb);
     return took;
@@ -119,10 +144,10 @@ static void test_awkward_names(void **state) {
         "{user1}:lock", "a{}b",           "a{b",          "}{",    "{}",    "{",     "}",
         "a}b{c}",       "{a}{b}",         "x{y}z",        "{}{a}", "lock{", "{{a}}", "a b\tc",
         "na\xc3\xafve", "\x01\xff{\x02}", "{user1}:other"};
-    h_cseen sa = {.who = "A"}, sb = {.who = "B"};
+    h_cseen *sa = h_cseen_new("A"), *sb = h_cseen_new("B");
     long long wd = H_MS(10000);
-    rlock_client *a = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, &sa);
-    rlock_client *b = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, &sb);
+    rlock_client *a = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, sa);
+    rlock_client *b = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, sb);
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         const char *n = names[i];
         char *ch = h_channel(n, strlen(n), NULL);
@@ -131,9 +156,11 @@ static void test_awkward_names(void **state) {
                h_slot(n, strlen(n)), h_slot(ch, strlen(ch)), took);
         free(ch);
     }
-    assert_int_equal(h_cseen_lost(&sa) + h_cseen_lost(&sb), 0);
+    assert_int_equal(h_cseen_lost(sa) + h_cseen_lost(sb), 0);
     rlock_client_close(a);
     rlock_client_close(b);
+    h_cseen_free(sa);
+    h_cseen_free(sb);
 }
 
 static void test_open(void **state) {

@@ -141,19 +141,22 @@ void h_cluster_config(const h_cluster *hc, rlock_config *cfg, long long wd, int 
                       h_cseen *seen);
 /* Opens that client; fails the test on error. */
 rlock_client *h_cluster_open(const h_cluster *hc, long long wd, int pubsub_mode, h_cseen *seen);
+/* A recorder on the heap (a failed test leaves its client running: the
+ * recorder must outlive the test's stack frame); free it after the close. */
+h_cseen *h_cseen_new(const char *who);
+void h_cseen_free(h_cseen *seen);
 /* Loss reports seen: LOCK_LOST events + on_lock_lost calls. */
 int h_cseen_lost(h_cseen *seen);
 
 /*
  * A thread of the test's own that waits for a lock (rlock_try_lock with
  * wait_ms and a watchdog lease), records when it returned (done_ms), holds
- * it hold_ms (set before start; 0 by default) and unlocks it: ownership is
+ * it hold_ms (0) and unlocks it: ownership is
  * per thread, so the thread that took it gives it back.
  */
 typedef struct h_cwaiter {
     rlock *lock;
     long long wait_ms;
-    long long hold_ms;
     long long started_ms;
     int rc;               /* of rlock_try_lock, once done_ms is set */
     int unlock_rc;        /* of rlock_unlock, once finished */
@@ -161,10 +164,13 @@ typedef struct h_cwaiter {
     atomic_int finished;
     pthread_t th;
 } h_cwaiter;
-void h_cwaiter_start(h_cwaiter *w, rlock *lock, long long wait_ms);
+/* Starts it (on the heap, like h_cseen: a failed test may leave it running). */
+h_cwaiter *h_cwaiter_start(rlock *lock, long long wait_ms);
 long long h_cwaiter_done_ms(h_cwaiter *w);
 /* Waits for the thread to finish (fails the test after timeout_ms, scaled), joins it. */
 void h_cwaiter_join(h_cwaiter *w, long long timeout_ms);
+/* Frees a joined waiter. */
+void h_cwaiter_free(h_cwaiter *w);
 
 /* cmocka fixtures: *state = a fresh cluster (h_cluster *), per test. */
 int h_cluster_fixture_start(void **state);

@@ -39,6 +39,18 @@ static void seen_lost(const char *name, void *arg) {
     atomic_fetch_add(&s->lost_calls, 1);
 }
 
+h_cseen *h_cseen_new(const char *who) {
+    h_cseen *s = calloc(1, sizeof *s);
+    if (!s)
+        abort();
+    s->who = who;
+    return s;
+}
+
+void h_cseen_free(h_cseen *seen) {
+    free(seen);
+}
+
 int h_cseen_lost(h_cseen *seen) {
     return atomic_load(&seen->kinds[RLOCK_EVENT_LOCK_LOST]) + atomic_load(&seen->lost_calls);
 }
@@ -69,15 +81,16 @@ static void *waiter_main(void *arg) {
     w->rc = rlock_try_lock(w->lock, w->wait_ms, RLOCK_LEASE_WATCHDOG);
     atomic_store(&w->done_ms, h_now_ms());
     if (w->rc == RLOCK_OK) {
-        if (w->hold_ms > 0)
-            h_sleep_ms(w->hold_ms);
         w->unlock_rc = rlock_unlock(w->lock);
     }
     atomic_store(&w->finished, 1);
     return NULL;
 }
 
-void h_cwaiter_start(h_cwaiter *w, rlock *lock, long long wait_ms) {
+h_cwaiter *h_cwaiter_start(rlock *lock, long long wait_ms) {
+    h_cwaiter *w = calloc(1, sizeof *w);
+    if (!w)
+        abort();
     w->lock = lock;
     w->wait_ms = wait_ms;
     w->rc = w->unlock_rc = 12345;
@@ -86,6 +99,7 @@ void h_cwaiter_start(h_cwaiter *w, rlock *lock, long long wait_ms) {
     w->started_ms = h_now_ms();
     if (pthread_create(&w->th, NULL, waiter_main, w) != 0)
         H_FAIL("pthread_create failed");
+    return w;
 }
 
 long long h_cwaiter_done_ms(h_cwaiter *w) {
@@ -95,4 +109,8 @@ long long h_cwaiter_done_ms(h_cwaiter *w) {
 void h_cwaiter_join(h_cwaiter *w, long long timeout_ms) {
     H_WAIT_FOR(atomic_load(&w->finished), timeout_ms);
     pthread_join(w->th, NULL);
+}
+
+void h_cwaiter_free(h_cwaiter *w) {
+    free(w);
 }
