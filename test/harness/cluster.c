@@ -383,6 +383,7 @@ int h_cluster_fixture_start(void **state) {
 }
 
 int h_cluster_fixture_stop(void **state) {
+    h_cseen_mute_all();
     h_cluster_stop(*state);
     *state = NULL;
     return 0;

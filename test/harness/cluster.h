@@ -131,6 +131,8 @@ typedef struct h_cseen {
     atomic_int kinds[8];   /* on_event calls per rlock_event_kind */
     atomic_int lost_calls; /* on_lock_lost calls */
     atomic_int printed;    /* RENEWAL_FAILED / CONNECTION_LOST lines printed */
+    atomic_int muted;      /* set by h_cseen_mute_all: records and prints nothing */
+    struct h_cseen *next;  /* recorders not freed yet */
 } h_cseen;
 /*
  * h_config(), url = hc->url, watchdog_timeout_ms wd, pubsub_mode, retries
@@ -145,6 +147,10 @@ rlock_client *h_cluster_open(const h_cluster *hc, long long wd, int pubsub_mode,
  * recorder must outlive the test's stack frame); free it after the close. */
 h_cseen *h_cseen_new(const char *who);
 void h_cseen_free(h_cseen *seen);
+/* Mutes every recorder not freed yet: those of a failed test, whose clients
+ * still run (h_cluster_fixture_stop calls it, so a later test's output is
+ * not mixed with theirs). */
+void h_cseen_mute_all(void);
 /* Loss reports seen: LOCK_LOST events + on_lock_lost calls. */
 int h_cseen_lost(h_cseen *seen);
 

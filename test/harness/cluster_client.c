@@ -21,8 +21,13 @@ static const char *event_name(int kind) {
     return kind > 0 && kind <= 6 ? names[kind] : "?";
 }
 
+static pthread_mutex_t recorders_mu = PTHREAD_MUTEX_INITIALIZER;
+static h_cseen *recorders;
+
 static void seen_event(const rlock_event *ev, void *arg) {
     h_cseen *s = arg;
+    if (atomic_load(&s->muted))
+        return;
     int k = ev->kind >= 0 && ev->kind < 8 ? (int)ev->kind : 0;
     atomic_fetch_add(&s->kinds[k], 1);
     int noisy = k == RLOCK_EVENT_RENEWAL_FAILED || k == RLOCK_EVENT_CONNECTION_LOST ||
@@ -36,7 +41,8 @@ static void seen_event(const rlock_event *ev, void *arg) {
 static void seen_lost(const char *name, void *arg) {
     h_cseen *s = arg;
     (void)name;
-    atomic_fetch_add(&s->lost_calls, 1);
+    if (!atomic_load(&s->muted))
+        atomic_fetch_add(&s->lost_calls, 1);
 }
 
 h_cseen *h_cseen_new(const char *who) {
@@ -44,11 +50,29 @@ h_cseen *h_cseen_new(const char *who) {
     if (!s)
         abort();
     s->who = who;
+    pthread_mutex_lock(&recorders_mu);
+    s->next = recorders;
+    recorders = s;
+    pthread_mutex_unlock(&recorders_mu);
     return s;
 }
 
 void h_cseen_free(h_cseen *seen) {
+    pthread_mutex_lock(&recorders_mu);
+    for (h_cseen **pp = &recorders; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == seen) {
+            *pp = seen->next;
+            break;
+        }
+    pthread_mutex_unlock(&recorders_mu);
     free(seen);
+}
+
+void h_cseen_mute_all(void) {
+    pthread_mutex_lock(&recorders_mu);
+    for (h_cseen *s = recorders; s != NULL; s = s->next)
+        atomic_store(&s->muted, 1);
+    pthread_mutex_unlock(&recorders_mu);
 }
 
 int h_cseen_lost(h_cseen *seen) {
