@@ -122,9 +122,12 @@ h_server *h_cluster_replica_of(const h_cluster *hc, const h_server *master) {
     return NULL;
 }
 
-/* s's own line of CLUSTER NODES ("myself"): 1 if it is a master holding
- * slot (slot < 0: any slot), with *epoch its config epoch. */
-static int claims(const h_server *s, int slot, long long *epoch) {
+/*
+ * s's own line of CLUSTER NODES ("myself"): 1 if it is a master holding
+ * slot (slot < 0: any slot), with *epoch its config epoch and *first (may be
+ * NULL) the first slot of its first range.
+ */
+static int claims_first(const h_server *s, int slot, long long *epoch, int *first) {
     char *nodes = h_cluster_ask_str(s, "CLUSTER NODES"), *save = NULL;
     int yes = 0;
     for (char *line = nodes ? strtok_r(nodes, "\n", &save) : NULL; line != NULL;
@@ -145,11 +148,23 @@ static int claims(const h_server *s, int slot, long long *epoch) {
             if (sscanf(f[k], "%d-%d", &lo, &hi) != 2)
                 hi = lo = atoi(f[k]);
             yes = slot < 0 || (slot >= lo && slot <= hi);
+            if (yes && first != NULL)
+                *first = lo;
         }
         break;
     }
     free(nodes);
     return yes;
+}
+
+static int claims(const h_server *s, int slot, long long *epoch) {
+    return claims_first(s, slot, epoch, NULL);
+}
+
+int h_cluster_first_slot(const h_server *s) {
+    long long epoch;
+    int first = -1;
+    return claims_first(s, -1, &epoch, &first) ? first : -1;
 }
 
 h_server *h_cluster_owner(const h_cluster *hc, int slot) {

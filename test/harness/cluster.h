@@ -60,6 +60,9 @@ h_server *h_cluster_replica_of(const h_cluster *hc, const h_server *master);
  * several claim it). NULL if none does.
  */
 h_server *h_cluster_owner(const h_cluster *hc, int slot);
+/* The first slot of the first range s itself says it owns (its CLUSTER
+ * NODES "myself" line), or -1 if it is no master of any slot. */
+int h_cluster_first_slot(const h_server *s);
 /* The live masters owning slots, in node order; returns how many (<= 6). */
 int h_cluster_masters(const h_cluster *hc, h_server **out);
 /*

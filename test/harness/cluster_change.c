@@ -132,13 +132,13 @@ void h_cluster_migrate(const h_cluster *hc, int slot, h_server *target) {
 
 /* ---- failures and failovers ---------------------------------------------- */
 
-/* Every slot the node owned (by its own CLUSTER NODES) now belongs to heir:
- * checked on the first slot found, which is enough for whole-node moves. */
+/* A slot the master owns now (its first): followed through a kill or failover. */
 static int first_slot_of(const h_cluster *hc, const h_server *master) {
-    for (int slot = 0; slot < H_CLUSTER_SLOTS; slot += 64)
-        if (h_cluster_owner(hc, slot) == master)
-            return slot;
-    H_FAIL("the master on port %d owns no slot (checked every 64th)", h_server_port(master));
+    int slot = h_cluster_first_slot(master);
+    (void)hc;
+    if (slot < 0)
+        H_FAIL("the node on port %d owns no slot", h_server_port(master));
+    return slot;
 }
 
 static int live_nodes_ok(const h_cluster *hc) {
