@@ -7,6 +7,7 @@
 #   make valgrind        the suite under valgrind memcheck
 #   make test-faults     the fault-injection suite (starts and kills its own servers)
 #   make test-sentinel   Sentinel and WAIT: a master, replicas and sentinels of its own
+#   make test-cluster    Redis Cluster: 3 masters + 3 replicas of its own per test
 #   make demo            the "don't oversell" demo against a throwaway redis-server
 #   make bench           benchmarks against a raw-hiredis baseline
 #   make install PREFIX=/usr/local DESTDIR=     (make uninstall with the same PREFIX)
@@ -70,6 +71,8 @@ TEST_SRCS := $(wildcard test/test_*.c)
 TEST_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRCS))
 SENTINEL_SRCS := $(wildcard test/sentinel_*.c)
 SENTINEL_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(SENTINEL_SRCS))
+CLUSTER_SRCS := $(wildcard test/cluster_*.c)
+CLUSTER_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(CLUSTER_SRCS))
 FAULT_SRCS := $(wildcard test/fault_*.c)
 FAULT_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(FAULT_SRCS))
 HARNESS_SRCS := $(wildcard test/harness/*.c)
@@ -79,7 +82,7 @@ BENCH_SRCS := $(wildcard test/bench/*.c)
 BENCH_BINS := $(patsubst test/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 DEMO := $(BUILD)/demo
 
-.PHONY: all deps test check test-sentinel test-faults valgrind demo bench soak install uninstall clean noopt cppcheck tools check-install check-layers
+.PHONY: all deps test check test-sentinel test-cluster test-faults valgrind demo bench soak install uninstall clean noopt cppcheck tools check-install check-layers
 
 all: $(STLIB) $(DYLIB) $(PCFILE)
 
@@ -175,7 +178,7 @@ $(DEMO): $(DEMO_SRCS) test/demo/demo.h test/rawredis.h $(HARNESS_OBJS) $(STLIB)
 deps:
 	@scripts/deps.sh
 
-tools: deps all $(TEST_BINS) $(FAULT_BINS) $(SENTINEL_BINS)
+tools: deps all $(TEST_BINS) $(FAULT_BINS) $(SENTINEL_BINS) $(CLUSTER_BINS)
 
 # TEST_PREFIX wraps every test binary (valgrind uses it); TEST_TIMEOUT_SCALE stretches deadlines.
 test: deps
@@ -188,6 +191,11 @@ check: test
 test-sentinel: deps
 	@$(MAKE) --no-print-directory all $(SENTINEL_BINS)
 	@scripts/run-tests.sh $(SENTINEL_BINS)
+
+# Six cluster nodes of its own per test (redis-server, and redis-cli --cluster create).
+test-cluster: deps
+	@$(MAKE) --no-print-directory all $(CLUSTER_BINS)
+	@scripts/run-tests.sh $(CLUSTER_BINS)
 
 test-faults: deps
 	@$(MAKE) --no-print-directory all $(FAULT_BINS)

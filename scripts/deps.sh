@@ -12,6 +12,7 @@ PACKAGES=(
     libhiredis-dev
     uuid-dev
     redis-server
+    redis-tools
     redis-sentinel
     libcmocka-dev
     valgrind

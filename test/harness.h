@@ -14,6 +14,8 @@
  *   child    forked processes, H_CHILD_CHECK, h_child and its line protocol
  *   server   redis-servers of our own (h_server_*) and their cmocka fixtures
  *   sentinel a master, two replicas and three sentinels (h_sentinels_*)
+ *   cluster  3 masters + 3 replicas in cluster mode (h_cluster_*): the slot
+ *            rule, slot migration in phases, kill, CLUSTER FAILOVER
  *
  * The harness does not depend on cmocka (the benchmarks and the demo link it
  * without -lcmocka). When the program is linked with cmocka, a harness
@@ -45,5 +47,6 @@
 #include "harness/child.h"
 #include "harness/server.h"
 #include "harness/sentinel.h"
+#include "harness/cluster.h"
 
 #endif /* RLOCK_TEST_HARNESS_H */

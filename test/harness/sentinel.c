@@ -5,38 +5,15 @@
  * after 1000 ms, failover timeout 3000 ms; the data servers sync without the
  * diskless delay.
  */
-#include <netinet/in.h>
-#include <stdint.h>
 #include <sys/time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "fail.h"
 #include "redis.h"
 #include "sentinel.h"
 #include "timing.h"
-
-/*
- * A port nobody listens on now, below the kernel's ephemeral range (32768..),
- * so that outgoing connections cannot be handed it before the sentinel binds
- * it; h_sentinels_start still retries if another test took it meanwhile.
- */
-static int free_port(void) {
-    for (int tries = 0; tries < 1000; tries++) {
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-                                .sin_port = htons((uint16_t)(21000 + rand() % 11000))};
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
-        if (fd >= 0)
-            close(fd);
-        if (ok)
-            return ntohs(a.sin_port);
-    }
-    H_FAIL("free_port: no free port");
-}
 
 static void random_id(char *id) {
     static const char hex[] = "0123456789abcdef";
@@ -116,7 +93,7 @@ static int ready(h_sentinels *hs) {
 static int start_sentinels(h_sentinels *hs, int *ports, char ids[3][41], const char *password,
                            char *conf, size_t size) {
     for (int i = 0; i < 3; i++) {
-        ports[i] = free_port();
+        ports[i] = h_free_port();
         random_id(ids[i]);
     }
     for (int i = 0; i < 3; i++) {

@@ -8,12 +8,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -330,6 +333,24 @@ h_server *h_server_start_args(const char *const *args) {
     return server_launch(server_new(args), 0);
 }
 
+h_server *h_server_start_port(int port, const char *const *args) {
+    return server_try_launch(server_new(args), port);
+}
+
+int h_free_port(void) {
+    for (int tries = 0; tries < 1000; tries++) {
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+                                .sin_port = htons((uint16_t)(21000 + next_random() % 11000))};
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+        if (fd >= 0)
+            close(fd);
+        if (ok)
+            return ntohs(a.sin_port);
+    }
+    H_FAIL("h_free_port: no free port");
+}
+
 h_server *h_sentinel_start(int port, const char *conf, const char *password) {
     h_server *s = server_new(NULL);
     char path[300];
@@ -381,10 +402,44 @@ int h_server_stopped(const h_server *s) {
     return h_proc_stopped(s->pid);
 }
 
+/*
+ * Whether /proc/PID/cmdline still shows a redis process on s's port (argv
+ * "... --port PORT ..." before redis sets its title, "redis-server
+ * 127.0.0.1:PORT [cluster]" after). A zombie shows an empty cmdline: still
+ * ours to reap. Belt and braces: an unreaped child's pid cannot be reused.
+ */
+static int pid_is_ours(const h_server *s) {
+    char path[64], buf[4096], want[2][24];
+    size_t n;
+    FILE *f;
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)s->pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return 1; /* gone: kill() fails harmlessly, waitpid() reaps */
+    n = fread(buf, 1, sizeof buf - 2, f);
+    fclose(f);
+    if (n == 0)
+        return 1;
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] == '\0')
+            buf[i] = ' ';
+    buf[n] = ' ';
+    buf[n + 1] = '\0';
+    snprintf(want[0], sizeof want[0], ":%d ", s->port);
+    snprintf(want[1], sizeof want[1], " %d ", s->port);
+    return strstr(buf, "redis") != NULL &&
+           (strstr(buf, want[0]) != NULL || strstr(buf, want[1]) != NULL);
+}
+
 void h_server_kill(h_server *s) {
     int status;
     if (!s->pid)
         return;
+    if (!pid_is_ours(s)) {
+        fprintf(stderr, "h_server_kill: pid %d is not the redis on port %d any more; not killed\n",
+                (int)s->pid, s->port);
+        s->pid = 0;
+        return;
+    }
     kill(s->pid, SIGKILL);
     while (waitpid(s->pid, &status, 0) < 0 && errno == EINTR)
         ;

@@ -24,6 +24,19 @@ h_server *h_server_start(void);
  * at most 16), e.g. {"--replicaof", "127.0.0.1", "6379", NULL}. */
 h_server *h_server_start_args(const char *const *args);
 /*
+ * Like h_server_start_args, on a given port (e.g. from h_free_port). NULL
+ * if the server could not start there: the port, or a port in args (a
+ * cluster bus port), was taken meanwhile: pick others and try again.
+ */
+h_server *h_server_start_port(int port, const char *const *args);
+/*
+ * A port nobody listens on now, below the kernel's ephemeral range (32768..),
+ * so that outgoing connections cannot be handed it before a server binds it.
+ * Another test may still take it meanwhile: start servers on it with
+ * h_server_start_port and retry on NULL.
+ */
+int h_free_port(void);
+/*
  * Starts redis-sentinel on port (which must be free) with conf (the lines
  * after bind, dir and logfile, which the harness writes) in its own
  * directory; waits for PING. password: the requirepass conf sets (the
@@ -45,7 +58,8 @@ void h_server_pause(h_server *s);
 void h_server_resume(h_server *s);
 /* 1 while it is stopped (paused). */
 int h_server_stopped(const h_server *s);
-/* SIGKILL and reap. */
+/* SIGKILL and reap (after checking that /proc/PID/cmdline still shows
+ * our redis on our port; if not, it only forgets the pid). */
 void h_server_kill(h_server *s);
 /* Kills it if running, then starts it again on the same port and data
  * directory (empty: nothing is persisted); waits for PING. */

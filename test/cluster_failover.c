@@ -1,0 +1,205 @@
+/*
+ * cluster_failover.c - rlock on a Redis Cluster whose masters fail or hand
+ * over, with locks held and waited for (3 masters + 3 replicas of the test's
+ * own, node timeout 1000 ms; harness/cluster.c):
+ *
+ *   killed survives  kill -9 of a master holding a replicated watchdog lock,
+ *                    waited for by another client, while a lock on another
+ *                    master is held too: its replica is promoted (~2.5 s),
+ *                    both locks live on and are renewed (on the new master
+ *                    for the first), nothing is reported lost, the holder
+ *                    still holds; after the unlock the waiter acquires
+ *                    promptly (its subscription moved to the new master)
+ *   killed lost once the same with the replica cut off first (it never
+ *                    receives the lock): the promoted replica has no lock,
+ *                    and the loss is reported exactly once (LOCK_LOST and
+ *                    on_lock_lost, one each); the holder no longer holds,
+ *                    unlock says RLOCK_ENOTOWNER, a new lock works
+ *   cluster failover CLUSTER FAILOVER (coordinated: no write lost) of the
+ *                    lock's master while held and waited for: renewed on the
+ *                    new master, not reported lost, unlock works, the waiter
+ *                    acquires promptly; and back again
+ *
+ * RLOCK_EVENT_MASTER_SWITCHED may be posted on a failover; it is printed, not
+ * required. One cluster per test. Durations are scaled by TEST_TIMEOUT_SCALE.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+/* Waits until node shows a renewal of name: its PTTL rises by more than a
+ * sixth of the lease wd; fails if the key is not there, or after 2 leases. */
+static void renewed_on(const h_server *node, const char *name, long long wd) {
+    long long last = h_cluster_pttl(node, name, strlen(name));
+    long long deadline = h_now_ms() + 2 * wd;
+    for (;;) {
+        long long now = h_cluster_pttl(node, name, strlen(name));
+        if (now < 0)
+            H_FAIL("%s is not on :%d (PTTL %lld)", name, h_server_port(node), now);
+        if (now > last + wd / 6)
+            return;
+        last = now;
+        if (h_now_ms() > deadline)
+            H_FAIL("no renewal of %s on :%d within %lld ms", name, h_server_port(node), 2 * wd);
+        h_sleep_ms(20);
+    }
+}
+
+/* The holder (this thread) unlocks; the waiter must acquire promptly. */
+static void unlock_wakes(rlock *held, h_cwaiter *w, long long ttl) {
+    assert_int_equal(h_cwaiter_done_ms(w), 0); /* still waiting: the lock is held */
+    long long t0 = h_now_ms();
+    H_ASSERT_RC(rlock_unlock(held), RLOCK_OK);
+    long long t_unlocked = h_now_ms();
+    h_cwaiter_join(w, 15000);
+    long long took = h_cwaiter_done_ms(w) - t_unlocked;
+    printf("      unlock took %lld ms; the waiter: %s %lld ms later (TTL %lld), its unlock %s\n",
+           t_unlocked - t0, rlock_status_name(w->rc), took, ttl, rlock_status_name(w->unlock_rc));
+    H_ASSERT_RC(w->rc, RLOCK_OK);
+    H_ASSERT_RC(w->unlock_rc, RLOCK_OK);
+    assert_true(took < H_MS(1000)); /* woken by the unlock message, not by the TTL */
+    h_cwaiter_free(w);
+}
+
+static void print_events(h_cseen *s) {
+    printf("      [%s] MASTER_SWITCHED x%d, RENEWAL_FAILED x%d, LOCK_LOST x%d, on_lock_lost x%d\n",
+           s->who, atomic_load(&s->kinds[RLOCK_EVENT_MASTER_SWITCHED]),
+           atomic_load(&s->kinds[RLOCK_EVENT_RENEWAL_FAILED]),
+           atomic_load(&s->kinds[RLOCK_EVENT_LOCK_LOST]), atomic_load(&s->lost_calls));
+}
+
+static void test_killed_master_lock_survives(void **state) {
+    h_cluster *hc = *state;
+    h_cseen *sa = h_cseen_new("A"), *sb = h_cseen_new("B");
+    long long wd = H_MS(10000); /* longer than the failover (~2.5 s) */
+    rlock_client *a = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, sa);
+    rlock_client *b = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, sb);
+    h_server *masters[H_CLUSTER_NODES];
+    char victim[128], other[128];
+    h_cluster_masters(hc, masters);
+    h_cluster_name_on(hc, masters[0], h_unique_name("survives"), victim, sizeof victim);
+    h_cluster_name_on(hc, masters[1], h_unique_name("bystander"), other, sizeof other);
+    rlock *lv = h_get(a, victim), *lo = h_get(a, other), *wv = h_get(b, victim);
+    H_ASSERT_RC(rlock_lock(lv), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock(lo), RLOCK_OK);
+    h_cwaiter *w = h_cwaiter_start(wv, H_MS(60000));
+    h_server *replica = h_cluster_replica_of(hc, masters[0]);
+    H_WAIT_FOR(h_cluster_replica_has(replica, victim, strlen(victim)), 5000);
+    h_sleep_ms(H_MS(200));
+    long long t0 = h_now_ms();
+    h_server *heir = h_cluster_kill_master(hc, masters[0]);
+    printf("      :%d promoted %lld ms after kill -9\n", h_server_port(heir), h_now_ms() - t0);
+    renewed_on(heir, victim, wd); /* the watchdog found the new master */
+    renewed_on(masters[1], other, wd);
+    print_events(sa);
+    assert_int_equal(h_cseen_lost(sa) + h_cseen_lost(sb), 0);
+    assert_int_equal(rlock_is_held_by_current_thread(lv), 1);
+    unlock_wakes(lv, w, wd);
+    H_ASSERT_RC(rlock_unlock(lo), RLOCK_OK);
+    assert_int_equal(h_cseen_lost(sa) + h_cseen_lost(sb), 0);
+    rlock_free(lv);
+    rlock_free(lo);
+    rlock_free(wv);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    h_cseen_free(sa);
+    h_cseen_free(sb);
+}
+
+static void test_killed_master_lock_lost_once(void **state) {
+    h_cluster *hc = *state;
+    h_cseen *sa = h_cseen_new("A");
+    long long wd = H_MS(10000); /* the loss is found on the new master, not by the clock */
+    rlock_client *a = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, sa);
+    h_server *masters[H_CLUSTER_NODES];
+    char name[128];
+    h_cluster_masters(hc, masters);
+    h_cluster_name_on(hc, masters[2], h_unique_name("lost"), name, sizeof name);
+    rlock *lock = h_get(a, name);
+    h_server *replica = h_cluster_replica_of(hc, masters[2]);
+    h_replica_cut(replica); /* it never receives the lock */
+    H_ASSERT_RC(rlock_lock(lock), RLOCK_OK);
+    h_sleep_ms(H_MS(200));
+    assert_false(h_cluster_replica_has(replica, name, strlen(name)));
+    long long t0 = h_now_ms();
+    h_server *heir = h_cluster_kill_master(hc, masters[2]);
+    long long t_promoted = h_now_ms();
+    printf("      cut replica :%d promoted %lld ms after kill -9\n", h_server_port(heir),
+           t_promoted - t0);
+    assert_int_equal(h_cluster_pttl(heir, name, strlen(name)), -2);
+    H_WAIT_FOR(h_cseen_lost(sa) >= 2, 2 * wd); /* the event and the callback */
+    printf("      reported lost %lld ms after the promotion\n", h_now_ms() - t_promoted);
+    h_sleep_ms(wd / 2); /* and never again */
+    print_events(sa);
+    assert_int_equal(atomic_load(&sa->kinds[RLOCK_EVENT_LOCK_LOST]), 1);
+    assert_int_equal(atomic_load(&sa->lost_calls), 1);
+    assert_int_equal(rlock_is_held_by_current_thread(lock), 0);
+    H_ASSERT_RC(rlock_unlock(lock), RLOCK_ENOTOWNER);
+    H_ASSERT_RC(rlock_lock(lock), RLOCK_OK); /* afresh, on the new master */
+    assert_int_equal(h_cluster_keys_in_slot(heir, h_slot(name, strlen(name))), 1);
+    H_ASSERT_RC(rlock_unlock(lock), RLOCK_OK);
+    assert_int_equal(atomic_load(&sa->kinds[RLOCK_EVENT_LOCK_LOST]), 1);
+    rlock_free(lock);
+    rlock_client_close(a);
+    h_cseen_free(sa);
+}
+
+/* One CLUSTER FAILOVER of name's master with name held by a and waited for by b. */
+static void failover_round(h_cluster *hc, rlock_client *a, rlock_client *b, const char *name,
+                           long long wd) {
+    rlock *la = h_get(a, name), *lb = h_get(b, name);
+    h_server *old = h_cluster_owner(hc, h_slot(name, strlen(name)));
+    h_server *replica = h_cluster_replica_of(hc, old);
+    H_ASSERT_RC(rlock_lock(la), RLOCK_OK);
+    h_cwaiter *w = h_cwaiter_start(lb, H_MS(60000));
+    h_sleep_ms(H_MS(200));
+    long long t0 = h_now_ms();
+    h_cluster_failover(hc, replica);
+    printf("      CLUSTER FAILOVER :%d -> :%d in %lld ms\n", h_server_port(old),
+           h_server_port(replica), h_now_ms() - t0);
+    renewed_on(replica, name, wd);
+    assert_int_equal(rlock_is_held_by_current_thread(la), 1);
+    unlock_wakes(la, w, wd);
+    rlock_free(la);
+    rlock_free(lb);
+}
+
+static void test_cluster_failover(void **state) {
+    h_cluster *hc = *state;
+    h_cseen *sa = h_cseen_new("A"), *sb = h_cseen_new("B");
+    long long wd = H_MS(3000); /* renewed every second */
+    rlock_client *a = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, sa);
+    rlock_client *b = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, sb);
+    h_server *masters[H_CLUSTER_NODES];
+    char name[128];
+    h_cluster_masters(hc, masters);
+    h_cluster_name_on(hc, masters[1], h_unique_name("failover"), name, sizeof name);
+    failover_round(hc, a, b, name, wd);
+    h_cluster_wait_settled(hc, 1, 10000); /* the old master follows the new one */
+    failover_round(hc, a, b, name, wd);   /* and back */
+    print_events(sa);
+    print_events(sb);
+    assert_int_equal(h_cseen_lost(sa) + h_cseen_lost(sb), 0);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    h_cseen_free(sa);
+    h_cseen_free(sb);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        H_CLUSTER_TEST(test_killed_master_lock_survives),
+        H_CLUSTER_TEST(test_killed_master_lock_lost_once),
+        H_CLUSTER_TEST(test_cluster_failover),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
