@@ -167,6 +167,10 @@ static int release(const rlock *lock, const rlock__owner *owner, long long expec
         out->gone = !(resent && expected == 1);
     } else {
         out->remaining = answer.count;
+        /* Sharded and run at a node importing the slot: no subscriber listens there yet. */
+        if (answer.count == 0 && info.asked && rlock__net_sharded(lock->engine->net))
+            rlock__net_publish(lock->engine->net, lock->name, lock->name_len, lock->channel,
+                               lock->channel_len, "0", deadline_ms);
     }
     return status;
 }

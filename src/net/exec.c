@@ -185,8 +185,10 @@ int rlock__exec(rlock__net *net, const rlock__cmd *cmd, int64_t deadline_ms, red
             a.node = rlock__node_of(net, cmd); /* asked again: the master may have moved */
         redirected = 0;
         status = attempt_once(net, cmd, &a, hard_ms, reply);
-        if (info != NULL)
+        if (info != NULL) {
             info->acks = a.acks;
+            info->asked = a.asking;
+        }
         if (rlock__net_closing(net)) {
             rlock__drop_reply(reply);
             return rlock__fail(RLOCK_ECLOSED, 0, "client closed during %s",

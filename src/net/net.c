@@ -194,3 +194,16 @@ const char *rlock__net_publish_verb(const rlock__net *net, const char *key, size
     return net->sharded && rlock__net_hears(net, key, key_len, channel, channel_len) ? "spublish"
                                                                                       : "publish";
 }
+
+int rlock__net_publish(rlock__net *net, const char *key, size_t key_len, const char *channel,
+                       size_t channel_len, const char *payload, int64_t deadline_ms) {
+    const char *verb = rlock__net_publish_verb(net, key, key_len, channel, channel_len);
+    const char *argv[] = {verb, channel, payload};
+    size_t argvlen[] = {strlen(verb), channel_len, strlen(payload)};
+    rlock__cmd cmd = {.script = -1, .argc = 3, .argv = argv, .argvlen = argvlen};
+    redisReply *reply = NULL;
+    int status = rlock__exec(net, &cmd, deadline_ms, &reply, NULL);
+    if (reply != NULL)
+        freeReplyObject(reply);
+    return status;
+}

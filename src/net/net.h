@@ -358,6 +358,15 @@ int rlock__net_sharded(const rlock__net *net);
 const char *rlock__net_publish_verb(const rlock__net *net, const char *key, size_t key_len,
                                     const char *channel, size_t channel_len);
 
+/*
+ * Publishes payload on channel at the node that serves the channel, with
+ * the verb rlock__net_publish_verb gives for key: an unlock message again,
+ * after a script published it on a node importing the slot (sharded
+ * subscribers sit at the slot's owner until the migration ends).
+ */
+int rlock__net_publish(rlock__net *net, const char *key, size_t key_len, const char *channel,
+                       size_t channel_len, const char *payload, int64_t deadline_ms);
+
 /* The Cluster slot of key when the route puts keys by slot; -1 otherwise. */
 int rlock__net_slot_of(const rlock__net *net, const char *key, size_t len);
 
@@ -365,6 +374,7 @@ int rlock__net_slot_of(const rlock__net *net, const char *key, size_t len);
 typedef struct rlock__exec_info {
     int resent;    /* an attempt that may have reached Redis was followed by another */
     int acks;      /* a write with replica_acks set: replicas that acknowledged it; else -1 */
+    int asked;     /* it ran after ASKING, on a node importing its slot (Cluster) */
 } rlock__exec_info;
 
 /*
