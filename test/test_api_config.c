@@ -39,6 +39,7 @@ static void test_config_defaults(void **state) {
     assert_int_equal(cfg.retry_interval_ms, 1000);
     assert_null(cfg.on_lock_lost);
     assert_null(cfg.callback_arg);
+    assert_int_equal(cfg.pubsub_mode, RLOCK_PUBSUB_AUTO);
 }
 
 static void dummy_cb(const char *name, void *arg) {
@@ -125,6 +126,9 @@ static void test_config_validation(void **state) {
     BAD(retry_interval_ms, -1);
     GOOD(retry_interval_ms, 0);
     GOOD(on_lock_lost, dummy_cb);
+    BAD(pubsub_mode, -1);
+    BAD(pubsub_mode, 3);
+    GOOD(pubsub_mode, RLOCK_PUBSUB_CLASSIC);
 
     /* Not initialised by rlock_config_init(). */
     BAD(struct_size, 0);
@@ -154,6 +158,15 @@ static void test_bad_urls(void **state) {
         "redis://127.0.0.1:6379/-1",
         "redis://[::1",
         "unix://",
+        "redis-cluster://",
+        "redis-cluster://127.0.0.1:7000,",
+        "redis-cluster://127.0.0.1:7000/0",
+        "redis-cluster://127.0.0.1:7000?db=1",
+        "redis-cluster://127.0.0.1:notaport",
+        "redis-cluster://user@127.0.0.1:7000",
+        "redis-cluster://1:1,2:2,3:3,4:4,5:5,6:6,7:7,8:8,9:9,10:10,11:11,12:12,13:13,14:14,15:15,"
+        "16:16,17:17,18:18,19:19,20:20,21:21,22:22,23:23,24:24,25:25,26:26,27:27,28:28,29:29,"
+        "30:30,31:31,32:32,33:33",
     };
     size_t i;
     (void)state;
@@ -213,6 +226,21 @@ static const char *plain_url_or_skip(void) {
         skip();
     }
     return h_url();
+}
+
+/* redis-cluster:// naming a server that is not in cluster mode: refused, saying why. */
+static void test_cluster_url_plain_server(void **state) {
+    rlock_config cfg;
+    rlock_client *c = NULL;
+    char url[300];
+    const char *plain = plain_url_or_skip();
+    (void)state;
+    snprintf(url, sizeof url, "redis-cluster://%s", plain + strlen("redis://"));
+    h_config(&cfg);
+    cfg.url = url;
+    H_ASSERT_RC(rlock_client_open(&cfg, &c), RLOCK_EREDIS);
+    print_message("      %s\n", rlock_last_error());
+    assert_non_null(strstr(rlock_last_error(), "cluster support disabled"));
 }
 
 static void test_auth_refused(void **state) {
@@ -279,6 +307,7 @@ int main(void) {
         cmocka_unit_test(test_config_validation),
         cmocka_unit_test(test_bad_urls),
         cmocka_unit_test(test_connect_refused),
+        cmocka_unit_test(test_cluster_url_plain_server),
         cmocka_unit_test(test_auth_refused),
         cmocka_unit_test(test_select_db),
     };

@@ -2,7 +2,7 @@
  * test_wait_wakeup.c - a waiter woken by an unlock: of the same client or
  * another, with its acquisition sent ahead by the subscriber thread; locks
  * sharing one channel ("X" and "{X}"); a Redisson-style foreign holder's
- * DEL + PUBLISH.
+ * DEL + PUBLISH; sharded pub/sub (SSUBSCRIBE/SPUBLISH) on one server.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -65,6 +65,42 @@ static void wake_by_unlock(int same_client, int use_lock) {
     if (c2 != c)
         rlock_client_close(c2);
     rlock_client_close(c);
+}
+
+/*
+ * pubsub_mode SHARDED on one server (Redis >= 7): the waiter SSUBSCRIBEs (no
+ * classic subscriber), the unlock SPUBLISHes, and the waiter is woken at once.
+ */
+static void test_wake_sharded_one_server(void **state) {
+    rlock_config cfg;
+    rlock_client *holder_c = NULL, *waiter_c = NULL;
+    const char *name = h_unique_name("sharded");
+    redisContext *r = h_redis();
+    h_actor *waiter = h_actor_start();
+    long long t0;
+    (void)state;
+    h_config(&cfg);
+    cfg.pubsub_mode = RLOCK_PUBSUB_SHARDED;
+    H_ASSERT_RC(rlock_client_open(&cfg, &holder_c), RLOCK_OK);
+    H_ASSERT_RC(rlock_client_open(&cfg, &waiter_c), RLOCK_OK);
+    rlock *lh = h_get(holder_c, name), *lw = h_get(waiter_c, name);
+    H_ASSERT_RC(rlock_lock(lh), RLOCK_OK);
+    h_actor_post(waiter, h_op_lock, lw);
+    H_WAIT_FOR(h_numsub_kind(r, name, strlen(name), 1) >= 1, 2000);
+    assert_int_equal(h_numsub_kind(r, name, strlen(name), 0), 0);
+    t0 = h_now_ms();
+    H_ASSERT_RC(rlock_unlock(lh), RLOCK_OK);
+    H_ASSERT_RC((int)h_actor_wait(waiter, 5000), RLOCK_OK);
+    print_message("      sharded: waiter acquired %lld ms after the unlock (TTL 30 s)\n",
+                  h_actor_finished_ms(waiter) - t0);
+    H_ASSERT_BETWEEN(h_actor_finished_ms(waiter) - t0, 0, H_MS(500));
+    H_ASSERT_RC((int)h_actor_call(waiter, h_op_unlock, lw), RLOCK_OK);
+    h_actor_stop(waiter);
+    rlock_free(lh);
+    rlock_free(lw);
+    rlock_client_close(waiter_c);
+    rlock_client_close(holder_c);
+    redisFree(r);
 }
 
 static void test_wake_same_client(void **state) {
@@ -245,6 +281,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wake_same_client),
         cmocka_unit_test(test_wake_other_client),
+        cmocka_unit_test(test_wake_sharded_one_server),
         cmocka_unit_test(test_foreign_holder),
         cmocka_unit_test(test_wake_sends_acquire_ahead),
         cmocka_unit_test(test_shared_channel_wakeups),

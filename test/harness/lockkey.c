@@ -109,9 +109,13 @@ char *h_channel(const char *name, size_t len, size_t *out_len) {
 }
 
 long long h_numsub(redisContext *c, const char *name, size_t len) {
+    return h_numsub_kind(c, name, len, 0);
+}
+
+long long h_numsub_kind(redisContext *c, const char *name, size_t len, int sharded) {
     size_t clen;
     char *ch = h_channel(name, len, &clen);
-    redisReply *r = h_cmd(c, "PUBSUB NUMSUB %b", ch, clen);
+    redisReply *r = h_cmd(c, sharded ? "PUBSUB SHARDNUMSUB %b" : "PUBSUB NUMSUB %b", ch, clen);
     long long n;
     free(ch);
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||

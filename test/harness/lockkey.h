@@ -47,6 +47,8 @@ char *h_lock_owner(redisContext *c, const char *name);
 char *h_channel(const char *name, size_t len, size_t *out_len);
 /* PUBSUB NUMSUB of a lock's channel. */
 long long h_numsub(redisContext *c, const char *name, size_t len);
+/* The same for sharded (SSUBSCRIBE) subscribers if sharded, else classic. */
+long long h_numsub_kind(redisContext *c, const char *name, size_t len, int sharded);
 
 /*
  * A raw subscriber on a lock's channel. h_sub_read() waits up to timeout_ms
