@@ -22,6 +22,10 @@
  *                       sleep), and unlocks; the renewals never fail into
  *                       a loss: nothing is reported lost by either client
  *
+ *   renewal keys split  two locks of one client in one slot, the migration
+ *                       stopped with one key moved: their RENEW script gets
+ *                       TRYAGAIN, so each is renewed alone, where it is
+ *
  * One cluster per test. Durations are scaled by TEST_TIMEOUT_SCALE.
  */
 #include <setjmp.h>
@@ -211,11 +215,74 @@ static void test_unlock_after_setslot(void **state) {
     unlock_in(state, 3);
 }
 
+/* Waits until name's PTTL on node (after ASKING) rises by more than wd / 6. */
+static void wait_renewed(const h_server *node, const char *name, long long wd) {
+    long long last = h_cluster_pttl(node, name, strlen(name)), deadline = h_now_ms() + 2 * wd;
+    for (;;) {
+        long long now = h_cluster_pttl(node, name, strlen(name));
+        if (now < 0)
+            H_FAIL("%s is not on :%d (PTTL %lld)", name, h_server_port(node), now);
+        if (now > last + wd / 6)
+            return;
+        if (h_now_ms() > deadline)
+            H_FAIL("%s: no renewal on :%d within %lld ms", name, h_server_port(node), 2 * wd);
+        last = now;
+        h_sleep_ms(20);
+    }
+}
+
+/*
+ * Two locks of one client in one slot ("{split}one", "{split}two"), and the
+ * slot's migration stopped half way: one key moved, the other not. Their
+ * shared RENEW script is answered TRYAGAIN until the migration ends, so the
+ * watchdog renews them one by one: each is renewed where it is (the moved
+ * one through ASK), none fails or is lost.
+ */
+static void test_renewal_keys_split(void **state) {
+    h_cluster *hc = *state;
+    const long long wd = 1500;
+    const char *one = "{split}one", *two = "{split}two";
+    h_cseen *seen = h_cseen_new("A");
+    rlock_client *c = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, seen);
+    rlock *l1 = h_get(c, one), *l2 = h_get(c, two);
+    h_server *masters[H_CLUSTER_NODES];
+    h_migration m;
+    int slot = h_slot(one, strlen(one));
+    H_ASSERT_RC(rlock_lock(l1), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock(l2), RLOCK_OK);
+    h_cluster_masters(hc, masters);
+    h_server *source = h_cluster_owner(hc, slot);
+    h_server *target = masters[0] == source ? masters[1] : masters[0];
+    h_cluster_migrate_begin(hc, slot, target, &m);
+    redisContext *src = h_server_redis(source);
+    redisReply *reply = h_cmd(src, "MIGRATE 127.0.0.1 %d %s 0 5000 KEYS %s",
+                              h_server_port(target), "", one);
+    assert_int_equal(reply->type, REDIS_REPLY_STATUS);
+    freeReplyObject(reply);
+    redisFree(src);
+    wait_renewed(target, one, wd);
+    wait_renewed(source, two, wd);
+    wait_renewed(target, one, wd);
+    printf("      both renewed where they are; renewal failures %d, lost %d\n",
+           atomic_load(&seen->kinds[RLOCK_EVENT_RENEWAL_FAILED]), h_cseen_lost(seen));
+    assert_int_equal(atomic_load(&seen->kinds[RLOCK_EVENT_RENEWAL_FAILED]), 0);
+    h_cluster_migrate_keys(hc, &m);
+    h_cluster_migrate_finish(hc, &m);
+    H_ASSERT_RC(rlock_unlock(l1), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(l2), RLOCK_OK);
+    assert_int_equal(h_cseen_lost(seen), 0);
+    rlock_free(l1);
+    rlock_free(l2);
+    rlock_client_close(c);
+    h_cseen_free(seen);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         H_CLUSTER_TEST(test_unlock_while_migrating),
         H_CLUSTER_TEST(test_unlock_after_migrate),
         H_CLUSTER_TEST(test_unlock_after_setslot),
+        H_CLUSTER_TEST(test_renewal_keys_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -219,6 +219,49 @@ static int64_t round_deadline(const rlock__engine *e, const rlock__renewal *r, s
     return deadline;
 }
 
+/*
+ * A script whose keys a slot migration has split between two nodes (some
+ * moved, some not yet) is answered TRYAGAIN until the migration ends: its
+ * keys are renewed one by one instead (each follows its own ASK), reusing
+ * the script's arguments. Returns the first failure's status (the entries
+ * not renewed are kept in failed), else RLOCK_OK.
+ */
+static int renew_singly(rlock__engine *e, round_buffers *b, size_t *nfailed,
+                        const rlock__cmd *batch_cmd, const rlock__renewal *batch,
+                        int64_t sent_ms, int64_t deadline_ms) {
+    size_t k = (size_t)batch_cmd->nkeys;
+    int first_failure = RLOCK_OK;
+    for (size_t i = 0; i < k; i++) {
+        const char *argv[] = {batch_cmd->argv[i], batch_cmd->argv[k], batch_cmd->argv[k + 1 + i]};
+        size_t argvlen[] = {batch_cmd->argvlen[i], batch_cmd->argvlen[k],
+                            batch_cmd->argvlen[k + 1 + i]};
+        rlock__cmd cmd = *batch_cmd;
+        rlock__exec_info info;
+        redisReply *reply = NULL;
+        cmd.nkeys = 1;
+        cmd.argc = 3;
+        cmd.argv = argv;
+        cmd.argvlen = argvlen;
+        int status = rlock__exec(e->net, &cmd, deadline_ms, &reply, &info);
+        int acknowledged = info.acks < 0 || info.acks >= e->settings->replica_acks;
+        if (status == RLOCK_OK && apply_reply(e, reply, &batch[i], 1, sent_ms, acknowledged) !=
+                                      RLOCK_OK)
+            status = rlock__fail_reply(reply, "renewal (RENEW script)");
+        if (status != RLOCK_OK) {
+            memcpy((rlock__renewal *)b->failed.data + (*nfailed)++, &batch[i], sizeof(*batch));
+            if (first_failure == RLOCK_OK)
+                first_failure = status;
+        }
+        if (reply != NULL)
+            freeReplyObject(reply);
+    }
+    return first_failure;
+}
+
+static int is_tryagain(const redisReply *reply) {
+    return reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "TRYAGAIN", 8) == 0;
+}
+
 /* Keeps a batch whose renewal failed, to report it. */
 static void keep_failed(round_buffers *b, size_t *nfailed, const rlock__renewal *batch, size_t k) {
     memcpy((rlock__renewal *)b->failed.data + *nfailed, batch, k * sizeof(*batch));
@@ -230,7 +273,7 @@ static void keep_failed(round_buffers *b, size_t *nfailed, const rlock__renewal 
  * with an error reply keeps its entries, which are reported as failed.
  */
 static int apply_round(rlock__engine *e, round_buffers *b, int ncmds, size_t n, int status,
-                       int64_t sent_ms, int acks) {
+                       int64_t sent_ms, int64_t deadline_ms, int acks) {
     int acknowledged = acks < 0 || acks >= e->settings->replica_acks;
     const rlock__renewal *r = b->entries.data;
     const rlock__cmd *cmds = b->cmds.data;
@@ -242,6 +285,10 @@ static int apply_round(rlock__engine *e, round_buffers *b, int ncmds, size_t n, 
         size_t k = (size_t)cmds[i].nkeys;
         if (replies[i] == NULL) {
             keep_failed(b, &nfailed, batch, k);
+        } else if (is_tryagain(replies[i])) {
+            int singly = renew_singly(e, b, &nfailed, &cmds[i], batch, sent_ms, deadline_ms);
+            if (status == RLOCK_OK)
+                status = singly;
         } else if (apply_reply(e, replies[i], batch, k, sent_ms, acknowledged) != RLOCK_OK) {
             if (status == RLOCK_OK)
                 status = rlock__fail_reply(replies[i], "renewal (RENEW script)");
@@ -279,9 +326,9 @@ static int renew_round(rlock__engine *e, round_buffers *b) {
     memset(replies, 0, (size_t)ncmds * sizeof(*replies)); /* reused: no stale pointers */
     int64_t sent_ms = rlock__now_ms();
     int acks = -1;
-    status = rlock__exec_pipeline(e->net, b->cmds.data, ncmds,
-                                  round_deadline(e, b->entries.data, n), replies, &acks);
-    status = apply_round(e, b, ncmds, n, status, sent_ms, acks);
+    int64_t deadline_ms = round_deadline(e, b->entries.data, n);
+    status = rlock__exec_pipeline(e->net, b->cmds.data, ncmds, deadline_ms, replies, &acks);
+    status = apply_round(e, b, ncmds, n, status, sent_ms, deadline_ms, acks);
     for (int i = 0; i < ncmds; i++)
         if (replies[i] != NULL)
             freeReplyObject(replies[i]);

@@ -424,7 +424,8 @@ int rlock__exec_read(rlock__net *net, const rlock__cmd *cmd, int64_t deadline_ms
  * Runs n script calls as one pipeline per node that serves their keys (one
  * round trip per node, all nodes at once), without retries (the watchdog
  * retries next round), except that a call answered MOVED, ASK or "try
- * again" is run again alone through rlock__exec. Each call's keys must be
+ * again" is run again alone through rlock__exec -- but not TRYAGAIN (keys
+ * split by a migration: the caller splits the call). Each call's keys must be
  * in one slot. replies[i] is set for each call its node answered, NULL for
  * the calls of a node that failed. Returns RLOCK_OK if every node answered,
  * else the first failure's status (RLOCK_EIO, ECLOSED, ENOMEM). With

@@ -10,6 +10,7 @@
  * ahead) and application threads (read ahead).
  */
 #include <errno.h>
+#include <string.h>
 
 #include "wire.h"
 
@@ -138,15 +139,18 @@ static int split_by_node(rlock__net *net, const rlock__cmd *cmds, int n, node_pa
 }
 
 /*
- * A reply that says "not here" or "not now" (MOVED, ASK, TRYAGAIN,
- * CLUSTERDOWN, ...) is that entry's alone: it goes through rlock__exec,
- * which follows redirects and retries, while the others keep their replies.
+ * A reply that says "not here" or "not now" (MOVED, ASK, CLUSTERDOWN, ...)
+ * is that entry's alone: it goes through rlock__exec, which follows
+ * redirects and retries, while the others keep their replies. TRYAGAIN is
+ * left to the caller: it means a multi-key call whose keys a migration has
+ * split between two nodes, which no retry fixes before the migration ends.
  */
 static void rerun_redirected(rlock__net *net, const rlock__cmd *cmds, int n, int64_t deadline_ms,
                              redisReply **replies, int *acks) {
     for (int i = 0; i < n; i++) {
         const redisReply *r = replies[i];
-        if (r == NULL || r->type != REDIS_REPLY_ERROR || !rlock__is_redirect_or_retry(r))
+        if (r == NULL || r->type != REDIS_REPLY_ERROR || !rlock__is_redirect_or_retry(r) ||
+            strncmp(r->str, "TRYAGAIN", 8) == 0)
             continue;
         rlock__exec_info info;
         rlock__drop_reply(&replies[i]);
