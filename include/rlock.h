@@ -235,7 +235,8 @@ typedef struct rlock_config {
      * are for every node (a cluster has only db 0). Each lock goes to the
      * master of its name's slot (Redis's hash-tag rule); MOVED, ASK,
      * TRYAGAIN, CLUSTERDOWN, slot migrations and failovers are followed
-     * (docs/design.md section 7). pool_size is per master.
+     * (docs/design.md section 6). pool_size is per master (connections idle
+     * for 30 s close, one per master stays).
      */
     const char *url;
     /* Lease of watchdog locks, renewed every third of it. Default 30000;

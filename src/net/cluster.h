@@ -13,6 +13,8 @@
 #define CLUSTER_REFRESH_GAP_MS 100    /* and at most this often on request */
 #define CLUSTER_NODE_TIMEOUT_MS 1000  /* each step with one node while refreshing */
 #define CLUSTER_REPORT_MAX 600
+#define CLUSTER_IDLE_CLOSE_MS 30000   /* a master's connections idle this long close
+                                         (one per master stays) */
 
 typedef struct rlock__cluster_node {
     rlock__node *node;                /* owned */

@@ -8,6 +8,9 @@
  * again). A slot moving between two masters that stay masters is no
  * switch: MOVED and the sharded `sunsubscribe` take care of it.
  *
+ * The same thread closes connections idle for CLUSTER_IDLE_CLOSE_MS, so a
+ * client that once used many connections to many masters does not keep them.
+ *
  * Threads: the refresh thread (and open, before it starts) refreshes; any
  * thread may ask for a refresh. Locking: the route's mutex guards the node
  * list while it is read or grown; no mutex is held during I/O.
@@ -302,6 +305,14 @@ void rlock__cluster_want_refresh(rlock__cluster *r) {
     pthread_mutex_unlock(&r->refresher.mutex);
 }
 
+/* Each pool keeps the connections its peak needed: close those idle for long. */
+static void close_idle(rlock__cluster *r) {
+    pthread_mutex_lock(&r->mutex);
+    for (size_t i = 0; i < r->nnodes; i++)
+        rlock__pool_close_idle(&r->nodes[i].node->pool, CLUSTER_IDLE_CLOSE_MS);
+    pthread_mutex_unlock(&r->mutex);
+}
+
 void *rlock__cluster_refresher_main(void *arg) {
     rlock__cluster *r = arg;
     rlock__worker *w = &r->refresher;
@@ -319,6 +330,7 @@ void *rlock__cluster_refresher_main(void *arg) {
         pthread_mutex_unlock(&w->mutex);
         if (rlock__cluster_refresh(r, NULL, 0) != RLOCK_OK)
             atomic_store(&r->refresh_wanted, 1); /* no node answered: ask again soon */
+        close_idle(r);
         pthread_mutex_lock(&w->mutex);
         last = rlock__now_ms();
     }

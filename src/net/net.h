@@ -197,6 +197,12 @@ void rlock__pool_seed(rlock__pool *pool, redisContext *ctx);
  * connections close now, busy ones when given back. 0: used again.
  */
 void rlock__pool_retire(rlock__pool *pool, int retired);
+/*
+ * Closes the connections idle for more than idle_ms, keeping one connected
+ * (a Cluster client may touch many masters: idle connections must not add
+ * up to pool_size on each for ever).
+ */
+void rlock__pool_close_idle(rlock__pool *pool, int64_t idle_ms);
 
 /* ---- routing: which node runs a command for a key ------------------------------- */
 

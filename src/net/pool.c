@@ -233,3 +233,22 @@ void rlock__pool_retire(rlock__pool *pool, int retired) {
     }
     pthread_mutex_unlock(&pool->mutex);
 }
+
+void rlock__pool_close_idle(rlock__pool *pool, int64_t idle_ms) {
+    int64_t now = rlock__now_ms();
+    int in_use = 0;
+    pthread_mutex_lock(&pool->mutex);
+    for (int i = 0; i < pool->size; i++)
+        in_use += pool->slots[i].ctx != NULL &&
+                  (pool->slots[i].busy || now - pool->slots[i].last_used_ms <= idle_ms);
+    for (int i = 0; i < pool->size; i++) {
+        rlock__conn *slot = &pool->slots[i];
+        if (slot->busy || slot->ctx == NULL || now - slot->last_used_ms <= idle_ms)
+            continue;
+        if (in_use++ == 0)
+            continue; /* one stays: a trickle of commands keeps its connection */
+        redisFree(slot->ctx); /* idle: nobody reads it */
+        slot->ctx = NULL;
+    }
+    pthread_mutex_unlock(&pool->mutex);
+}
