@@ -185,7 +185,10 @@ typedef enum rlock_event_kind {
      * unlock message. */
     RLOCK_EVENT_SUBSCRIBE_REFUSED = 5,
     /* Sentinel: the master changed (detail "old -> new"); commands, the
-     * subscription and renewals move to the new master (once per switch). */
+     * subscription and renewals move to the new master (once per switch).
+     * Cluster: the set of masters changed, a failover (detail "+new -old"
+     * for each master that came or went); renewals run at once, waiters
+     * subscribe again. A slot moving between masters is not told. */
     RLOCK_EVENT_MASTER_SWITCHED = 6
 } rlock_event_kind;
 
