@@ -319,19 +319,24 @@ RLOCK_EXTERN void rlock_config_init(rlock_config *cfg);
  * loads the Lua scripts, and starts the watchdog, subscriber and event threads.
  * With a redis-sentinel:// url it first asks the sentinels in turn (each
  * step bounded by 1 s) for the master, checks it with ROLE, and starts a
- * thread that follows failovers. cfg NULL means all defaults. On success
- * *out is the new client.
+ * thread that follows failovers. With a redis-cluster:// url it first asks
+ * the seeds in turn (each step bounded by 1 s) for CLUSTER SLOTS, and starts
+ * a thread that keeps the slot table true; it then chooses the pub/sub kind
+ * (pubsub_mode; AUTO asks PUBSUB SHARDNUMSUB). cfg NULL means all defaults.
+ * On success *out is the new client.
  *
  * Returns RLOCK_OK; RLOCK_EINVAL (NULL out, a field out of range, a malformed
- * url, cfg not initialised by rlock_config_init); RLOCK_EIO (cannot resolve
+ * url, cfg not initialised by rlock_config_init, RLOCK_PUBSUB_SHARDED on a
+ * server without sharded pub/sub); RLOCK_EIO (cannot resolve
  * the host, connection refused, or no answer within connect_timeout_ms: see
  * rlock_last_error_info()); RLOCK_EAUTH (wrong user or password, or a
  * password is required); RLOCK_ENOPERM (the ACL user may not run a command
  * rlock needs: SELECT, SCRIPT LOAD); RLOCK_EREDIS (any other refusal, e.g.
  * SELECT of a db that does not exist; a master name no sentinel knows:
- * the message says what each sentinel answered); RLOCK_ENOMEM. Blocks for
- * at most connect_timeout_ms + command_timeout_ms (Sentinel: plus 1 s per
- * sentinel tried). Thread-safe.
+ * the message says what each sentinel answered; a redis-cluster:// seed that
+ * is not in cluster mode: "cluster support disabled"); RLOCK_ENOMEM. Blocks
+ * for at most connect_timeout_ms + command_timeout_ms (Sentinel, Cluster:
+ * plus 1 s per sentinel or seed tried). Thread-safe.
  */
 RLOCK_EXTERN int rlock_client_open(const rlock_config *cfg, rlock_client **out);
 
