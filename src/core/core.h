@@ -101,6 +101,22 @@ int rlock__fail_default(int status, unsigned mark);
 /* A counter bumped by every recorded error, to tell whether a call recorded one. */
 unsigned rlock__error_mark(void);
 
+#define RLOCK__MESSAGE_MAX 512
+
+/* The detail a thread keeps (error.c's); saved around a best-effort step whose
+ * own failure must not replace the call's. */
+typedef struct rlock__error_detail {
+    int status;
+    int sys_errno;
+    int host_not_found;
+    unsigned mark;                /* bumped by every record */
+    char redis_error[RLOCK__MESSAGE_MAX];
+    char message[RLOCK__MESSAGE_MAX];
+} rlock__error_detail;
+
+void rlock__error_save(rlock__error_detail *saved);
+void rlock__error_restore(const rlock__error_detail *saved);
+
 /* ---- thread.c: thread identity --------------------------------------------- */
 
 /* The calling thread's id: unique for the life of the process, never 0. */

@@ -14,18 +14,17 @@
 
 #include "core.h"
 
-#define MESSAGE_MAX 512
+static _Thread_local rlock__error_detail last;
 
-typedef struct error_detail {
-    int status;
-    int sys_errno;
-    int host_not_found;
-    unsigned mark;                /* bumped by every record */
-    char redis_error[MESSAGE_MAX];
-    char message[MESSAGE_MAX];
-} error_detail;
+void rlock__error_save(rlock__error_detail *saved) {
+    *saved = last;
+}
 
-static _Thread_local error_detail last;
+void rlock__error_restore(const rlock__error_detail *saved) {
+    unsigned mark = last.mark;
+    last = *saved;
+    last.mark = mark + 1; /* a record happened in between, as far as marks can tell */
+}
 
 static void record(int status, int sys_errno, const char *redis_error, const char *fmt,
                    va_list ap) {

@@ -43,31 +43,35 @@
 
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 2000
-#define REROUTE_PAUSE_MS 100 /* after a redirect, before subscribing that channel again */
+#define REROUTE_PAUSE_MS 100 /* after ASK or a dropped subscription, before choosing again */
+#define CONNECT_MAX_MS 1000  /* a dead node must not keep the others' messages waiting long */
 
 typedef struct sent_command {
-    rlock__channel *channel;    /* kept alive by its pending count */
-    int subscribe;              /* SUBSCRIBE, else UNSUBSCRIBE */
+    rlock__channel *channel; /* kept alive by its pending count */
+    int subscribe;           /* SUBSCRIBE, else UNSUBSCRIBE */
 } sent_command;
 
 /* One connection of the thread: to the node some channels' subscriptions go to. */
 typedef struct sub_link {
-    rlock__node *node;          /* the net's (lives as long as it) */
-    redisContext *ctx;          /* NULL = not connected */
-    rlock__buf sent;            /* sent_command ring, oldest at sent_head */
+    rlock__node *node; /* the net's (lives as long as it) */
+    redisContext *ctx; /* NULL = not connected */
+    rlock__buf sent;   /* sent_command ring, oldest at sent_head */
     size_t sent_head;
     size_t sent_count;
     int backoff_ms;
     int64_t next_connect_ms;
-    int needed;                 /* channels use it (counted each pass) */
+    int needed; /* channels and replies due use it (counted each pass) */
 } sub_link;
 
 /* The subscriber thread's own state; only it touches this. */
 typedef struct subscriber {
     rlock__engine *engine;
-    rlock__buf links;           /* sub_link[nlinks] */
+    rlock__buf links; /* sub_link[nlinks] */
     size_t nlinks;
-    int64_t reroute_after_ms;   /* channels redirected wait until then to pick a node */
+    int64_t reroute_after_ms; /* channels redirected wait until then to pick a node */
+    int reroute_backoff_ms;   /* grows while subscriptions are answered "try again" */
+    rlock__buf pollfds;       /* struct pollfd[1 + nlinks], rebuilt for each poll */
+    rlock__buf polled;        /* rlock__node *[nlinks]: whose socket each pollfd is */
 } subscriber;
 
 static sub_link *links_of(subscriber *s) {
@@ -110,14 +114,26 @@ static sent_command sent_pop(sub_link *l) {
 
 /* ---- the subscriber thread (the waiters' mutex held unless said otherwise) ---- */
 
-/* The channel must pick its node again (moved, or its connection dropped). */
-static void unroute(rlock__channel *ch) {
+/*
+ * The channel must pick its node again (moved, or its connection dropped);
+ * nudge: its waiters retry at once (an unlock may have gone unheard). Its
+ * `pending` count stays: it counts the entries of the `sent` queues that
+ * point at it, and keeps it from being freed while any does.
+ */
+static void unroute(rlock__channel *ch, int nudge) {
     ch->node = NULL;
     ch->subscribe_sent = 0;
-    ch->pending = 0;
     ch->confirmed = 0;
     ch->refused = 0; /* asked again on the next connection */
-    rlock__channel_nudge(ch);
+    if (nudge)
+        rlock__channel_nudge(ch);
+}
+
+/* Forgets the replies l's connection still owed (it is gone). */
+static void discard_sent(sub_link *l) {
+    for (sent_command c = sent_pop(l); c.channel != NULL; c = sent_pop(l))
+        if (c.channel->pending > 0)
+            c.channel->pending--;
 }
 
 /* Drops l's connection (lost: it failed, else a new master took over). */
@@ -128,10 +144,10 @@ static void drop_link(rlock__waiters *ps, subscriber *s, sub_link *l, int lost) 
             rlock__link_down(s->engine->events, RLOCK_EIO, "subscriber connection lost");
     }
     l->ctx = NULL;
-    l->sent_count = 0;
+    discard_sent(l);
     for (rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next)
         if (ch->node == l->node)
-            unroute(ch);
+            unroute(ch, 1);
     rlock__channels_reap(ps);
     l->next_connect_ms = rlock__now_ms();
 }
@@ -155,6 +171,7 @@ static sub_link *add_link(subscriber *s, rlock__node *node) {
 static void remove_link(subscriber *s, sub_link *l) {
     if (l->ctx != NULL)
         redisFree(l->ctx);
+    discard_sent(l);
     rlock__buf_free(&l->sent);
     *l = links_of(s)[--s->nlinks];
 }
@@ -166,8 +183,8 @@ static void remove_link(subscriber *s, sub_link *l) {
  */
 static void route_channels(rlock__waiters *ps, subscriber *s) {
     int may_route = rlock__now_ms() >= s->reroute_after_ms;
-    for (size_t i = 0; i < s->nlinks; i++)
-        links_of(s)[i].needed = 0;
+    for (size_t i = 0; i < s->nlinks; i++) /* replies still due keep it too */
+        links_of(s)[i].needed = (int)links_of(s)[i].sent_count;
     for (rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next) {
         if (ch->node == NULL && ch->waiters > 0 && may_route) {
             ch->node = rlock__net_subscribe_node(s->engine->net, ch->name, ch->len);
@@ -212,8 +229,30 @@ static int send_changes(rlock__waiters *ps, subscriber *s, sub_link *l) {
 }
 
 /*
- * An error reply answers the oldest command sent: a redirect ("not this
- * node") sends the channel to pick its node again; anything else is a
+ * A subscription answered "not here" (MOVED: the route patches its table,
+ * choose again now; ASK: after a pause) or "not now" (CLUSTERDOWN,
+ * TRYAGAIN, LOADING...: after a pause that doubles while it lasts; its
+ * waiters were nudged the first time, their sleeps are TTL-bounded anyway).
+ */
+static void reroute_later(subscriber *s, sub_link *l, rlock__channel *ch, const redisReply *r) {
+    int moved = strncmp(r->str, "MOVED ", 6) == 0, again = !moved && strncmp(r->str, "ASK ", 4);
+    rlock__net_subscription_moved(s->engine->net, l->node, r);
+    unroute(ch, !again || s->reroute_backoff_ms == 0);
+    if (!again)
+        s->reroute_backoff_ms = 0;
+    else
+        s->reroute_backoff_ms = s->reroute_backoff_ms == 0 ? REROUTE_PAUSE_MS
+                                : s->reroute_backoff_ms * 2 > BACKOFF_MAX_MS
+                                    ? BACKOFF_MAX_MS
+                                    : s->reroute_backoff_ms * 2;
+    s->reroute_after_ms = rlock__now_ms() + (moved   ? 0
+                                             : again ? s->reroute_backoff_ms
+                                                     : REROUTE_PAUSE_MS);
+}
+
+/*
+ * An error reply answers the oldest command sent: a redirect or "try
+ * again" sends the channel to choose its node again; anything else is a
  * refusal (ACL): its waiters poll.
  */
 static void on_error_reply(rlock__waiters *ps, subscriber *s, sub_link *l, const redisReply *r) {
@@ -223,11 +262,11 @@ static void on_error_reply(rlock__waiters *ps, subscriber *s, sub_link *l, const
         return;
     if (ch->pending > 0)
         ch->pending--;
-    if (cmd.subscribe && rlock__is_redirect_or_retry(r)) {
-        rlock__net_subscription_moved(s->engine->net, l->node, r);
-        unroute(ch);
-        s->reroute_after_ms = rlock__now_ms() + REROUTE_PAUSE_MS;
-    } else if (cmd.subscribe) {
+    if (!cmd.subscribe || ch->node != l->node) {
+        /* an unsubscribe, or a subscription since moved elsewhere: nothing to redo */
+    } else if (rlock__is_redirect_or_retry(r)) {
+        reroute_later(s, l, ch, r);
+    } else {
         ch->subscribe_sent = 0;
         ch->refused = 1;
         ch->confirmed = 0;
@@ -243,8 +282,10 @@ static void on_error_reply(rlock__waiters *ps, subscriber *s, sub_link *l, const
 
 /* The server dropped a sharded subscription (its slot moved): subscribe where it went. */
 static void on_dropped(rlock__waiters *ps, subscriber *s, sub_link *l, rlock__channel *ch) {
+    if (ch->node != l->node)
+        return; /* already subscribed elsewhere */
     rlock__net_subscription_moved(s->engine->net, l->node, NULL);
-    unroute(ch);
+    unroute(ch, 1);
     s->reroute_after_ms = rlock__now_ms() + REROUTE_PAUSE_MS;
     rlock__channels_reap(ps);
 }
@@ -274,14 +315,18 @@ static void on_reply(rlock__waiters *ps, subscriber *s, sub_link *l, const redis
         return;
     /* Replies come in the order of the commands; a drop nobody asked for does not. */
     sent_command *oldest = l->sent_count > 0 ? sent_at(l, 0) : NULL;
-    if (unsubscribed && (oldest == NULL || oldest->channel != ch || oldest->subscribe)) {
-        on_dropped(ps, s, l, ch);
+    if (oldest == NULL || oldest->channel != ch || oldest->subscribe == unsubscribed) {
+        if (unsubscribed)
+            on_dropped(ps, s, l, ch);
         return;
     }
     sent_pop(l);
     if (ch->pending > 0)
         ch->pending--;
-    ch->confirmed = ch->pending == 0 && ch->subscribe_sent;
+    /* A late reply on a connection the channel has left confirms nothing. */
+    ch->confirmed = ch->pending == 0 && ch->subscribe_sent && ch->node == l->node;
+    if (ch->confirmed)
+        s->reroute_backoff_ms = 0;
     if (ch->confirmed)
         rlock__channel_nudge(ch); /* joiners go on; sleepers retry in case we missed a message */
     rlock__channels_reap(ps);
@@ -302,25 +347,22 @@ static int read_replies(rlock__waiters *ps, subscriber *s, sub_link *l) {
 static void try_connect(rlock__waiters *ps, subscriber *s, sub_link *l) {
     rlock__engine *e = s->engine;
     redisContext *ctx = NULL;
-    rlock__node *node = l->node; /* l may move while the mutex is released: find it again */
+    int connect_ms = e->settings->connect_timeout_ms < CONNECT_MAX_MS
+                         ? e->settings->connect_timeout_ms
+                         : CONNECT_MAX_MS;
+    /* Only this thread changes the links: l stays valid without the mutex. */
     pthread_mutex_unlock(&ps->worker.mutex);
-    int status = rlock__net_connect_node(
-        e->net, node, rlock__deadline_after(e->settings->connect_timeout_ms), &ctx);
+    int status = rlock__net_connect_node(e->net, l->node, rlock__deadline_after(connect_ms), &ctx);
     pthread_mutex_lock(&ps->worker.mutex);
-    if ((l = find_link(s, node)) == NULL) { /* cannot happen: only this thread removes */
-        if (ctx != NULL)
-            redisFree(ctx);
-        return;
-    }
     if (status == RLOCK_OK) {
         l->ctx = ctx;
-        l->sent_count = 0;
         l->backoff_ms = BACKOFF_MIN_MS;
         ps->dirty = 1;
         return;
     }
     unsigned seed = (unsigned)rlock__now_ms();
-    l->next_connect_ms = rlock__now_ms() + l->backoff_ms / 2 + rand_r(&seed) % (l->backoff_ms / 2 + 1);
+    l->next_connect_ms =
+        rlock__now_ms() + l->backoff_ms / 2 + rand_r(&seed) % (l->backoff_ms / 2 + 1);
     l->backoff_ms = l->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : l->backoff_ms * 2;
 }
 
@@ -355,18 +397,24 @@ static int poll_timeout(const rlock__waiters *ps, subscriber *s) {
     return until <= now ? 0 : (int)(until - now > 60000 ? 60000 : until - now);
 }
 
-#define MAX_POLLED 64 /* links polled at once: more masters than this wait their turn */
-
 /*
  * Sleeps in poll() without the mutex, then reads what came on each
  * connection; a connection that failed is dropped.
  */
 static void wait_and_read(rlock__waiters *ps, subscriber *s, int timeout_ms) {
-    struct pollfd fds[MAX_POLLED + 1] = {{.fd = ps->wake_pipe[0], .events = POLLIN}};
-    rlock__node *polled[MAX_POLLED];
-    nfds_t nfds = 1;
     char drain[64];
-    for (size_t i = 0; i < s->nlinks && nfds <= MAX_POLLED; i++)
+    nfds_t nfds = 1;
+    struct pollfd wake_only = {.fd = -1};
+    /* Out of memory: only the wake-up pipe, and a short sleep (below). */
+    int room =
+        rlock__buf_reserve(&s->pollfds, (s->nlinks + 1) * sizeof(struct pollfd)) == RLOCK_OK &&
+        rlock__buf_reserve(&s->polled, (s->nlinks + 1) * sizeof(rlock__node *)) == RLOCK_OK;
+    struct pollfd *fds = room ? s->pollfds.data : &wake_only;
+    rlock__node **polled = s->polled.data;
+    fds[0] = (struct pollfd){.fd = ps->wake_pipe[0], .events = POLLIN};
+    if (!room && (timeout_ms < 0 || timeout_ms > BACKOFF_MIN_MS))
+        timeout_ms = BACKOFF_MIN_MS;
+    for (size_t i = 0; room && i < s->nlinks; i++)
         if (links_of(s)[i].ctx != NULL) {
             polled[nfds - 1] = links_of(s)[i].node;
             fds[nfds++] = (struct pollfd){.fd = links_of(s)[i].ctx->fd, .events = POLLIN};
@@ -411,6 +459,8 @@ static void *subscriber_main(void *arg) {
         remove_link(&s, &links_of(&s)[0]);
     pthread_mutex_unlock(&ps->worker.mutex);
     rlock__buf_free(&s.links);
+    rlock__buf_free(&s.pollfds);
+    rlock__buf_free(&s.polled);
     return NULL;
 }
 

@@ -6,9 +6,10 @@
  * per node (RENEW scripts of up to RENEW_BATCH keys each). On a Cluster the
  * names are sorted by slot and no script spans two slots (a script's keys
  * must share one); the net sends each node its part at once, and re-runs
- * alone a script that was redirected (a slot moved). A node that fails
- * fails only its own entries. The script only extends a
- * field that is still ours; it never re-creates a lock. A confirmed renewal
+ * alone a script that was redirected (a slot moved); a script answered
+ * TRYAGAIN (its keys split by a migration) is renewed key by key. A node
+ * that fails fails only its own entries. The script only extends a field
+ * that is still ours; it never re-creates a lock. A confirmed renewal
  * moves the hold's lease end (client clock) to the round's send time +
  * timeout. A key reported gone makes its entry a tombstone and posts one
  * LOCK_LOST event (holds.c's serials make sure a newer hold is not touched
@@ -258,9 +259,6 @@ static int renew_singly(rlock__engine *e, round_buffers *b, size_t *nfailed,
     return first_failure;
 }
 
-static int is_tryagain(const redisReply *reply) {
-    return reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "TRYAGAIN", 8) == 0;
-}
 
 /* Keeps a batch whose renewal failed, to report it. */
 static void keep_failed(round_buffers *b, size_t *nfailed, const rlock__renewal *batch, size_t k) {
@@ -284,8 +282,10 @@ static int apply_round(rlock__engine *e, round_buffers *b, int ncmds, size_t n, 
         const rlock__renewal *batch = r + firsts[i];
         size_t k = (size_t)cmds[i].nkeys;
         if (replies[i] == NULL) {
+            if (status == RLOCK_OK) /* cannot happen: no reply comes with a failure */
+                status = rlock__fail(RLOCK_EIO, 0, "renewal: no answer");
             keep_failed(b, &nfailed, batch, k);
-        } else if (is_tryagain(replies[i])) {
+        } else if (rlock__is_tryagain(replies[i])) {
             int singly = renew_singly(e, b, &nfailed, &cmds[i], batch, sent_ms, deadline_ms);
             if (status == RLOCK_OK)
                 status = singly;

@@ -137,6 +137,23 @@ static int send_release(const rlock *lock, const char *owner, size_t owner_len,
     return rlock__exec_read(lock->engine->net, &cmd, deadline_ms, info, read_release, answer);
 }
 
+/*
+ * An unlock that ran at a node importing the lock's slot (after ASKING)
+ * published there, where no sharded subscriber listens until the migration
+ * ends: publish once more at the slot's owner. Best effort (the waiters'
+ * sleeps are bounded by the TTL); the unlock's own outcome stands.
+ */
+static void republish_if_asked(const rlock *lock, const rlock__exec_info *info,
+                               int64_t deadline_ms) {
+    if (!info->asked || !rlock__net_sharded(lock->engine->net))
+        return;
+    rlock__error_detail saved;
+    rlock__error_save(&saved);
+    rlock__net_publish(lock->engine->net, lock->name, lock->name_len, lock->channel,
+                       lock->channel_len, "0", deadline_ms);
+    rlock__error_restore(&saved);
+}
+
 static int release(const rlock *lock, const rlock__owner *owner, long long expected,
                    int64_t deadline_ms, rlock__released *out) {
     char field[RLOCK__OWNER_MAX];
@@ -167,10 +184,8 @@ static int release(const rlock *lock, const rlock__owner *owner, long long expec
         out->gone = !(resent && expected == 1);
     } else {
         out->remaining = answer.count;
-        /* Sharded and run at a node importing the slot: no subscriber listens there yet. */
-        if (answer.count == 0 && info.asked && rlock__net_sharded(lock->engine->net))
-            rlock__net_publish(lock->engine->net, lock->name, lock->name_len, lock->channel,
-                               lock->channel_len, "0", deadline_ms);
+        if (answer.count == 0)
+            republish_if_asked(lock, &info, deadline_ms);
     }
     return status;
 }
@@ -216,7 +231,12 @@ static int force_unlock(const rlock *lock) {
     size_t argvlen[] = {lock->name_len, lock->channel_len, strlen(publish)};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_FORCE_UNLOCK, .flags = RLOCK__CMD_WRITE,
                       .argc = 3, .nkeys = 1, .argv = argv, .argvlen = argvlen};
-    return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, read_forced, NULL);
+    rlock__exec_info info = {0};
+    int status =
+        rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, &info, read_forced, NULL);
+    if (status == 1) /* deleted, and "0" published */
+        republish_if_asked(lock, &info, RLOCK__NO_DEADLINE);
+    return status;
 }
 
 typedef struct query {

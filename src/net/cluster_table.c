@@ -22,14 +22,10 @@
 
 #include "cluster.h"
 
-static int same_address(const rlock__endpoint *ep, const char *host, int port) {
-    return ep->port == port && ep->host != NULL && strcmp(ep->host, host) == 0;
-}
-
 rlock__node *rlock__cluster_node_at(rlock__cluster *r, const char *host, int port) {
     rlock__endpoint ep;
     for (size_t i = 0; i < r->nnodes; i++)
-        if (same_address(&r->nodes[i].node->endpoint, host, port))
+        if (rlock__endpoint_is(&r->nodes[i].node->endpoint, host, port))
             return r->nodes[i].node;
     rlock__cluster_node *grown = rlock__malloc((r->nnodes + 1) * sizeof(*grown));
     if (grown == NULL ||
@@ -48,6 +44,8 @@ rlock__node *rlock__cluster_node_at(rlock__cluster *r, const char *host, int por
     rlock__free(r->nodes);
     r->nodes = grown;
     r->nodes[r->nnodes++] = (rlock__cluster_node){.node = node, .master = 0};
+    if (atomic_load(&r->closing)) /* a redirect after abort: no command may wait on it */
+        rlock__pool_abort(&node->pool);
     return node;
 }
 
@@ -60,14 +58,14 @@ static int ask_slots(rlock__cluster *r, const rlock__endpoint *ep, redisReply **
     int timeout = s->connect_timeout_ms < CLUSTER_NODE_TIMEOUT_MS ? s->connect_timeout_ms
                                                                   : CLUSTER_NODE_TIMEOUT_MS;
     int status = RLOCK_OK;
-    if (r->ctx != NULL && !same_address(&r->ctx_ep, ep->host, ep->port)) {
+    if (r->ctx != NULL && !rlock__endpoint_is(&r->ctx_ep, ep->host, ep->port)) {
         redisFree(r->ctx);
         r->ctx = NULL;
     }
     if (r->ctx == NULL) {
         rlock__endpoint_clear(&r->ctx_ep);
-        status = rlock__endpoint_set(&r->ctx_ep, ep->host, ep->port, r->auth.user,
-                                     r->auth.password, 0);
+        status =
+            rlock__endpoint_set(&r->ctx_ep, ep->host, ep->port, r->auth.user, r->auth.password, 0);
         if (status == RLOCK_OK)
             status = rlock__connect(&r->ctx_ep, timeout, rlock__deadline_after(timeout), &r->ctx);
     }
@@ -81,18 +79,27 @@ static int ask_slots(rlock__cluster *r, const rlock__endpoint *ep, redisReply **
     return status;
 }
 
-/* Where to ask, in order: the masters, the other nodes, the seeds (copies). */
-static int candidates(rlock__cluster *r, rlock__endpoint **out, int *count) {
+/*
+ * Where to ask, in order (copies): first (may be NULL), the masters -- from
+ * the rotation-th on when a node failed, so that not always the same one is
+ * asked --, the other nodes, the seeds.
+ */
+static int candidates(rlock__cluster *r, const rlock__node *first, unsigned rotation,
+                      rlock__endpoint **out, int *count) {
     pthread_mutex_lock(&r->mutex);
-    size_t cap = r->nnodes + (size_t)r->nseeds, n = 0;
-    rlock__endpoint *list = rlock__calloc(cap > 0 ? cap : 1, sizeof(*list));
+    size_t cap = 1 + r->nnodes + (size_t)r->nseeds, n = 0, nodes = r->nnodes;
+    rlock__endpoint *list = rlock__calloc(cap, sizeof(*list));
     int status = list == NULL ? RLOCK_ENOMEM : RLOCK_OK;
+    if (first != NULL && status == RLOCK_OK)
+        status = rlock__endpoint_set(&list[n++], first->endpoint.host, first->endpoint.port, NULL,
+                                     NULL, 0);
     for (int pass = 0; pass < 2 && status == RLOCK_OK; pass++)
-        for (size_t i = 0; i < r->nnodes && status == RLOCK_OK; i++)
-            if (r->nodes[i].master == (pass == 0)) {
-                const rlock__endpoint *ep = &r->nodes[i].node->endpoint;
-                status = rlock__endpoint_set(&list[n++], ep->host, ep->port, NULL, NULL, 0);
-            }
+        for (size_t k = 0; k < nodes && status == RLOCK_OK; k++) {
+            const rlock__cluster_node *cn = &r->nodes[(k + rotation) % nodes];
+            if (cn->master == (pass == 0))
+                status = rlock__endpoint_set(&list[n++], cn->node->endpoint.host,
+                                             cn->node->endpoint.port, NULL, NULL, 0);
+        }
     for (int i = 0; i < r->nseeds && status == RLOCK_OK; i++)
         status = rlock__endpoint_set(&list[n++], r->seeds[i].host, r->seeds[i].port, NULL, NULL, 0);
     pthread_mutex_unlock(&r->mutex);
@@ -129,14 +136,16 @@ static int read_range(const redisReply *e, int *start, int *end, const char **ho
 }
 
 /*
- * Fills table (copied from the one in use: slots no range names keep their
- * node) and marks each node that serves a range in `serves`. Mutex held.
+ * Fills table (a copy of the one in use) with each range's master; a slot
+ * no range names gets the first node, which answers CLUSTERDOWN for it.
+ * Mutex held.
  */
 static int read_ranges(rlock__cluster *r, const redisReply *reply, const char *asked_host,
                        rlock__node **table) {
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements == 0)
-        return rlock__fail(RLOCK_EREDIS, 0, "CLUSTER SLOTS: no slot is served (cluster not "
-                                            "set up?)");
+        return rlock__fail(RLOCK_EREDIS, 0,
+                           "CLUSTER SLOTS: no slot is served (cluster not "
+                           "set up?)");
     for (size_t i = 0; i < reply->elements; i++) {
         int start, end, port;
         const char *host;
@@ -174,8 +183,9 @@ static void prepare_master(rlock__cluster *r, rlock__node *node) {
     if (rlock__connect(&node->endpoint, s->connect_timeout_ms,
                        rlock__deadline_after(CLUSTER_NODE_TIMEOUT_MS), &ctx) != RLOCK_OK)
         return; /* commands find out; EVALSHA falls back to EVAL on NOSCRIPT */
-    if (rlock__scripts_load(ctx, rlock__deadline_after(CLUSTER_NODE_TIMEOUT_MS),
-                            (rlock__script_set *)r->env->scripts) == RLOCK_OK)
+    rlock__script_set scripts = *r->env->scripts; /* its own copy: loading writes the SHA1s */
+    if (rlock__scripts_load(ctx, rlock__deadline_after(CLUSTER_NODE_TIMEOUT_MS), &scripts) ==
+        RLOCK_OK)
         rlock__pool_seed(&node->pool, ctx);
     else
         redisFree(ctx);
@@ -270,7 +280,9 @@ int rlock__cluster_refresh(rlock__cluster *r, char *report, size_t size) {
     rlock__endpoint *list = NULL;
     int count = 0, used = 0;
     char where[RLOCK__WHERE_MAX];
-    int status = candidates(r, &list, &count);
+    rlock__node *first = atomic_exchange(&r->refresh_from, NULL);
+    int elsewhere = atomic_exchange(&r->refresh_elsewhere, 0);
+    int status = candidates(r, first, elsewhere ? r->rotation++ : 0, &list, &count);
     if (report != NULL && size > 0)
         report[0] = '\0';
     if (status != RLOCK_OK) {
@@ -279,7 +291,8 @@ int rlock__cluster_refresh(rlock__cluster *r, char *report, size_t size) {
     }
     status = rlock__fail(RLOCK_EIO, 0, "no node to ask for CLUSTER SLOTS");
     /* The node that answered last first: one round trip on a kept connection. */
-    for (int i = r->ctx != NULL ? -1 : 0; status != RLOCK_OK && i < count; i++) {
+    int kept_first = r->ctx != NULL && first == NULL && !elsewhere;
+    for (int i = kept_first ? -1 : 0; status != RLOCK_OK && i < count; i++) {
         if (atomic_load(&r->closing))
             break;
         const rlock__endpoint *ep = i < 0 ? &r->ctx_ep : &list[i];
@@ -288,8 +301,7 @@ int rlock__cluster_refresh(rlock__cluster *r, char *report, size_t size) {
             r->have_table = 1;
         else if (report != NULL && used < (int)size)
             used += snprintf(report + used, size - (size_t)used, "%s%s: %s", used > 0 ? "; " : "",
-                             rlock__endpoint_str(ep, where, sizeof(where)),
-                             rlock__last_message());
+                             rlock__endpoint_str(ep, where, sizeof(where)), rlock__last_message());
     }
     free_candidates(list, count);
     return status;
@@ -297,7 +309,11 @@ int rlock__cluster_refresh(rlock__cluster *r, char *report, size_t size) {
 
 /* ---- the refresh thread ----------------------------------------------------------- */
 
-void rlock__cluster_want_refresh(rlock__cluster *r) {
+void rlock__cluster_want_refresh(rlock__cluster *r, rlock__node *from) {
+    if (from != NULL)
+        atomic_store(&r->refresh_from, from);
+    else
+        atomic_store(&r->refresh_elsewhere, 1);
     if (atomic_exchange(&r->refresh_wanted, 1))
         return; /* already asked */
     pthread_mutex_lock(&r->refresher.mutex);

@@ -26,9 +26,17 @@ static int is_transient_error(const redisReply *reply) {
     return 0;
 }
 
+int rlock__is_redirect(const redisReply *reply) {
+    return reply->type == REDIS_REPLY_ERROR &&
+           (strncmp(reply->str, "MOVED ", 6) == 0 || strncmp(reply->str, "ASK ", 4) == 0);
+}
+
+int rlock__is_tryagain(const redisReply *reply) {
+    return reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "TRYAGAIN", 8) == 0;
+}
+
 int rlock__is_redirect_or_retry(const redisReply *reply) {
-    return is_transient_error(reply) || strncmp(reply->str, "MOVED ", 6) == 0 ||
-           strncmp(reply->str, "ASK ", 4) == 0;
+    return is_transient_error(reply) || rlock__is_redirect(reply);
 }
 
 /* Pause before re-send n (0-based): 50 ms doubling, capped at retry_interval_ms, jittered. */
@@ -202,7 +210,8 @@ int rlock__exec(rlock__net *net, const rlock__cmd *cmd, int64_t deadline_ms, red
             continue;
         }
         a.asking = 0;
-        if (status == RLOCK_OK && verdict == RLOCK__ROUTE_NONE && !is_transient_error(*reply))
+        if (status == RLOCK_OK && verdict == RLOCK__ROUTE_NONE &&
+            (!is_transient_error(*reply) || (cmd->flags & RLOCK__CMD_NO_RETRY)))
             return final_status(net, cmd, &a, *reply, maybe_sent);
         if (status != RLOCK_OK && status != RLOCK_EIO)
             return status;

@@ -3,22 +3,29 @@
  *
  * What the layers above see is one call, "run this command for this key"
  * (rlock__exec and friends), on an rlock__net. Which server runs it is the
- * route's business (the routing seam, rlock__route_ops): a single server
- * today; Sentinel discovery and Cluster slots plug in as further routes.
+ * route's business (the routing seam, rlock__route_ops): one server, the
+ * master Sentinel names, or the master of the key's Cluster slot.
  *
- *   url.c           redis:// and unix:// urls -> rlock__endpoint
+ *   url.c           redis://, unix://, redis-sentinel://, redis-cluster:// -> rlock__url
  *   io.c            deadline-bounded, signal-proof reads and writes on a context
  *   connect.c       one connection: connect, AUTH, SELECT, error detail
  *   script.c        SCRIPT LOAD, EVALSHA with the EVAL fallback on NOSCRIPT
- *   pool.c          a node's connection pool; sending ahead
- *   exec.c          running commands with safe retries, pipelines
+ *   pool.c          a node's connection pool (and the node itself)
+ *   wire.c, exec.c  one command's round trip (+WAIT); running it with safe retries
+ *   pipeline.c      pipelines, one per node; sending ahead
  *   route_single.c  the single-server route
  *   route_sentinel.c, sentinel_resolve.c  the master Redis Sentinel names
- *   route_cluster.c, slot.c  Redis Cluster: a master per slot
- *   net.c           rlock__net: open (first connection, scripts), abort, close
+ *   route_cluster.c, cluster_table.c, slot.c  Redis Cluster: a master per slot
+ *   net.c           rlock__net: open (first connection, scripts, pub/sub kind), abort,
+ *                   close; what the subscriber needs (its nodes, its connections)
  *
  * Calls go down only: net uses core (core.h); it tells the client of
  * connection failures through the rlock__events queue it was given.
+ *
+ * Lock order, where one is taken under another: the engine's waiters mutex
+ * -> a route's mutex -> a pool's mutex; the net's mutex -> the engine's
+ * watchdog mutex (the switch listener). I/O never runs under a route's or
+ * the net's mutex.
  */
 #ifndef RLOCK_NET_H
 #define RLOCK_NET_H
@@ -60,6 +67,8 @@ int rlock__parse_url(const char *url, rlock__url *u);
 void rlock__url_clear(rlock__url *u);
 /* Frees the strings (the password wiped first) and zeroes ep. */
 void rlock__endpoint_clear(rlock__endpoint *ep);
+/* Whether ep is the TCP endpoint host:port. */
+int rlock__endpoint_is(const rlock__endpoint *ep, const char *host, int port);
 /* Fills ep with copies of the strings (user, password may be NULL). RLOCK_ENOMEM. */
 int rlock__endpoint_set(rlock__endpoint *ep, const char *host, int port, const char *user,
                         const char *password, int db);
@@ -125,7 +134,8 @@ typedef struct rlock__script_set {
  * A command: argv with lengths, optionally a script. The key it is about
  * (what routing looks at) is KEYS[1] for a script, argv[1] for a command.
  */
-#define RLOCK__CMD_WRITE 1 /* changes a lock: WAIT for replicas when asked to */
+#define RLOCK__CMD_WRITE 1    /* changes a lock: WAIT for replicas when asked to */
+#define RLOCK__CMD_NO_RETRY 2 /* a "try again" reply ends the call (the caller retries) */
 
 typedef struct rlock__cmd {
     int script;            /* index in the script set, or -1 for a plain command */
@@ -204,6 +214,11 @@ void rlock__pool_retire(rlock__pool *pool, int retired);
  */
 void rlock__pool_close_idle(rlock__pool *pool, int64_t idle_ms);
 
+/* pool.c: a node for ep (taken over, cleared) with a pool of pool_size; NULL if out of memory. */
+rlock__node *rlock__node_new(rlock__endpoint *ep, int pool_size);
+/* Frees a node (no slot busy). */
+void rlock__node_free(rlock__node *node);
+
 /* ---- routing: which node runs a command for a key ------------------------------- */
 
 typedef struct rlock__route rlock__route;
@@ -276,10 +291,6 @@ int rlock__route_cluster_open(rlock__url *url, const rlock__route_env *env, rloc
  * if not empty) or else of the whole key, mod 16384. */
 int rlock__key_slot(const char *key, size_t len);
 
-/* A node for ep (taken over, cleared) with a pool of pool_size; NULL if out of memory. */
-rlock__node *rlock__node_new(rlock__endpoint *ep, int pool_size);
-/* Frees a node (no slot busy). */
-void rlock__node_free(rlock__node *node);
 
 /* ---- net.c and exec.c: the layer's face ------------------------------------------ */
 
@@ -345,9 +356,14 @@ void rlock__net_subscription_moved(rlock__net *net, rlock__node *node, const red
  */
 int rlock__net_hears(const rlock__net *net, const char *key, size_t key_len, const char *channel,
                      size_t channel_len);
-/* An error reply after which Redis did not run the command: "try again" (LOADING,
- * BUSY, TRYAGAIN, MASTERDOWN, CLUSTERDOWN) or a redirect (MOVED, ASK). */
+/*
+ * Error replies after which Redis did not run the command: "try again"
+ * (LOADING, BUSY, TRYAGAIN, MASTERDOWN, CLUSTERDOWN) or a redirect (MOVED,
+ * ASK); a redirect; TRYAGAIN alone. Any reply (not an error: 0).
+ */
 int rlock__is_redirect_or_retry(const redisReply *reply);
+int rlock__is_redirect(const redisReply *reply);
+int rlock__is_tryagain(const redisReply *reply);
 
 /*
  * Whether unlock messages use sharded pub/sub, as settings->pubsub_mode

@@ -1,10 +1,10 @@
 /*
  * pipeline.c - commands that skip exec.c's retries: a pipeline of script
  * calls in one round trip per node, the nodes working at once (the
- * watchdog's renewal rounds: the watchdog retries next round; only an
- * entry redirected or told "try again" is re-run through exec.c), and a command sent ahead on an idle connection whose
- * reply another thread reads (a waiter's attempt, written by the subscriber
- * thread before it wakes the waiter).
+ * watchdog's renewal rounds: the watchdog retries soon; only an entry
+ * redirected is re-run through exec.c), and a command sent ahead on an
+ * idle connection whose reply another thread reads (a waiter's attempt,
+ * written by the subscriber thread before it wakes the waiter).
  *
  * Threads: the watchdog thread (pipelines), the subscriber thread (send
  * ahead) and application threads (read ahead).
@@ -20,10 +20,10 @@
  */
 typedef struct node_part {
     rlock__node *node;
-    rlock__conn *conn;          /* taken in send_part, given back in read_part */
-    int *index;                 /* k entries: where each command and reply is */
+    rlock__conn *conn; /* taken in send_part, given back in read_part */
+    int *index;        /* k entries: where each command and reply is */
     int k;
-    int wait_n;                 /* the WAIT that ends the part, or 0 */
+    int wait_n; /* the WAIT that ends the part, or 0 */
     int status;
     int acks;
 } node_part;
@@ -36,19 +36,26 @@ static int part_wait_for(const rlock__net *net, const rlock__cmd *cmds, const no
     return 0;
 }
 
-/* Takes a connection to the part's node and sends its commands (and WAIT). */
-static void send_part(rlock__net *net, const rlock__cmd *cmds, node_part *p,
+/*
+ * Sends the part's commands (and WAIT) on a connection to its node: an idle
+ * connected one if idle_only (never waits), else one taken and connected by
+ * deadline_ms. With idle_only and none idle, the part is left for later.
+ */
+static void send_part(rlock__net *net, const rlock__cmd *cmds, node_part *p, int idle_only,
                       int64_t deadline_ms) {
-    int status;
+    int status = RLOCK_OK;
     p->acks = -1;
-    p->conn = rlock__pool_take(&p->node->pool, deadline_ms, &status);
+    p->conn = idle_only ? rlock__pool_take_idle(&p->node->pool)
+                        : rlock__pool_take(&p->node->pool, deadline_ms, &status);
     if (p->conn == NULL) {
-        p->status = status == RLOCK_ECLOSED ? RLOCK_ECLOSED
-                                            : rlock__fail(RLOCK_EIO, ETIMEDOUT,
-                                                          "renewal: no pooled connection free");
+        if (!idle_only)
+            p->status = status == RLOCK_ECLOSED ? RLOCK_ECLOSED
+                                                : rlock__fail(RLOCK_EIO, ETIMEDOUT,
+                                                              "renewal: no pooled connection free");
         return;
     }
-    status = rlock__pool_connect(p->conn, net->settings->connect_timeout_ms, deadline_ms);
+    if (!idle_only)
+        status = rlock__pool_connect(p->conn, net->settings->connect_timeout_ms, deadline_ms);
     if (status == RLOCK_EIO)
         rlock__node_unreachable(net, p->node);
     p->wait_n = part_wait_for(net, cmds, p);
@@ -139,26 +146,34 @@ static int split_by_node(rlock__net *net, const rlock__cmd *cmds, int n, node_pa
 }
 
 /*
- * A reply that says "not here" or "not now" (MOVED, ASK, CLUSTERDOWN, ...)
- * is that entry's alone: it goes through rlock__exec, which follows
- * redirects and retries, while the others keep their replies. TRYAGAIN is
- * left to the caller: it means a multi-key call whose keys a migration has
- * split between two nodes, which no retry fixes before the migration ends.
+ * A reply that says "not here" (MOVED, ASK) is that entry's alone: it goes
+ * through rlock__exec, which follows the redirect, while the others keep
+ * their replies. "Not now" (CLUSTERDOWN, TRYAGAIN, LOADING...) is not
+ * retried: during a failover every entry could get one, and retrying them
+ * one by one would hold the round for their number of round trips; the
+ * caller tries again soon (TRYAGAIN: a multi-key call whose keys a
+ * migration split, which no retry fixes before the migration ends).
+ * Returns the first failure that left an entry without a reply.
  */
-static void rerun_redirected(rlock__net *net, const rlock__cmd *cmds, int n, int64_t deadline_ms,
-                             redisReply **replies, int *acks) {
+static int rerun_redirected(rlock__net *net, const rlock__cmd *cmds, int n, int64_t deadline_ms,
+                            redisReply **replies, int *acks) {
+    int first_failure = RLOCK_OK;
     for (int i = 0; i < n; i++) {
         const redisReply *r = replies[i];
-        if (r == NULL || r->type != REDIS_REPLY_ERROR || !rlock__is_redirect_or_retry(r) ||
-            strncmp(r->str, "TRYAGAIN", 8) == 0)
+        if (r == NULL || !rlock__is_redirect(r))
             continue;
+        rlock__cmd cmd = cmds[i];
         rlock__exec_info info;
+        cmd.flags |= RLOCK__CMD_NO_RETRY;
         rlock__drop_reply(&replies[i]);
-        int status = rlock__exec(net, &cmds[i], deadline_ms, &replies[i], &info);
+        int status = rlock__exec(net, &cmd, deadline_ms, &replies[i], &info);
         int entry_acks = status == RLOCK_ENOREPL && info.acks < 0 ? 0 : info.acks;
         if (entry_acks >= 0 && (*acks < 0 || entry_acks < *acks))
             *acks = entry_acks;
+        if (replies[i] == NULL && first_failure == RLOCK_OK)
+            first_failure = status;
     }
+    return first_failure;
 }
 
 int rlock__exec_pipeline(rlock__net *net, const rlock__cmd *cmds, int n, int64_t deadline_ms,
@@ -175,8 +190,13 @@ int rlock__exec_pipeline(rlock__net *net, const rlock__cmd *cmds, int n, int64_t
         goto out;
     }
     int nparts = split_by_node(net, cmds, n, parts, index, node_of);
-    for (int j = 0; j < nparts; j++) /* every node works on its part at once */
-        send_part(net, cmds, &parts[j], deadline_ms);
+    /* Every node works on its part at once; a node that is slow to connect to
+       (or hangs) is waited for only after the others have theirs. */
+    for (int j = 0; j < nparts; j++)
+        send_part(net, cmds, &parts[j], 1, deadline_ms);
+    for (int j = 0; j < nparts; j++)
+        if (parts[j].conn == NULL && parts[j].status == RLOCK_OK)
+            send_part(net, cmds, &parts[j], 0, deadline_ms);
     for (int j = 0; j < nparts; j++) {
         read_part(net, cmds, &parts[j], deadline_ms, replies);
         if (parts[j].acks >= 0 && (*acks < 0 || parts[j].acks < *acks))
@@ -184,7 +204,9 @@ int rlock__exec_pipeline(rlock__net *net, const rlock__cmd *cmds, int n, int64_t
         if (status == RLOCK_OK)
             status = parts[j].status;
     }
-    rerun_redirected(net, cmds, n, deadline_ms, replies, acks);
+    int rerun = rerun_redirected(net, cmds, n, deadline_ms, replies, acks);
+    if (status == RLOCK_OK)
+        status = rerun;
 out:
     rlock__free(node_of);
     rlock__free(index);

@@ -70,7 +70,7 @@ static int cluster_on_error(rlock__route *route, rlock__node *node, const redisR
     *asking = 0;
     if (!moved && !ask) {
         if (strncmp(error->str, "CLUSTERDOWN", 11) == 0)
-            rlock__cluster_want_refresh(r);
+            rlock__cluster_want_refresh(r, NULL);
         return RLOCK__ROUTE_NONE; /* exec.c retries CLUSTERDOWN and TRYAGAIN */
     }
     if (read_redirect(error->str, node, &slot, host, sizeof(host), &port) != RLOCK_OK)
@@ -83,7 +83,7 @@ static int cluster_on_error(rlock__route *route, rlock__node *node, const redisR
     rlock__pool_retire(&target->pool, 0); /* it serves the slot now (or imports it) */
     if (moved) {
         atomic_store(&r->slots[slot], target);
-        rlock__cluster_want_refresh(r);
+        rlock__cluster_want_refresh(r, target); /* it knows it owns the slot now */
     }
     *to = target;
     *asking = ask;
@@ -92,12 +92,14 @@ static int cluster_on_error(rlock__route *route, rlock__node *node, const redisR
 
 static void cluster_suspect(rlock__route *route, rlock__node *node) {
     (void)node;
-    rlock__cluster_want_refresh((rlock__cluster *)route);
+    rlock__cluster_want_refresh((rlock__cluster *)route, NULL);
 }
 
 static void cluster_abort(rlock__route *route) {
     rlock__cluster *r = (rlock__cluster *)route;
-    atomic_store(&r->closing, 1);
+    pthread_mutex_lock(&r->mutex);
+    atomic_store(&r->closing, 1); /* under the mutex: node_at sees it or its node is here */
+    pthread_mutex_unlock(&r->mutex);
     rlock__worker_stop(&r->refresher);
     pthread_mutex_lock(&r->mutex);
     for (size_t i = 0; i < r->nnodes; i++)
@@ -159,8 +161,10 @@ int rlock__route_cluster_open(rlock__url *url, const rlock__route_env *env, rloc
         return RLOCK_ENOMEM;
     int status = rlock__cluster_refresh(r, report, sizeof(report));
     if (status != RLOCK_OK) /* the last node's status, every node's story */
-        status = rlock__fail(status, 0, "no seed node gave the cluster's slots (CLUSTER SLOTS; "
-                                        "for one server use redis://): %s", report);
+        status = rlock__fail(status, 0,
+                             "no seed node gave the cluster's slots (CLUSTER SLOTS; "
+                             "for one server use redis://): %s",
+                             report);
     if (status == RLOCK_OK)
         status = rlock__worker_start(&r->refresher, rlock__cluster_refresher_main, r);
     if (status != RLOCK_OK) {

@@ -17,17 +17,12 @@
 
 #include "sentinel.h"
 
-
-static int same_address(const rlock__endpoint *ep, const char *host, int port) {
-    return ep->host != NULL && ep->port == port && strcmp(ep->host, host) == 0;
-}
-
 /* ---- the sentinel list ------------------------------------------------------------- */
 
 /* Adds a sentinel the others told of (mutex held); quietly ignores what does not fit. */
 static void learn_sentinel(rlock__sentinel *r, const char *host, int port) {
     for (int i = 0; i < r->nsentinels; i++)
-        if (same_address(&r->sentinels[i], host, port))
+        if (rlock__endpoint_is(&r->sentinels[i], host, port))
             return;
     if (r->nsentinels < RLOCK__MAX_SENTINELS &&
         rlock__endpoint_set(&r->sentinels[r->nsentinels], host, port, NULL, NULL, 0) == RLOCK_OK)
@@ -175,7 +170,7 @@ int rlock__sentinel_adopt(rlock__sentinel *r, const answer *a, int provisional) 
         return rlock__fail(RLOCK_EREDIS, 0, "it names %.100s:%d of config epoch %lld, older "
                                             "than the master in use (%lld)", a->host, a->port,
                            a->epoch, atomic_load(&r->epoch));
-    if (current != NULL && same_address(&current->endpoint, a->host, a->port)) {
+    if (current != NULL && rlock__endpoint_is(&current->endpoint, a->host, a->port)) {
         if (!provisional) { /* a sentinel names it: confirmed, with its true epoch */
             r->provisional_until = 0;
             atomic_store(&r->epoch, a->epoch);

@@ -303,3 +303,7 @@ int rlock__endpoint_set(rlock__endpoint *ep, const char *host, int port, const c
     }
     return RLOCK_OK;
 }
+
+int rlock__endpoint_is(const rlock__endpoint *ep, const char *host, int port) {
+    return ep->host != NULL && ep->port == port && strcmp(ep->host, host) == 0;
+}
