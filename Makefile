@@ -157,6 +157,15 @@ $(BUILD)/bench/%: test/bench/%.c test/bench/bench.h test/rawredis.h $(HARNESS_OB
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(REAL_CFLAGS) -Isrc -Itest $< $(HARNESS_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lm
 
+# bench_cluster counts the pipelines its rlock-watchdog thread writes per node (the
+# round trips of a renewal round) by wrapping the library's rlock__io_flush.
+$(BUILD)/bench/bench_cluster: test/bench/bench_cluster.c test/bench/bench.h test/rawredis.h \
+                              $(HARNESS_OBJS) $(STLIB)
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC      $<")
+	$(Q)$(CC) $(REAL_CFLAGS) -Isrc -Itest $< $(HARNESS_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) \
+	  -Wl,--wrap=rlock__io_flush $(LIBS) -lm
+
 # bench_rlock is one program: its main and shared helpers (test/bench/bench_rlock.c)
 # and one file per subcommand (test/bench/rlock/*.c).
 BENCH_RLOCK_SRCS := $(wildcard test/bench/rlock/*.c)

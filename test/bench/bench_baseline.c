@@ -48,8 +48,8 @@ typedef struct config {
 typedef struct base_thread {
     redisContext *c;
     char key[64], channel[96], owner[64];
-    const char *acq_argv[7], *rel_argv[7];
-    size_t acq_len[7], rel_len[7];
+    const char *acq_argv[7], *rel_argv[8];
+    size_t acq_len[7], rel_len[8];
 } base_thread;
 
 static int load_script(redisContext *c, const char *body, char *sha) {
@@ -80,9 +80,10 @@ static void *base_init(void *arg, int index) {
     snprintf(t->channel, sizeof t->channel, "redisson_lock__channel:{%s}", t->key);
     snprintf(t->owner, sizeof t->owner, "%s:%d", cfg->uuid, index + 1);
     const char *acq[] = {"EVALSHA", cfg->acquire_sha, "1", t->key, "30000", t->owner, "0"};
-    const char *rel[] = {"EVALSHA", cfg->release_sha, "1", t->key, t->owner, "1", t->channel};
+    const char *rel[] = {"EVALSHA", cfg->release_sha, "1",       t->key,
+                         t->owner,  "1",              t->channel, "publish"};
     set_args(t->acq_argv, t->acq_len, 7, acq);
-    set_args(t->rel_argv, t->rel_len, 7, rel);
+    set_args(t->rel_argv, t->rel_len, 8, rel);
     return t;
 }
 
@@ -96,7 +97,7 @@ static int base_cycle(void *state) {
         freeReplyObject(r);
     if (!ok)
         return -1;
-    r = redisCommandArgv(t->c, 7, t->rel_argv, t->rel_len);
+    r = redisCommandArgv(t->c, 8, t->rel_argv, t->rel_len);
     ok = r && r->type == REDIS_REPLY_INTEGER && r->integer == 0;
     if (r)
         freeReplyObject(r);
@@ -124,8 +125,8 @@ typedef struct floor_party {
     floor_shm *sh;
     redisContext *cmd, *sub;
     int me;
-    const char *acq_argv[7], *rel_argv[7];
-    size_t acq_len[7], rel_len[7];
+    const char *acq_argv[7], *rel_argv[8];
+    size_t acq_len[7], rel_len[8];
     char key[64], owner[64], mine[128], peers[128];
 } floor_party;
 
@@ -139,7 +140,7 @@ static int floor_acquire(floor_party *p) {
 }
 
 static int floor_release(floor_party *p) {
-    redisReply *r = redisCommandArgv(p->cmd, 7, p->rel_argv, p->rel_len);
+    redisReply *r = redisCommandArgv(p->cmd, 8, p->rel_argv, p->rel_len);
     int ok = r && r->type == REDIS_REPLY_INTEGER && r->integer == 0;
     if (r)
         freeReplyObject(r);
@@ -152,9 +153,10 @@ static int floor_open(floor_party *p, const config *cfg, const char *key) {
     snprintf(p->mine, sizeof p->mine, "redisson_lock__channel:{%s}:%d", key, p->me);
     snprintf(p->peers, sizeof p->peers, "redisson_lock__channel:{%s}:%d", key, 1 - p->me);
     const char *acq[] = {"EVALSHA", cfg->acquire_sha, "1", p->key, "30000", p->owner, "0"};
-    const char *rel[] = {"EVALSHA", cfg->release_sha, "1", p->key, p->owner, "1", p->peers};
+    const char *rel[] = {"EVALSHA", cfg->release_sha, "1",      p->key,
+                         p->owner,  "1",              p->peers, "publish"};
     set_args(p->acq_argv, p->acq_len, 7, acq);
-    set_args(p->rel_argv, p->rel_len, 7, rel);
+    set_args(p->rel_argv, p->rel_len, 8, rel);
     p->cmd = raw_connect(cfg->url);
     p->sub = raw_connect(cfg->url);
     if (p->cmd == NULL || p->sub == NULL)

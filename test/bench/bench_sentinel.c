@@ -82,7 +82,7 @@ static char acquire_sha[41], release_sha[41]; /* loaded once on the master */
 
 typedef struct raw_thread {
     redisContext *c;
-    const char *acq[7], *rel[7];
+    const char *acq[8], *rel[8];
     char key[64], channel[96];
 } raw_thread;
 
@@ -94,17 +94,18 @@ static void *raw_init(void *arg, int index) {
     }
     snprintf(t->key, sizeof t->key, "bench:sentinel:raw:%d:%d", (int)getpid(), index);
     snprintf(t->channel, sizeof t->channel, "redisson_lock__channel:{%s}", t->key);
-    const char *acq[] = {"EVALSHA", acquire_sha, "1", t->key, "30000", "bench-owner:1", "0"};
-    const char *rel[] = {"EVALSHA", release_sha, "1", t->key, "bench-owner:1", "1", t->channel};
+    const char *acq[] = {"EVALSHA", acquire_sha, "1", t->key, "30000", "bench-owner:1", "0", NULL};
+    const char *rel[] = {"EVALSHA", release_sha,  "1", t->key, "bench-owner:1", "1",
+                         t->channel, "publish"};
     memcpy(t->acq, acq, sizeof acq);
     memcpy(t->rel, rel, sizeof rel);
     return t;
 }
 
-/* A script and WAIT 1 in one round trip, as rlock sends them; 0 if both answered. */
-static int script_and_wait(raw_thread *t, const char **argv) {
+/* A script (argc words) and WAIT 1 in one round trip, as rlock sends them; 0 if both answered. */
+static int script_and_wait(raw_thread *t, int argc, const char **argv) {
     redisReply *r = NULL, *w = NULL;
-    redisAppendCommandArgv(t->c, 7, argv, NULL);
+    redisAppendCommandArgv(t->c, argc, argv, NULL);
     redisAppendCommand(t->c, "WAIT 1 1000");
     int ok = redisGetReply(t->c, (void **)&r) == REDIS_OK &&
              redisGetReply(t->c, (void **)&w) == REDIS_OK && r != NULL && w != NULL &&
@@ -118,7 +119,7 @@ static int script_and_wait(raw_thread *t, const char **argv) {
 
 static int raw_cycle(void *state) {
     raw_thread *t = state;
-    return script_and_wait(t, t->acq) == 0 ? script_and_wait(t, t->rel) : -1;
+    return script_and_wait(t, 7, t->acq) == 0 ? script_and_wait(t, 8, t->rel) : -1;
 }
 
 static void raw_fini(void *state) {

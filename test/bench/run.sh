@@ -10,7 +10,7 @@
 # Targets are printed, never asserted: a missed target is reported as MISS
 # and the exit status stays 0. The exit status is 1 only when a program failed
 # (an rlock call returned an error, a counter was not exact, a watchdog lock
-# was lost). About three minutes on a 2-core machine.
+# was lost). About four minutes on a 2-core machine.
 #
 # Knobs (environment): BENCH_QUICK=1 shortens every run (for a smoke test).
 set -uo pipefail
@@ -89,6 +89,8 @@ table=$out/table.txt
 row() { printf '  %-44s %14s  %-16s %s\n' "$1" "$(fmt "$2")" "$3" "$4" | tee -a "$table"; }
 section() { printf '\n%s\n' "$1" | tee -a "$table"; }
 cmd() { printf '  $ %s\n' "$1" | tee -a "$table"; }
+# textrow LABEL TEXT: a row whose value is not one number (per-master lists).
+textrow() { printf '  %-44s %14s\n' "$1" "${2:--}" | tee -a "$table"; }
 
 
 # ---- the runs ------------------------------------------------------------------
@@ -129,6 +131,15 @@ done
 # Its own master, two replicas and three sentinels (not the url's server).
 if [ "$quick" = 1 ]; then SF=1; else SF=3; fi
 run sent "$bin/bench_sentinel" -d $D -r $R -f $SF
+
+# Its own Redis Cluster: 3 masters + 3 replicas (not the url's server).
+if [ "$quick" = 1 ]; then
+    CLA="-d 0.5 -r 2 -n 300 -w 10000 -k 2 -m 2"
+else
+    CLA="-d $D -r $R -n $N -w 100000 -k 5 -m 4"
+fi
+# shellcheck disable=SC2086
+run clus "$bin/bench_cluster" $CLA
 
 # ---- report ----------------------------------------------------------------------
 
@@ -257,6 +268,59 @@ row "failover: new master writable -> waiter's lock, ms" "$ta" "<= 300" "$(verdi
 row "failover: new master writable -> renewal, ms" "$tr" "<= 300" "$(verdict "$tr" '<=' 300)"
 printf '  %s\n' "  (median of $(get "$sent" failovers) SENTINEL FAILOVERs)" | tee -a "$table"
 cmd "$(cmd_of "$sent")"
+
+section "9. Redis Cluster: 3 masters + 3 replicas of its own (redis-cluster://)"
+cu=$(get "$clus" unc_ops) cb=$(get "$clus" unc_raw_ops)
+cr=$(get "$clus" unc_ratio) crd=$(get "$clus" unc_redirects_per_cycle)
+row "raw EVALSHA to the slot's master: cycles/s" "$cb" "" ""
+row "raw: p50 ms" "$(get "$clus" unc_raw_p50_ms)" "" ""
+row "raw: p99 ms" "$(get "$clus" unc_raw_p99_ms)" "" ""
+row "rlock, 1 thread, 48 names: cycles/s" "$cu" "" ""
+row "rlock ratio to raw cycles/s (same run)" "$cr" ">= 0.95" "$(verdict "$cr" '>=' 0.95)"
+row "rlock: p50 ms" "$(get "$clus" unc_p50_ms)" "" ""
+row "rlock: p99 ms" "$(get "$clus" unc_p99_ms)" "" ""
+row "rlock: redirects (MOVED+ASK) per cycle" "$crd" "<= 0" "$(verdict "$crd" '<=' 0)"
+row "rlock: script calls per cycle (raw 2)" "$(get "$clus" unc_scripts_per_cycle)" "" ""
+row "client CPU us per cycle: raw" "$(get "$clus" unc_raw_cpu_us_per_cycle)" "" ""
+row "client CPU us per cycle: rlock" "$(get "$clus" unc_cpu_us_per_cycle)" "" ""
+textrow "rlock's unlock publishes with" "$(get "$clus" unc_publish_verb)"
+for m in sharded classic; do
+    p50=$(get "$clus" "ho_${m}_p50_ms") p99=$(get "$clus" "ho_${m}_p99_ms")
+    row "hand-off to another process, $m: p50 ms" "$p50" "<= 0.25" "$(verdict "$p50" '<=' 0.25)"
+    row "hand-off, $m: p99 ms" "$p99" "<= 2" "$(verdict "$p99" '<=' 2)"
+    row "hand-off, $m: max ms" "$(get "$clus" "ho_${m}_max_ms")" "" ""
+done
+printf '  %s\n' "  ($(get "$clus" ho_n) hand-offs each; the single-server figures are in section 3)" | tee -a "$table"
+wl=$(get "$clus" wd_locks)
+row "watchdog: locks held by one client" "$wl" "" ""
+row "watchdog: seconds to acquire them (4 threads)" "$(get "$clus" wd_acquire_s)" "" ""
+row "watchdog: renewal rounds measured" "$(get "$clus" wd_rounds)" "" ""
+textrow "watchdog: locks per master" "$(get "$clus" wd_locks_per_master)"
+textrow "watchdog: EVALSHA per round, per master" "$(get "$clus" wd_evalsha_per_round)"
+textrow "watchdog: locks per EVALSHA, per master" "$(get "$clus" wd_locks_per_evalsha)"
+textrow "watchdog: round trips per round, per master" "$(get "$clus" wd_rtt_per_round)"
+textrow "watchdog: connections used, per master" "$(get "$clus" wd_conns)"
+textrow "watchdog: Redis CPU ms per round, per master" "$(get "$clus" wd_redis_cpu_ms_per_round)"
+rpl=$(get "$clus" wd_rtt_per_100_locks)
+row "watchdog: round trips per 100 locks (worst)" "$rpl" "<= 1" "$(verdict "$rpl" '<=' 1)"
+wcpu=$(get "$clus" wd_thread_cpu_pct)
+row "watchdog: its thread's CPU, % of a core" "$wcpu" "<= 5" "$(verdict "$wcpu" '<=' 5)"
+row "watchdog: client process CPU, % of a core" "$(get "$clus" wd_process_cpu_pct)" "" ""
+row "watchdog: locks lost (LOCK_LOST)" "$(get "$clus" wd_lost)" "<= 0" "$(verdict "$(get "$clus" wd_lost)" '<=' 0)"
+row "watchdog: all still held at the end (1=yes)" "$(get "$clus" wd_all_held)" "1" "$(verdict "$(get "$clus" wd_all_held)" '>=' 1)"
+mf=$(get "$clus" mig_failed)
+row "migration: slot migrations under load" "$(get "$clus" mig_migrations)" "" ""
+row "migration: mean window ms" "$(get "$clus" mig_window_ms)" "" ""
+row "migration: cycles inside the windows" "$(get "$clus" mig_cycles)" "" ""
+row "migration: unlock p50 ms inside" "$(get "$clus" mig_unlock_p50_ms)" "" ""
+row "migration: unlock p99 ms inside" "$(get "$clus" mig_unlock_p99_ms)" "" ""
+row "migration: unlock max ms inside" "$(get "$clus" mig_unlock_max_ms)" "" ""
+row "migration: unlock p50 / p99 ms outside" "$(get "$clus" mig_outside_p50_ms)" "" ""
+row "  (p99 outside)" "$(get "$clus" mig_outside_p99_ms)" "" ""
+row "migration: failed lock/unlock calls" "$mf" "<= 0" "$(verdict "$mf" '<=' 0)"
+row "migration: held lock in the slot lost" "$(get "$clus" mig_lost)" "<= 0" "$(verdict "$(get "$clus" mig_lost)" '<=' 0)"
+textrow "migration: MOVED / ASK / TRYAGAIN seen" "$(get "$clus" mig_moved) / $(get "$clus" mig_ask) / $(get "$clus" mig_tryagain)"
+cmd "$(cmd_of "$clus")"
 
 # ---- results.json ------------------------------------------------------------------
 
