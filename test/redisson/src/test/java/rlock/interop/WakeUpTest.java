@@ -17,7 +17,7 @@ import org.redisson.api.RLock;
  * within 1 s (it is normally about a millisecond).
  */
 class WakeUpTest extends InteropTest {
-    static final int ROUNDS = 5;
+    static final int ROUNDS = 10;
 
     /** Java holds; a C thread is BUSY, then blocks and gets it at Java's unlock. */
     @Test
@@ -43,8 +43,12 @@ class WakeUpTest extends InteropTest {
             Interop.awaitSubscribers(redisson, name, 1); // the C waiter is listening
             Thread.sleep(50);
             assertTrue(c.pending(0), "C acquired a lock Java holds");
-            long unlockUs = Interop.nowUs();
-            j.run(lock::unlock);
+            // Stamped on the Java thread itself, just before its unlock() starts.
+            long unlockUs = j.call(() -> {
+                long t = Interop.nowUs();
+                lock.unlock();
+                return t;
+            });
             Actor.Reply r = c.await(0, 5000);
             assertEquals("OK", r.status());
             assertEquals(Integer.valueOf(1), Integer.valueOf(Interop.hash(redisson, name).size()));
