@@ -1,9 +1,13 @@
 package rlock.interop;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.Map;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 
 import org.junit.jupiter.api.Test;
 import org.redisson.api.RLock;
@@ -13,7 +17,8 @@ import org.redisson.api.RLock;
  * notice (its renewal or its next call finds the field gone), report the loss
  * exactly once, never renew or re-create the field under the new owner, and
  * answer the thread's unlock as the header says: RLOCK_ENOTOWNER for a last
- * hold, RLOCK_ELOST for a hold count of 2 or more.
+ * hold, RLOCK_ELOST for a hold count of 2 or more. And rlock_force_unlock
+ * of a Java holder wakes a Java waiter.
  */
 class ForceUnlockTest extends InteropTest {
     static final long WATCHDOG_MS = 2000; // C renews every ~667 ms
@@ -64,6 +69,37 @@ class ForceUnlockTest extends InteropTest {
         assertEquals(1, c.call(0, "count " + name).value());
         assertEquals("OK", c.call(0, "unlock " + name).status());
         assertLostOnce(c, 1);
+    }
+
+    /**
+     * The other way: rlock_force_unlock of a Java holder's lock deletes it and
+     * publishes like Redisson's forceUnlock, so a Java waiter gets it at once;
+     * the old Java holder's unlock is refused and leaves the new holder alone.
+     */
+    @Test
+    void cForceUnlocksJavaHolder() throws Exception {
+        Actor c = actor(WATCHDOG_MS, 4);
+        String name = Interop.name("force-c");
+        RLock lock = redisson.getLock(name);
+        try (JavaThread holder = javaThread(); JavaThread waiter = javaThread()) {
+            holder.run(lock::lock);
+            Future<Long> got = waiter.submit(() -> {
+                lock.lock();
+                return Interop.nowUs();
+            });
+            Interop.awaitSubscribers(redisson, name, 1);
+            Actor.Reply f = c.call(0, "force " + name);
+            assertEquals("OK", f.status());
+            assertEquals(1, f.value());
+            double wakeMs = (got.get(5, TimeUnit.SECONDS) - f.startUs()) / 1000.0;
+            Interop.report("rlock_force_unlock of a Java holder: the Java waiter got the lock %.2f ms later", wakeMs);
+            assertTrue(wakeMs < 1000);
+            assertThrows(ExecutionException.class, () -> holder.run(lock::unlock));
+            String waiterField = redisson.getId() + ":" + waiter.id();
+            assertEquals(Map.of(waiterField, "1"), Interop.hash(redisson, name));
+            waiter.run(lock::unlock);
+            assertEquals(0, c.call(0, "force " + name).value());
+        }
     }
 
     /** Polls the actor's on_lock_lost count until it reaches n; returns when (ms). */
