@@ -271,4 +271,4 @@ check-install: deps
 	@scripts/check-install.sh
 
 clean:
-	rm -rf build build-address build-thread
+	rm -rf build build-address build-thread test/redisson/target
