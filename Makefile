@@ -8,6 +8,8 @@
 #   make test-faults     the fault-injection suite (starts and kills its own servers)
 #   make test-sentinel   Sentinel and WAIT: a master, replicas and sentinels of its own
 #   make test-cluster    Redis Cluster: 3 masters + 3 replicas of its own per test
+#   make test-redisson   interop with Java Redisson (3.x and 4.x) against a throwaway
+#                        redis-server; installs Java 17 and Maven from Debian if missing
 #   make demo            the "don't oversell" demo against a throwaway redis-server
 #   make bench           benchmarks against a raw-hiredis baseline
 #   make install PREFIX=/usr/local DESTDIR=     (make uninstall with the same PREFIX)
@@ -82,7 +84,7 @@ BENCH_SRCS := $(wildcard test/bench/*.c)
 BENCH_BINS := $(patsubst test/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 DEMO := $(BUILD)/demo
 
-.PHONY: all deps test check test-sentinel test-cluster test-faults valgrind demo bench soak install uninstall clean noopt cppcheck tools check-install check-layers
+.PHONY: all deps test check test-sentinel test-cluster test-redisson test-faults valgrind demo bench soak install uninstall clean noopt cppcheck tools check-install check-layers
 
 all: $(STLIB) $(DYLIB) $(PCFILE)
 
@@ -184,6 +186,14 @@ $(DEMO): $(DEMO_SRCS) test/demo/demo.h test/rawredis.h $(HARNESS_OBJS) $(STLIB)
 	$(if $(Q),@echo "  CC      $(DEMO_SRCS)")
 	$(Q)$(CC) $(REAL_CFLAGS) -Itest $(DEMO_SRCS) $(HARNESS_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lm
 
+# The C side of the Redisson interop suite: a process the Java tests drive over stdin.
+REDISSON_ACTOR := $(BUILD)/redisson/rlock_actor
+
+$(REDISSON_ACTOR): test/redisson/actors/rlock_actor.c $(STLIB) include/rlock.h
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC      $<")
+	$(Q)$(CC) $(REAL_CFLAGS) $< $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS)
+
 deps:
 	@scripts/deps.sh
 
@@ -205,6 +215,13 @@ test-sentinel: deps
 test-cluster: deps
 	@$(MAKE) --no-print-directory all $(CLUSTER_BINS)
 	@scripts/run-tests.sh $(CLUSTER_BINS)
+
+# Java Redisson against the C actors (test/redisson/run.sh: Maven, offline when it can).
+# REDISSON_VERSIONS picks the Redisson versions (default: newest 3.x and 4.x tested).
+test-redisson: deps
+	@scripts/deps.sh openjdk-17-jdk-headless maven
+	@$(MAKE) --no-print-directory all $(REDISSON_ACTOR)
+	@scripts/with-redis.sh test/redisson/run.sh $(REDISSON_ACTOR)
 
 test-faults: deps
 	@$(MAKE) --no-print-directory all $(FAULT_BINS)
@@ -263,4 +280,4 @@ check-install: deps
 	@scripts/check-install.sh
 
 clean:
-	rm -rf build build-address build-thread
+	rm -rf build build-address build-thread test/redisson/target

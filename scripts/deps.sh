@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# deps.sh - install the Debian packages rlock needs to build and test.
+# deps.sh [PACKAGE...] - install the Debian packages rlock needs to build and
+# test, plus any PACKAGEs named (make test-redisson adds Java and Maven).
 #
 # Idempotent: asks dpkg-query which packages are missing and installs only
 # those (one apt-get update, one apt-get install). Prints nothing when every
@@ -18,6 +19,7 @@ PACKAGES=(
     valgrind
     cppcheck
     gnuplot-nox
+    "$@"
 )
 
 missing=()
