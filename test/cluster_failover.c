@@ -20,6 +20,11 @@
  *                    new master, not reported lost, unlock works, the waiter
  *                    acquires promptly; and back again
  *
+ *   paused           SIGSTOP of one master of three (700 ms, under the node
+ *                    timeout), each holding a lock with a 600 ms lease: the
+ *                    other two are renewed through the pause and never
+ *                    reported lost (a hung node does not hold up the others)
+ *
  * RLOCK_EVENT_MASTER_SWITCHED may be posted on a failover; it is printed, not
  * required. One cluster per test. Durations are scaled by TEST_TIMEOUT_SCALE.
  */
@@ -115,6 +120,47 @@ static void test_killed_master_lock_survives(void **state) {
     h_cseen_free(sb);
 }
 
+/*
+ * A master paused (SIGSTOP: connections still accepted by the kernel, no
+ * answer) for 700 ms -- less than the node timeout, so the cluster does not
+ * fail over nor answer CLUSTERDOWN -- while it holds one lock and the two
+ * other masters hold one each, with a 600 ms lease: the other two keep
+ * being renewed through the pause (a hung node must not hold up the other
+ * nodes' renewals: they would run out by the client's clock) and are never
+ * reported lost; the paused master's lock may be, once.
+ */
+static void test_paused_master_others_renewed(void **state) {
+    h_cluster *hc = *state;
+    h_cseen *sa = h_cseen_new("A");
+    long long wd = H_MS(600);
+    rlock_client *a = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, sa);
+    h_server *masters[H_CLUSTER_NODES];
+    char names[3][128];
+    rlock *locks[3];
+    assert_int_equal(h_cluster_masters(hc, masters), 3);
+    for (int i = 0; i < 3; i++) {
+        h_cluster_name_on(hc, masters[i], h_unique_name("paused"), names[i], sizeof names[i]);
+        locks[i] = h_get(a, names[i]);
+        H_ASSERT_RC(rlock_lock(locks[i]), RLOCK_OK);
+    }
+    renewed_on(masters[0], names[0], wd); /* a connection to it is established */
+    h_server_pause(masters[0]);
+    h_sleep_ms(700);
+    h_server_resume(masters[0]);
+    renewed_on(masters[1], names[1], wd);
+    renewed_on(masters[2], names[2], wd);
+    print_events(sa);
+    for (int i = 1; i < 3; i++) {
+        assert_int_equal(rlock_is_held_by_current_thread(locks[i]), 1);
+        H_ASSERT_RC(rlock_unlock(locks[i]), RLOCK_OK);
+    }
+    assert_true(h_cseen_lost(sa) <= 2); /* the paused master's lock: once, both ways at most */
+    for (int i = 0; i < 3; i++)
+        rlock_free(locks[i]);
+    rlock_client_close(a);
+    h_cseen_free(sa);
+}
+
 static void test_killed_master_lock_lost_once(void **state) {
     h_cluster *hc = *state;
     h_cseen *sa = h_cseen_new("A");
@@ -200,6 +246,7 @@ int main(void) {
         H_CLUSTER_TEST(test_killed_master_lock_survives),
         H_CLUSTER_TEST(test_killed_master_lock_lost_once),
         H_CLUSTER_TEST(test_cluster_failover),
+        H_CLUSTER_TEST(test_paused_master_others_renewed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
