@@ -41,24 +41,6 @@
 
 #include "harness.h"
 
-/* Waits until node shows a renewal of name: its PTTL rises by more than a
- * sixth of the lease wd; fails if the key is not there, or after 2 leases. */
-static void renewed_on(const h_server *node, const char *name, long long wd) {
-    long long last = h_cluster_pttl(node, name, strlen(name));
-    long long deadline = h_now_ms() + 2 * wd;
-    for (;;) {
-        long long now = h_cluster_pttl(node, name, strlen(name));
-        if (now < 0)
-            H_FAIL("%s is not on :%d (PTTL %lld)", name, h_server_port(node), now);
-        if (now > last + wd / 6)
-            return;
-        last = now;
-        if (h_now_ms() > deadline)
-            H_FAIL("no renewal of %s on :%d within %lld ms", name, h_server_port(node), 2 * wd);
-        h_sleep_ms(20);
-    }
-}
-
 /* The holder (this thread) unlocks; the waiter must acquire promptly. */
 static void unlock_wakes(rlock *held, h_cwaiter *w, long long ttl) {
     assert_int_equal(h_cwaiter_done_ms(w), 0); /* still waiting: the lock is held */
@@ -103,8 +85,9 @@ static void test_killed_master_lock_survives(void **state) {
     long long t0 = h_now_ms();
     h_server *heir = h_cluster_kill_master(hc, masters[0]);
     printf("      :%d promoted %lld ms after kill -9\n", h_server_port(heir), h_now_ms() - t0);
-    renewed_on(heir, victim, wd); /* the watchdog found the new master */
-    renewed_on(masters[1], other, wd);
+    h_cluster_wait_renewed(heir, victim, wd, 2 * wd,
+                           "renewal"); /* the watchdog found the new master */
+    h_cluster_wait_renewed(masters[1], other, wd, 2 * wd, "renewal");
     print_events(sa);
     assert_int_equal(h_cseen_lost(sa) + h_cseen_lost(sb), 0);
     assert_int_equal(rlock_is_held_by_current_thread(lv), 1);
@@ -143,12 +126,13 @@ static void test_paused_master_others_renewed(void **state) {
         locks[i] = h_get(a, names[i]);
         H_ASSERT_RC(rlock_lock(locks[i]), RLOCK_OK);
     }
-    renewed_on(masters[0], names[0], wd); /* a connection to it is established */
+    h_cluster_wait_renewed(masters[0], names[0], wd, 2 * wd,
+                           "renewal"); /* a connection to it is established */
     h_server_pause(masters[0]);
     h_sleep_ms(700);
     h_server_resume(masters[0]);
-    renewed_on(masters[1], names[1], wd);
-    renewed_on(masters[2], names[2], wd);
+    h_cluster_wait_renewed(masters[1], names[1], wd, 2 * wd, "renewal");
+    h_cluster_wait_renewed(masters[2], names[2], wd, 2 * wd, "renewal");
     print_events(sa);
     for (int i = 1; i < 3; i++) {
         assert_int_equal(rlock_is_held_by_current_thread(locks[i]), 1);
@@ -212,7 +196,7 @@ static void failover_round(h_cluster *hc, rlock_client *a, rlock_client *b, cons
     h_cluster_failover(hc, replica);
     printf("      CLUSTER FAILOVER :%d -> :%d in %lld ms\n", h_server_port(old),
            h_server_port(replica), h_now_ms() - t0);
-    renewed_on(replica, name, wd);
+    h_cluster_wait_renewed(replica, name, wd, 2 * wd, "renewal");
     assert_int_equal(rlock_is_held_by_current_thread(la), 1);
     unlock_wakes(la, w, wd);
     rlock_free(la);

@@ -56,30 +56,6 @@ typedef struct run {
     long long t_unlocked; /* when the holder's unlock returned */
 } run;
 
-/*
- * Waits until node shows a renewal of the lock: its PTTL (read after ASKING)
- * rises by more than a sixth of the lease. Fails if the key is not on node,
- * or nothing rises within a lease.
- */
-static void renewed_on(const run *r, const h_server *node, int phase) {
-    const char *n = r->name;
-    long long last = h_cluster_pttl(node, n, strlen(n));
-    long long deadline = h_now_ms() + r->wd;
-    for (;;) {
-        long long now = h_cluster_pttl(node, n, strlen(n));
-        if (now < 0)
-            H_FAIL("phase %s: the lock is not on :%d (PTTL %lld)", phase_names[phase],
-                   h_server_port(node), now);
-        if (now > last + r->wd / 6)
-            return;
-        last = now;
-        if (h_now_ms() > deadline)
-            H_FAIL("phase %s: no renewal on :%d within %lld ms", phase_names[phase],
-                   h_server_port(node), r->wd);
-        h_sleep_ms(20);
-    }
-}
-
 /* The holder locks once more and gives that hold back (hold count 2 -> 1). */
 static void relock(run *r, int phase) {
     long long rc = h_actor_call(r->holder, h_op_lock, r->la);
@@ -152,9 +128,11 @@ static void migrate(run *r, int unlock_phase) {
         if (phase == 3)
             h_cluster_migrate_finish(r->hc, &r->m);
         if (phase <= unlock_phase) {
-            renewed_on(r, phase == 1 ? r->m.source : target, phase);
+            h_cluster_wait_renewed(phase == 1 ? r->m.source : target, r->name, r->wd, r->wd,
+                                   phase_names[phase]);
             relock(r, phase);
-            renewed_on(r, phase == 1 ? r->m.source : target, phase);
+            h_cluster_wait_renewed(phase == 1 ? r->m.source : target, r->name, r->wd, r->wd,
+                                   phase_names[phase]);
         }
         if (phase == unlock_phase) {
             assert_int_equal(h_cwaiter_done_ms(r->w), 0); /* held until now */
@@ -215,22 +193,6 @@ static void test_unlock_after_setslot(void **state) {
     unlock_in(state, 3);
 }
 
-/* Waits until name's PTTL on node (after ASKING) rises by more than wd / 6. */
-static void wait_renewed(const h_server *node, const char *name, long long wd) {
-    long long last = h_cluster_pttl(node, name, strlen(name)), deadline = h_now_ms() + 2 * wd;
-    for (;;) {
-        long long now = h_cluster_pttl(node, name, strlen(name));
-        if (now < 0)
-            H_FAIL("%s is not on :%d (PTTL %lld)", name, h_server_port(node), now);
-        if (now > last + wd / 6)
-            return;
-        if (h_now_ms() > deadline)
-            H_FAIL("%s: no renewal on :%d within %lld ms", name, h_server_port(node), 2 * wd);
-        last = now;
-        h_sleep_ms(20);
-    }
-}
-
 /*
  * Two locks of one client in one slot ("{split}one", "{split}two"), and the
  * slot's migration stopped half way: one key moved, the other not. Their
@@ -255,14 +217,14 @@ static void test_renewal_keys_split(void **state) {
     h_server *target = masters[0] == source ? masters[1] : masters[0];
     h_cluster_migrate_begin(hc, slot, target, &m);
     redisContext *src = h_server_redis(source);
-    redisReply *reply = h_cmd(src, "MIGRATE 127.0.0.1 %d %s 0 5000 KEYS %s",
-                              h_server_port(target), "", one);
+    redisReply *reply =
+        h_cmd(src, "MIGRATE 127.0.0.1 %d %s 0 5000 KEYS %s", h_server_port(target), "", one);
     assert_int_equal(reply->type, REDIS_REPLY_STATUS);
     freeReplyObject(reply);
     redisFree(src);
-    wait_renewed(target, one, wd);
-    wait_renewed(source, two, wd);
-    wait_renewed(target, one, wd);
+    h_cluster_wait_renewed(target, one, wd, 2 * wd, "split");
+    h_cluster_wait_renewed(source, two, wd, 2 * wd, "split");
+    h_cluster_wait_renewed(target, one, wd, 2 * wd, "split");
     printf("      both renewed where they are; renewal failures %d, lost %d\n",
            atomic_load(&seen->kinds[RLOCK_EVENT_RENEWAL_FAILED]), h_cseen_lost(seen));
     assert_int_equal(atomic_load(&seen->kinds[RLOCK_EVENT_RENEWAL_FAILED]), 0);

@@ -51,24 +51,6 @@ static void check_key(const h_cluster *hc, const char *name, const char *id, lon
         assert_int_equal(h_cluster_keys_in_slot(masters[m], slot), masters[m] == owner);
 }
 
-/* Waits until node shows a renewal of name: its PTTL rises by more than a
- * sixth of the lease wd; fails if the key is not there, or after 2 leases. */
-static void renewed_on(const h_server *node, const char *name, long long wd) {
-    long long last = h_cluster_pttl(node, name, strlen(name));
-    long long deadline = h_now_ms() + 2 * wd;
-    for (;;) {
-        long long now = h_cluster_pttl(node, name, strlen(name));
-        if (now < 0)
-            H_FAIL("%s is not on :%d (PTTL %lld)", name, h_server_port(node), now);
-        if (now > last + wd / 6)
-            return;
-        last = now;
-        if (h_now_ms() > deadline)
-            H_FAIL("no renewal of %s on :%d within %lld ms", name, h_server_port(node), 2 * wd);
-        h_sleep_ms(20);
-    }
-}
-
 static void test_every_master(void **state) {
     h_cluster *hc = *state;
     h_cseen *seen = h_cseen_new("A");
@@ -97,7 +79,7 @@ static void test_every_master(void **state) {
     }
     for (int round = 0; round < 2; round++)
         for (int m = 0; m < 3; m++)
-            renewed_on(masters[m], names[m], wd);
+            h_cluster_wait_renewed(masters[m], names[m], wd, 2 * wd, "renewal");
     assert_int_equal(h_cseen_lost(seen), 0);
     for (int m = 0; m < 3; m++) {
         H_ASSERT_RC(rlock_unlock(locks[m]), RLOCK_OK);

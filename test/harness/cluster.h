@@ -121,6 +121,13 @@ h_server *h_cluster_failover(const h_cluster *hc, h_server *replica);
 /* PTTL of name on node after ASKING (so a key in an importing slot is
  * seen); -2 absent, -1 no TTL, -3 if the node redirects (MOVED). */
 long long h_cluster_pttl(const h_server *node, const char *name, size_t len);
+/*
+ * Waits until node shows a renewal of name: its PTTL (after ASKING) rises by
+ * more than a sixth of the lease wd. Fails the test, naming what, if the key
+ * is not on node or nothing rises within within_ms.
+ */
+void h_cluster_wait_renewed(const h_server *node, const char *name, long long wd,
+                            long long within_ms, const char *what);
 /* CLUSTER COUNTKEYSINSLOT slot on node (its own keys only). */
 long long h_cluster_keys_in_slot(const h_server *node, int slot);
 /* 1 if name is on a replica of the cluster (READONLY + EXISTS on r). */

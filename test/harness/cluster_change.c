@@ -237,6 +237,24 @@ long long h_cluster_pttl(const h_server *node, const char *name, size_t len) {
     return v;
 }
 
+void h_cluster_wait_renewed(const h_server *node, const char *name, long long wd,
+                            long long within_ms, const char *what) {
+    size_t len = strlen(name);
+    long long last = h_cluster_pttl(node, name, len), deadline = h_now_ms() + within_ms;
+    for (;;) {
+        long long now = h_cluster_pttl(node, name, len);
+        if (now < 0)
+            H_FAIL("%s: %s is not on :%d (PTTL %lld)", what, name, h_server_port(node), now);
+        if (now > last + wd / 6)
+            return;
+        if (h_now_ms() > deadline)
+            H_FAIL("%s: no renewal of %s on :%d within %lld ms", what, name, h_server_port(node),
+                   within_ms);
+        last = now;
+        h_sleep_ms(20);
+    }
+}
+
 long long h_cluster_keys_in_slot(const h_server *node, int slot) {
     redisContext *c = h_server_redis(node);
     long long n = h_cmd_int(c, "CLUSTER COUNTKEYSINSLOT %d", slot);
