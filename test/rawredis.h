@@ -167,6 +167,17 @@ static inline int raw_parse_url(const char *url, raw_url *u) {
 }
 
 /* Runs a command and returns 0 unless it failed or Redis answered an error. */
+/* SCRIPT LOAD body on c; its SHA1 (41 bytes with the NUL) into sha. 0 or -1. */
+static inline int raw_load_script(redisContext *c, const char *body, char *sha) {
+    redisReply *r = (redisReply *)redisCommand(c, "SCRIPT LOAD %s", body);
+    int ok = r != NULL && r->type == REDIS_REPLY_STRING && r->len == 40;
+    if (ok)
+        memcpy(sha, r->str, 41);
+    if (r)
+        freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
 static inline int raw_ok(redisContext *c, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

@@ -235,13 +235,7 @@ typedef struct unc_raw {
 } unc_raw;
 
 static int load_sha(redisContext *c, int script, char *sha) {
-    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", rlock__script_body(script));
-    int ok = r != NULL && r->type == REDIS_REPLY_STRING && r->len == 40;
-    if (ok)
-        memcpy(sha, r->str, 41);
-    if (r)
-        freeReplyObject(r);
-    return ok ? 0 : -1;
+    return raw_load_script(c, rlock__script_body(script), sha);
 }
 
 static void *unc_raw_init(void *arg, int index) {

@@ -129,13 +129,7 @@ static void raw_fini(void *state) {
 }
 
 static int load(redisContext *c, int script, char *sha) {
-    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", rlock__script_body(script));
-    int ok = r != NULL && r->type == REDIS_REPLY_STRING && r->len == 40;
-    if (ok)
-        memcpy(sha, r->str, 41);
-    if (r)
-        freeReplyObject(r);
-    return ok ? 0 : -1;
+    return raw_load_script(c, rlock__script_body(script), sha);
 }
 
 static void raw_cycles(const char *url, double secs, int rounds, cycle_result *res) {
