@@ -16,6 +16,8 @@
  *   sentinel a master, two replicas and three sentinels (h_sentinels_*)
  *   cluster  3 masters + 3 replicas in cluster mode (h_cluster_*): the slot
  *            rule, slot migration in phases, kill, CLUSTER FAILOVER
+ *   exclusion processes x threads contending for one lock, checking in
+ *            shared memory that no two hold it at once (h_excl_*)
  *
  * The harness does not depend on cmocka (the benchmarks and the demo link it
  * without -lcmocka). When the program is linked with cmocka, a harness
@@ -48,5 +50,6 @@
 #include "harness/server.h"
 #include "harness/sentinel.h"
 #include "harness/cluster.h"
+#include "harness/exclusion.h"
 
 #endif /* RLOCK_TEST_HARNESS_H */
