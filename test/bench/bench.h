@@ -8,7 +8,8 @@
  * one cycle does.
  *
  * Header-only (static inline): every .c file in test/bench is its own program
- * (bench_rlock's subcommands are in test/bench/rlock/, linked with it).
+ * (bench_rlock's subcommands are in test/bench/rlock/ and bench_cluster's
+ * sections in test/bench/cluster/, each linked with its program).
  */
 #ifndef RLOCK_BENCH_H
 #define RLOCK_BENCH_H

@@ -1,0 +1,208 @@
+/*
+ * uncontended.c - bench_cluster's uncontended section: lock+unlock, 1 thread,
+ * names spread over the 3 masters, rlock vs raw hiredis sending the same two
+ * EVALSHA straight to the owning master, rounds interleaved; MOVED/ASK of
+ * every master before and after, scripts and PUBLISH verb per cycle.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uuid/uuid.h>
+
+#include "bench_cluster.h"
+#include "kind/kind.h"
+
+#define UNC_PER_MASTER 16
+#define UNC_NAMES (UNC_PER_MASTER * NMASTERS)
+
+static char unc_names[UNC_NAMES][48]; /* m0, m1, m2, m0, ... */
+static int unc_owner[UNC_NAMES];
+
+static void unc_pick_names(void) {
+    int have[NMASTERS] = {0}, total = 0;
+    char buf[48];
+    for (int i = 0; total < UNC_NAMES; i++) {
+        snprintf(buf, sizeof buf, "bench:cl:unc:%d:%d", (int)getpid(), i);
+        int m = owner_index(buf);
+        if (m < 0 || have[m] == UNC_PER_MASTER)
+            continue;
+        int k = have[m]++ * NMASTERS + m;
+        memcpy(unc_names[k], buf, sizeof buf);
+        unc_owner[k] = m;
+        total++;
+    }
+}
+
+typedef struct unc_rlock {
+    rlock *lock[UNC_NAMES];
+    int next;
+} unc_rlock;
+
+static void *unc_rlock_init(void *arg, int index) {
+    unc_rlock *t = calloc(1, sizeof *t);
+    (void)index;
+    for (int i = 0; t != NULL && i < UNC_NAMES; i++)
+        if (rlock_get(arg, unc_names[i], &t->lock[i]) != RLOCK_OK)
+            return NULL;
+    return t;
+}
+
+static int unc_rlock_cycle(void *state) {
+    unc_rlock *t = state;
+    rlock *l = t->lock[t->next];
+    t->next = (t->next + 1) % UNC_NAMES;
+    int rc = rlock_lock(l);
+    if (rc != RLOCK_OK) {
+        fprintf(stderr, "  rlock_lock: %s\n", rlock_last_error());
+        return -1;
+    }
+    rc = rlock_unlock(l);
+    if (rc != RLOCK_OK)
+        fprintf(stderr, "  rlock_unlock: %s\n", rlock_last_error());
+    return rc == RLOCK_OK ? 0 : -1;
+}
+
+static void unc_rlock_fini(void *state) {
+    unc_rlock *t = state;
+    for (int i = 0; i < UNC_NAMES; i++)
+        rlock_free(t->lock[i]);
+    free(t);
+}
+
+/* The raw client: a connection per master, the argv of every name's two scripts. */
+static char acquire_sha[41], release_sha[41];
+
+typedef struct unc_raw {
+    redisContext *c[NMASTERS];
+    char owner[64];
+    char channel[UNC_NAMES][80];
+    const char *acq[UNC_NAMES][7], *rel[UNC_NAMES][8];
+    int next;
+} unc_raw;
+
+static int load_sha(redisContext *c, int script, char *sha) {
+    return raw_load_script(c, rlock__script_body(script), sha);
+}
+
+static void *unc_raw_init(void *arg, int index) {
+    unc_raw *t = calloc(1, sizeof *t);
+    uuid_t u;
+    char uuid[37];
+    (void)arg;
+    uuid_generate(u);
+    uuid_unparse_lower(u, uuid);
+    snprintf(t->owner, sizeof t->owner, "%s:%d", uuid, index + 1);
+    for (int m = 0; m < NMASTERS; m++)
+        t->c[m] = master_conn(m);
+    for (int i = 0; i < UNC_NAMES; i++) {
+        snprintf(t->channel[i], sizeof t->channel[i], "redisson_lock__channel:{%.47s}",
+                 unc_names[i]);
+        /* SPUBLISH: the channel's hash tag is the name, so it is in the name's slot. */
+        const char *acq[] = {"EVALSHA", acquire_sha, "1", unc_names[i], "30000", t->owner, "0"};
+        const char *rel[] = {"EVALSHA", release_sha, "1",           unc_names[i],
+                             t->owner,  "1",         t->channel[i], "spublish"};
+        memcpy(t->acq[i], acq, sizeof acq);
+        memcpy(t->rel[i], rel, sizeof rel);
+    }
+    return t;
+}
+
+static int unc_raw_cycle(void *state) {
+    unc_raw *t = state;
+    int i = t->next;
+    redisContext *c = t->c[unc_owner[i]];
+    t->next = (i + 1) % UNC_NAMES;
+    redisReply *r = redisCommandArgv(c, 7, t->acq[i], NULL);
+    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+             r->element[0]->integer == 1 && r->element[1]->integer == 1;
+    if (!ok)
+        fprintf(stderr, "  raw acquire: %s\n", r && r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    if (r)
+        freeReplyObject(r);
+    if (!ok)
+        return -1;
+    r = redisCommandArgv(c, 8, t->rel[i], NULL);
+    ok = r && r->type == REDIS_REPLY_INTEGER && r->integer == 0;
+    if (!ok)
+        fprintf(stderr, "  raw release: %s\n", r && r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    if (r)
+        freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+static void unc_raw_fini(void *state) {
+    unc_raw *t = state;
+    for (int m = 0; m < NMASTERS; m++)
+        redisFree(t->c[m]);
+    free(t);
+}
+
+void bench_uncontended(double secs, int rounds, unc_result *out) {
+    redisContext *mc[NMASTERS];
+    for (int m = 0; m < NMASTERS; m++) {
+        mc[m] = master_conn(m);
+        if (load_sha(mc[m], RLOCK__SCRIPT_ACQUIRE, acquire_sha) < 0 ||
+            load_sha(mc[m], RLOCK__SCRIPT_RELEASE, release_sha) < 0)
+            die("%s", "SCRIPT LOAD failed");
+    }
+    unc_pick_names();
+    rlock_client *client = open_cluster_client(RLOCK_PUBSUB_AUTO, 0, NULL, NULL);
+    cycle_ops raw = {unc_raw_init, unc_raw_cycle, unc_raw_fini, NULL};
+    cycle_ops rl = {unc_rlock_init, unc_rlock_cycle, unc_rlock_fini, client};
+    double ro[32], r50[32], r99[32], o[32], p50[32], p99[32], rcpu[32], cpu[32];
+    long long all = 0, raw_all = 0, raw_redirects = 0, scripts = 0;
+    redirects sum = {0};
+    fprintf(stderr, "uncontended: 1 thread, %d names (%d per master), %d x (raw %.1f s, rlock "
+                    "%.1f s) interleaved\n",
+            UNC_NAMES, UNC_PER_MASTER, rounds, secs, secs);
+    /* A first pass of each, not recorded: fills rlock's slot table and pools. */
+    cycle_result res;
+    if (run_cycles(&raw, 1, 0.3, 1, &res) != 0 || run_cycles(&rl, 1, 0.3, 1, &res) != 0)
+        die("%s", "warm-up failed");
+    long long sp0 = calls_all(mc, "spublish"), pb0 = calls_all(mc, "publish");
+    for (int r = 0; r < rounds; r++) {
+        redirects a, b;
+        redirects_take(mc, &a);
+        double cpu0 = cpu_seconds(RUSAGE_SELF);
+        if (run_cycles(&raw, 1, secs, 1, &res) != 0)
+            die("%s", "raw cycles failed");
+        rcpu[r] = (cpu_seconds(RUSAGE_SELF) - cpu0) * 1e6 / (double)res.all_cycles;
+        redirects_take(mc, &b);
+        raw_redirects += b.moved - a.moved + b.ask - a.ask;
+        raw_all += res.all_cycles;
+        ro[r] = res.ops_per_s, r50[r] = res.p50_ms, r99[r] = res.p99_ms;
+        long long s0 = calls_all(mc, "evalsha") + calls_all(mc, "eval");
+        redirects_take(mc, &a);
+        cpu0 = cpu_seconds(RUSAGE_SELF);
+        if (run_cycles(&rl, 1, secs, 1, &res) != 0)
+            die("%s", "rlock cycles failed");
+        cpu[r] = (cpu_seconds(RUSAGE_SELF) - cpu0) * 1e6 / (double)res.all_cycles;
+        redirects_take(mc, &b);
+        scripts += calls_all(mc, "evalsha") + calls_all(mc, "eval") - s0;
+        sum.moved += b.moved - a.moved;
+        sum.ask += b.ask - a.ask;
+        all += res.all_cycles;
+        o[r] = res.ops_per_s, p50[r] = res.p50_ms, p99[r] = res.p99_ms;
+        fprintf(stderr, "  pair %d: raw %.0f/s, rlock %.0f/s (%.3f); client CPU us/cycle raw %.1f, "
+                        "rlock %.1f; rlock MOVED %lld ASK %lld\n",
+                r + 1, ro[r], o[r], o[r] / ro[r], rcpu[r], cpu[r], b.moved - a.moved,
+                b.ask - a.ask);
+    }
+    out->spublish = calls_all(mc, "spublish") - sp0;
+    out->publish = calls_all(mc, "publish") - pb0;
+    rlock_client_close(client);
+    *out = (unc_result){
+        .raw_ops = median(ro, rounds), .raw_p50 = median(r50, rounds),
+        .raw_p99 = median(r99, rounds), .ops = median(o, rounds), .p50 = median(p50, rounds),
+        .p99 = median(p99, rounds), .moved = sum.moved, .ask = sum.ask, .cycles = all,
+        .spublish = out->spublish, .publish = out->publish, .raw_cpu_us = median(rcpu, rounds),
+        .cpu_us = median(cpu, rounds)};
+    out->ratio = out->ops / out->raw_ops;
+    out->redirects_per_cycle = all ? (double)(sum.moved + sum.ask) / (double)all : NAN;
+    out->raw_redirects_per_cycle = raw_all ? (double)raw_redirects / (double)raw_all : NAN;
+    /* The scripts count includes the raw rounds' none: only rlock's rounds are between. */
+    out->scripts_per_cycle = all ? (double)scripts / (double)all : NAN;
+    for (int m = 0; m < NMASTERS; m++)
+        redisFree(mc[m]);
+}
