@@ -1,9 +1,9 @@
 /*
  * subscriber.c - the subscriber thread: one per client, owning the
  * connections its waiters' subscriptions need (channels.c, waiters.c) --
- * one per node they go to: with classic pub/sub one (any node hears every
- * PUBLISH), with sharded pub/sub on a Cluster one per master that owns a
- * channel waited on. Connections are made lazily, when a thread has to
+ * one per node they go to: on a Cluster, one per master that owns a channel
+ * waited on (the master of the lock's slot: sharded subscriptions must go
+ * there; classic ones hear the message there without a cluster-bus hop). Connections are made lazily, when a thread has to
  * wait, and closed when no channel needs them any more.
  *
  * Trouble: when a connection drops, its channels are marked unsubscribed

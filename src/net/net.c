@@ -146,7 +146,7 @@ void rlock__net_close(rlock__net *net) {
 
 rlock__node *rlock__net_subscribe_node(rlock__net *net, const char *channel, size_t len) {
     rlock__route *route = net->route;
-    return route->ops->node_for(route, net->sharded ? channel : NULL, len);
+    return route->ops->node_for(route, channel, len);
 }
 
 int rlock__net_connect_node(rlock__net *net, rlock__node *node, int64_t deadline_ms,

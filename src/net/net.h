@@ -330,9 +330,10 @@ int rlock__net_closing(rlock__net *net);
  */
 void rlock__net_on_switch(rlock__net *net, void (*fn)(void *arg), void *arg);
 /*
- * Where a subscription to channel goes: sharded, the master of the
- * channel's slot (SSUBSCRIBE elsewhere is MOVED); classic, the node for
- * keyless commands (every node hears every PUBLISH of a Cluster). Nodes live
+ * Where a subscription to channel goes: the master of the channel's slot.
+ * Sharded, it must (SSUBSCRIBE elsewhere is MOVED); classic, any node of a
+ * Cluster hears every PUBLISH, but at the lock's master the message needs no
+ * trip over the cluster bus (and Redisson subscribes there too). Nodes live
  * as long as the net: the pointer may be kept and compared.
  */
 rlock__node *rlock__net_subscribe_node(rlock__net *net, const char *channel, size_t len);
