@@ -405,14 +405,16 @@ static void wait_and_read(rlock__waiters *ps, subscriber *s, int timeout_ms) {
     char drain[64];
     nfds_t nfds = 1;
     struct pollfd wake_only = {.fd = -1};
-    /* Out of memory: only the wake-up pipe, and a short sleep (below). */
+    /* No connection: only the wake-up pipe, and nothing allocated (an idle client's
+       thread allocates nothing). Out of memory: the same, and a short sleep. */
     int room =
+        s->nlinks > 0 &&
         rlock__buf_reserve(&s->pollfds, (s->nlinks + 1) * sizeof(struct pollfd)) == RLOCK_OK &&
         rlock__buf_reserve(&s->polled, (s->nlinks + 1) * sizeof(rlock__node *)) == RLOCK_OK;
     struct pollfd *fds = room ? s->pollfds.data : &wake_only;
     rlock__node **polled = s->polled.data;
     fds[0] = (struct pollfd){.fd = ps->wake_pipe[0], .events = POLLIN};
-    if (!room && (timeout_ms < 0 || timeout_ms > BACKOFF_MIN_MS))
+    if (!room && s->nlinks > 0 && (timeout_ms < 0 || timeout_ms > BACKOFF_MIN_MS))
         timeout_ms = BACKOFF_MIN_MS;
     for (size_t i = 0; room && i < s->nlinks; i++)
         if (links_of(s)[i].ctx != NULL) {
