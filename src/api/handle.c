@@ -35,6 +35,8 @@ static rlock *new_handle(rlock_client *c, const rlock__kind *kind, const char *n
     lock->client_id = c->id;
     lock->kind = kind;
     lock->name_len = len;
+    lock->publish_verb = rlock__net_publish_verb(&c->net, name, len, lock->channel,
+                                                 lock->channel_len);
     return lock;
 }
 

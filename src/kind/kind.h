@@ -39,6 +39,8 @@ struct rlock {
     size_t name_len;
     char *channel;              /* owned: the kind's channel for name */
     size_t channel_len;
+    const char *publish_verb;   /* static: what unlock scripts publish with, for this name
+                                   (rlock__net_publish_verb), fixed when the handle is made */
 };
 
 /* ---- layout.c: Redisson's names ----------------------------------------------- */

@@ -126,8 +126,7 @@ static int send_release(const rlock *lock, const char *owner, size_t owner_len,
                         long long expected, int64_t deadline_ms, rlock__exec_info *info,
                         release_answer *answer) {
     char expected_str[24];
-    const char *publish = rlock__net_publish_verb(lock->engine->net, lock->name, lock->name_len,
-                                                  lock->channel, lock->channel_len);
+    const char *publish = lock->publish_verb;
     const char *argv[] = {lock->name, owner, expected_str, lock->channel, publish};
     size_t argvlen[] = {lock->name_len, owner_len, rlock__fmt_i64(expected_str, expected),
                         lock->channel_len, strlen(publish)};
@@ -149,8 +148,8 @@ static void republish_if_asked(const rlock *lock, const rlock__exec_info *info,
         return;
     rlock__error_detail saved;
     rlock__error_save(&saved);
-    rlock__net_publish(lock->engine->net, lock->name, lock->name_len, lock->channel,
-                       lock->channel_len, "0", deadline_ms);
+    rlock__net_publish(lock->engine->net, lock->publish_verb, lock->channel, lock->channel_len,
+                       "0", deadline_ms);
     rlock__error_restore(&saved);
 }
 
@@ -225,8 +224,7 @@ static int read_forced(const redisReply *reply, void *arg) {
 }
 
 static int force_unlock(const rlock *lock) {
-    const char *publish = rlock__net_publish_verb(lock->engine->net, lock->name, lock->name_len,
-                                                  lock->channel, lock->channel_len);
+    const char *publish = lock->publish_verb;
     const char *argv[] = {lock->name, lock->channel, publish};
     size_t argvlen[] = {lock->name_len, lock->channel_len, strlen(publish)};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_FORCE_UNLOCK, .flags = RLOCK__CMD_WRITE,

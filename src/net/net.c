@@ -195,9 +195,8 @@ const char *rlock__net_publish_verb(const rlock__net *net, const char *key, size
                                                                                       : "publish";
 }
 
-int rlock__net_publish(rlock__net *net, const char *key, size_t key_len, const char *channel,
+int rlock__net_publish(rlock__net *net, const char *verb, const char *channel,
                        size_t channel_len, const char *payload, int64_t deadline_ms) {
-    const char *verb = rlock__net_publish_verb(net, key, key_len, channel, channel_len);
     const char *argv[] = {verb, channel, payload};
     size_t argvlen[] = {strlen(verb), channel_len, strlen(payload)};
     rlock__cmd cmd = {.script = -1, .argc = 3, .argv = argv, .argvlen = argvlen};

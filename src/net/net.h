@@ -383,11 +383,11 @@ const char *rlock__net_publish_verb(const rlock__net *net, const char *key, size
 
 /*
  * Publishes payload on channel at the node that serves the channel, with
- * the verb rlock__net_publish_verb gives for key: an unlock message again,
+ * verb (rlock__net_publish_verb's answer for the lock): an unlock message again,
  * after a script published it on a node importing the slot (sharded
  * subscribers sit at the slot's owner until the migration ends).
  */
-int rlock__net_publish(rlock__net *net, const char *key, size_t key_len, const char *channel,
+int rlock__net_publish(rlock__net *net, const char *verb, const char *channel,
                        size_t channel_len, const char *payload, int64_t deadline_ms);
 
 /* The Cluster slot of key when the route puts keys by slot; -1 otherwise. */
