@@ -8,6 +8,9 @@
  *                    others are down; a wrong master name says so
  *   learned          a url naming one sentinel: after it dies, a failover is
  *                    still followed through the peers SENTINEL SENTINELS gave
+ *   leader alone     the sentinel leading a failover, the only one reached,
+ *                    names the old master under the new epoch until the
+ *                    failover ends: the client never goes back to it
  *   password         sentinels with requirepass: sentinel_password opens;
  *                    a wrong or missing one is RLOCK_EAUTH, saying so
  *   waiter           a blocked waiter acquires promptly after the holder
@@ -79,6 +82,13 @@ static int has_key(const h_server *d, const char *name) {
     return yes;
 }
 
+/* Waits until both replicas have everything the master has (WAIT 2). */
+static void replicated(const h_server *master) {
+    redisContext *c = h_server_redis(master);
+    assert_int_equal(h_cmd_int(c, "WAIT 2 %d", 2000), 2);
+    redisFree(c);
+}
+
 static void test_discovery(void **state) {
     h_sentinels *hs = *state;
     seen s = {0};
@@ -124,6 +134,50 @@ static void test_learned_sentinels(void **state) {
     h_server *now = h_sentinels_failover(hs); /* through a sentinel the url did not name */
     H_WAIT_FOR(atomic_load(&s.switched) >= 1, 10000);
     H_ASSERT_RC(rlock_lock(lock), RLOCK_OK);
+    assert_true(has_key(now, name));
+    H_ASSERT_RC(rlock_unlock(lock), RLOCK_OK);
+    rlock_free(lock);
+    rlock_client_close(c);
+}
+
+/* Whether sentinel i names the master, out of any failover (SENTINEL MASTER's flags). */
+static int settled(const h_sentinels *hs, int i) {
+    redisContext *c = h_server_redis(hs->sentinel[i]);
+    redisReply *r = h_cmd(c, "SENTINEL MASTER %s", H_SENTINEL_MASTER_NAME);
+    int yes = 0;
+    for (size_t k = 0; r->type == REDIS_REPLY_ARRAY && k + 1 < r->elements; k += 2)
+        if (strcmp(r->element[k]->str, "flags") == 0)
+            yes = strstr(r->element[k + 1]->str, "failover_in_progress") == NULL;
+    freeReplyObject(r);
+    redisFree(c);
+    return yes;
+}
+
+/*
+ * The only sentinel the client reaches leads the failover. From the
+ * promotion to the end of the failover its SENTINEL MASTER pairs the new
+ * config epoch with the old master's address, and the old master still says
+ * ROLE master: a client taking that pair goes back to the old master and
+ * loses the lock it renewed on the new one.
+ */
+static void test_leader_alone(void **state) {
+    h_sentinels *hs = *state;
+    seen s = {0};
+    long long wd = H_MS(3000);
+    rlock_client *c = open_sentinel(hs, wd, &s);
+    const char *name = h_unique_name("sentinel-leader-alone");
+    rlock *lock = h_get(c, name);
+    H_ASSERT_RC(rlock_lock(lock), RLOCK_OK);
+    replicated(hs->data[0]);
+    h_server_kill(hs->sentinel[1]);
+    h_server_kill(hs->sentinel[2]);
+    h_server *now = h_sentinels_failover(hs); /* led by sentinel 0, the one left */
+    H_WAIT_FOR(settled(hs, 0), 15000);
+    h_sleep_ms(wd); /* polls and renewals after the failover ended */
+    printf("      switches seen: %d, LOCK_LOST x%d\n", atomic_load(&s.switched),
+           atomic_load(&s.lost));
+    assert_int_equal(atomic_load(&s.switched), 1); /* to the new master, never back */
+    assert_int_equal(atomic_load(&s.lost), 0);
     assert_true(has_key(now, name));
     H_ASSERT_RC(rlock_unlock(lock), RLOCK_OK);
     rlock_free(lock);
@@ -201,13 +255,6 @@ static void test_waiter_across_failover(void **state) {
     rlock_free(lb);
     rlock_client_close(a);
     rlock_client_close(b);
-}
-
-/* Waits until both replicas have everything the master has (WAIT 2). */
-static void replicated(const h_server *master) {
-    redisContext *c = h_server_redis(master);
-    assert_int_equal(h_cmd_int(c, "WAIT 2 %d", 2000), 2);
-    redisFree(c);
 }
 
 static void test_killed_master_lock_survives(void **state) {
@@ -337,6 +384,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         H_SENTINEL_TEST(test_discovery),
         H_SENTINEL_TEST(test_learned_sentinels),
+        H_SENTINEL_TEST(test_leader_alone),
         cmocka_unit_test(test_sentinel_password),
         H_SENTINEL_TEST(test_waiter_across_failover),
         H_SENTINEL_TEST(test_killed_master_lock_survives),

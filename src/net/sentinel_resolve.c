@@ -60,12 +60,33 @@ static void refresh_sentinels(rlock__sentinel *r, redisContext *ctx, const rlock
 
 typedef rlock__sentinel_answer answer;
 
-/* SENTINEL MASTER <name>'s ip, port and config-epoch into *a. */
+/* Whether a sentinel's flags (comma-separated, as "master,failover_in_progress") include flag. */
+static int has_flag(const char *flags, const char *flag) {
+    size_t len = strlen(flag);
+    for (const char *at = flags;; at++) {
+        if (strncmp(at, flag, len) == 0 && (at[len] == ',' || at[len] == '\0'))
+            return 1;
+        if ((at = strchr(at, ',')) == NULL)
+            return 0;
+    }
+}
+
+/*
+ * SENTINEL MASTER <name>'s ip, port and config-epoch into *a. A sentinel in
+ * the middle of a failover is not an answer: the one leading it sets the new
+ * config epoch when the replica it promotes says master, but keeps the old
+ * master's address in this reply until the failover ends (the other replicas
+ * reconfigured, up to failover-timeout later). Its pair would send us back
+ * to the old master, which still says ROLE master until it is demoted.
+ */
 static int read_master(const rlock__sentinel *r, const redisReply *reply, answer *a) {
     const char *ip = map_get(reply, "ip"), *port = map_get(reply, "port");
-    const char *epoch = map_get(reply, "config-epoch");
+    const char *epoch = map_get(reply, "config-epoch"), *flags = map_get(reply, "flags");
     if (ip == NULL || port == NULL || epoch == NULL || strlen(ip) >= sizeof(a->host))
         return rlock__fail(RLOCK_EREDIS, 0, "it names no master '%.100s'", r->master_name);
+    if (flags != NULL && has_flag(flags, "failover_in_progress"))
+        return rlock__fail(RLOCK_EREDIS, 0, "it is in the middle of a failover of '%.100s'",
+                           r->master_name);
     snprintf(a->host, sizeof(a->host), "%s", ip);
     a->port = atoi(port);
     a->epoch = atoll(epoch);
