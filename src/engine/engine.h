@@ -49,6 +49,7 @@ typedef struct rlock__renewal {
     uint64_t serial;
     int64_t expires_ms;         /* its lease end by the client's clock */
     int slot;                   /* the watchdog's: the name's Cluster slot, or -1 */
+    size_t index;               /* the watchdog's: its place in the snapshot */
 } rlock__renewal;
 
 /* What the client knows of one owner's hold (rlock__holds_get). */

@@ -42,7 +42,10 @@
  * fresh, page-faulting memory every round).
  */
 typedef struct round_buffers {
-    rlock__buf entries;  /* rlock__renewal[n], the snapshot */
+    rlock__buf entries;  /* rlock__renewal[n], the snapshot (the holds table's order) */
+    rlock__buf sorted;   /* on a Cluster: the same in slot order */
+    rlock__buf counts;   /* on a Cluster: size_t per slot, for the counting sort */
+    rlock__buf outcomes; /* signed char[n] by snapshot place: what the round found */
     rlock__buf names;    /* the snapshot's names */
     rlock__buf owners;   /* one "<uuid>:<tid>" per distinct owning thread */
     rlock__buf argv;     /* per batch: k names, lease, k owners */
@@ -55,6 +58,9 @@ typedef struct round_buffers {
 
 static void free_buffers(round_buffers *b) {
     rlock__buf_free(&b->entries);
+    rlock__buf_free(&b->sorted);
+    rlock__buf_free(&b->counts);
+    rlock__buf_free(&b->outcomes);
     rlock__buf_free(&b->names);
     rlock__buf_free(&b->owners);
     rlock__buf_free(&b->argv);
@@ -64,6 +70,9 @@ static void free_buffers(round_buffers *b) {
     rlock__buf_free(&b->replies);
     rlock__buf_free(&b->failed);
 }
+
+/* What a round found of an entry (round_buffers.outcomes). */
+enum { OUTCOME_NONE, OUTCOME_RENEWED, OUTCOME_GONE };
 
 /* Most locks are held by few owners: format each owner field once per round. */
 #define OWNER_CACHE 64
@@ -88,17 +97,34 @@ static const char *owner_of(const rlock__renewer *rn, owner_cache *oc, char *own
     return oc->str[slot];
 }
 
-static int by_slot(const void *a, const void *b) {
-    const rlock__renewal *x = a, *y = b;
-    return (x->slot > y->slot) - (x->slot < y->slot);
-}
-
-/* On a Cluster: each entry's slot, and the entries sorted by it. */
-static void sort_by_slot(const rlock__engine *e, rlock__renewal *r, size_t n) {
-    for (size_t i = 0; i < n; i++)
+/*
+ * The entries in the order the scripts take them: on a Cluster by slot (a
+ * counting sort into b->sorted: O(n) and stable), elsewhere the snapshot
+ * itself. Each keeps its place in the snapshot, so that the replies are
+ * applied in the holds table's own order (settle_round), which keeps its
+ * lookups in cache; applied in slot order they cost more than the sort.
+ */
+static rlock__renewal *in_script_order(const rlock__engine *e, round_buffers *b, size_t n) {
+    rlock__renewal *r = b->entries.data;
+    for (size_t i = 0; i < n; i++) {
+        r[i].index = i;
         r[i].slot = rlock__net_slot_of(e->net, r[i].name, r[i].name_len);
-    if (n > 0 && r[0].slot >= 0)
-        qsort(r, n, sizeof(*r), by_slot);
+    }
+    if (n == 0 || r[0].slot < 0)
+        return r;
+    if (rlock__buf_reserve(&b->sorted, n * sizeof(*r)) != RLOCK_OK ||
+        rlock__buf_reserve(&b->counts, (RLOCK__CLUSTER_SLOTS + 1) * sizeof(size_t)) != RLOCK_OK)
+        return NULL;
+    size_t *start = b->counts.data;
+    rlock__renewal *sorted = b->sorted.data;
+    memset(start, 0, (RLOCK__CLUSTER_SLOTS + 1) * sizeof(size_t));
+    for (size_t i = 0; i < n; i++)
+        start[r[i].slot + 1]++;
+    for (int slot = 0; slot < RLOCK__CLUSTER_SLOTS; slot++)
+        start[slot + 1] += start[slot];
+    for (size_t i = 0; i < n; i++)
+        sorted[start[r[i].slot]++] = r[i];
+    return sorted;
 }
 
 /* The number of entries from first on that one script renews: same slot, <= RENEW_BATCH. */
@@ -111,7 +137,8 @@ static size_t batch_size(const rlock__renewal *r, size_t first, size_t n) {
 
 static int reserve_round(round_buffers *b, size_t n) {
     size_t nargs = 3 * n; /* at most 2 per entry + 1 per command, one command per entry */
-    if (rlock__buf_reserve(&b->owners, n * RLOCK__OWNER_MAX) != RLOCK_OK ||
+    if (rlock__buf_reserve(&b->outcomes, n) != RLOCK_OK ||
+        rlock__buf_reserve(&b->owners, n * RLOCK__OWNER_MAX) != RLOCK_OK ||
         rlock__buf_reserve(&b->argv, nargs * sizeof(const char *)) != RLOCK_OK ||
         rlock__buf_reserve(&b->argvlen, nargs * sizeof(size_t)) != RLOCK_OK ||
         rlock__buf_reserve(&b->cmds, n * sizeof(rlock__cmd)) != RLOCK_OK ||
@@ -119,13 +146,13 @@ static int reserve_round(round_buffers *b, size_t n) {
         rlock__buf_reserve(&b->replies, n * sizeof(redisReply *)) != RLOCK_OK ||
         rlock__buf_reserve(&b->failed, n * sizeof(rlock__renewal)) != RLOCK_OK)
         return RLOCK_ENOMEM;
+    memset(b->outcomes.data, OUTCOME_NONE, n);
     return RLOCK_OK;
 }
 
-/* Builds the round's RENEW commands; returns how many, or < 0 on ENOMEM. */
-static int build_round(const rlock__renewer *rn, round_buffers *b, size_t n, const char *lease,
-                       size_t lease_len) {
-    const rlock__renewal *r = b->entries.data;
+/* Builds the round's RENEW commands over r (script order); returns how many, or < 0 on ENOMEM. */
+static int build_round(const rlock__renewer *rn, round_buffers *b, const rlock__renewal *r,
+                       size_t n, const char *lease, size_t lease_len) {
     owner_cache oc;
     if (reserve_round(b, n) != RLOCK_OK)
         return RLOCK_ENOMEM;
@@ -166,27 +193,43 @@ static void report_lost(rlock__engine *e, const rlock__renewal *r, int64_t now_m
 }
 
 /*
- * Applies one batch's reply: 1 for key i extends that hold's lease by the
- * client's clock from the round's send time -- if the replicas acknowledged
- * it, when replica_acks asks for that (else a failover could undo it); 0
- * means it is gone. An error reply keeps the entries (RLOCK_EREDIS: try
- * again soon).
+ * Notes what one batch's reply says of each entry (by its snapshot place):
+ * 1 renewed -- if the replicas acknowledged it, when replica_acks asks for
+ * that (else a failover could undo it); 0 gone. An error reply keeps the
+ * entries (RLOCK_EREDIS: try again soon).
  */
-static int apply_reply(rlock__engine *e, const redisReply *reply, const rlock__renewal *r,
-                       size_t k, int64_t sent_ms, int acknowledged) {
+static int note_reply(round_buffers *b, const redisReply *reply, const rlock__renewal *r,
+                      size_t k, int acknowledged) {
+    signed char *outcomes = b->outcomes.data;
     if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements != k)
         return RLOCK_EREDIS;
-    int64_t now = rlock__now_ms();
     for (size_t i = 0; i < k; i++) {
         const redisReply *answer = reply->element[i];
         if (answer->type != REDIS_REPLY_INTEGER)
             continue;
-        if (answer->integer == 1 && acknowledged)
-            rlock__holds_renewed(&e->holds, &r[i], sent_ms + e->settings->watchdog_timeout_ms);
-        else if (answer->integer != 1 && rlock__holds_drop_lost(&e->holds, &r[i]))
-            report_lost(e, &r[i], now, RLOCK_ELOST, "the lock's field is gone from Redis");
+        if (answer->integer != 1)
+            outcomes[r[i].index] = OUTCOME_GONE;
+        else if (acknowledged)
+            outcomes[r[i].index] = OUTCOME_RENEWED;
     }
     return RLOCK_OK;
+}
+
+/*
+ * Applies the round's outcomes in snapshot order: a renewed hold's lease
+ * ends (client clock) a timeout after the round was sent; a gone one is
+ * dropped and reported lost, once.
+ */
+static void settle_round(rlock__engine *e, round_buffers *b, size_t n, int64_t sent_ms) {
+    const rlock__renewal *r = b->entries.data;
+    const signed char *outcomes = b->outcomes.data;
+    int64_t now = rlock__now_ms(), expires_ms = sent_ms + e->settings->watchdog_timeout_ms;
+    for (size_t i = 0; i < n; i++) {
+        if (outcomes[i] == OUTCOME_RENEWED)
+            rlock__holds_renewed(&e->holds, &r[i], expires_ms);
+        else if (outcomes[i] == OUTCOME_GONE && rlock__holds_drop_lost(&e->holds, &r[i]))
+            report_lost(e, &r[i], now, RLOCK_ELOST, "the lock's field is gone from Redis");
+    }
 }
 
 /* Most callers want a name per failed renewal; a huge round gets one event. */
@@ -229,7 +272,7 @@ static int64_t round_deadline(const rlock__engine *e, const rlock__renewal *r, s
  */
 static int renew_singly(rlock__engine *e, round_buffers *b, size_t *nfailed,
                         const rlock__cmd *batch_cmd, const rlock__renewal *batch,
-                        int64_t sent_ms, int64_t deadline_ms) {
+                        int64_t deadline_ms) {
     size_t k = (size_t)batch_cmd->nkeys;
     int first_failure = RLOCK_OK;
     for (size_t i = 0; i < k; i++) {
@@ -245,8 +288,7 @@ static int renew_singly(rlock__engine *e, round_buffers *b, size_t *nfailed,
         cmd.argvlen = argvlen;
         int status = rlock__exec(e->net, &cmd, deadline_ms, &reply, &info);
         int acknowledged = info.acks < 0 || info.acks >= e->settings->replica_acks;
-        if (status == RLOCK_OK && apply_reply(e, reply, &batch[i], 1, sent_ms, acknowledged) !=
-                                      RLOCK_OK)
+        if (status == RLOCK_OK && note_reply(b, reply, &batch[i], 1, acknowledged) != RLOCK_OK)
             status = rlock__fail_reply(reply, "renewal (RENEW script)");
         if (status != RLOCK_OK) {
             memcpy((rlock__renewal *)b->failed.data + (*nfailed)++, &batch[i], sizeof(*batch));
@@ -270,10 +312,9 @@ static void keep_failed(round_buffers *b, size_t *nfailed, const rlock__renewal 
  * Applies each command's reply; a command without one (its node failed) or
  * with an error reply keeps its entries, which are reported as failed.
  */
-static int apply_round(rlock__engine *e, round_buffers *b, int ncmds, size_t n, int status,
-                       int64_t sent_ms, int64_t deadline_ms, int acks) {
+static int apply_round(rlock__engine *e, round_buffers *b, const rlock__renewal *r, int ncmds,
+                       size_t n, int status, int64_t sent_ms, int64_t deadline_ms, int acks) {
     int acknowledged = acks < 0 || acks >= e->settings->replica_acks;
-    const rlock__renewal *r = b->entries.data;
     const rlock__cmd *cmds = b->cmds.data;
     const size_t *firsts = b->firsts.data;
     redisReply **replies = b->replies.data;
@@ -286,15 +327,16 @@ static int apply_round(rlock__engine *e, round_buffers *b, int ncmds, size_t n, 
                 status = rlock__fail(RLOCK_EIO, 0, "renewal: no answer");
             keep_failed(b, &nfailed, batch, k);
         } else if (rlock__is_tryagain(replies[i])) {
-            int singly = renew_singly(e, b, &nfailed, &cmds[i], batch, sent_ms, deadline_ms);
+            int singly = renew_singly(e, b, &nfailed, &cmds[i], batch, deadline_ms);
             if (status == RLOCK_OK)
                 status = singly;
-        } else if (apply_reply(e, replies[i], batch, k, sent_ms, acknowledged) != RLOCK_OK) {
+        } else if (note_reply(b, replies[i], batch, k, acknowledged) != RLOCK_OK) {
             if (status == RLOCK_OK)
                 status = rlock__fail_reply(replies[i], "renewal (RENEW script)");
             keep_failed(b, &nfailed, batch, k);
         }
     }
+    settle_round(e, b, n, sent_ms);
     if (!acknowledged) { /* nothing extended: every entry's renewal is in doubt */
         if (status == RLOCK_OK)
             status = rlock__fail(RLOCK_ENOREPL, 0, "renewal: WAIT: %d of %d replicas "
@@ -316,8 +358,8 @@ static int renew_round(rlock__engine *e, round_buffers *b) {
     int status = rlock__holds_snapshot(&e->holds, &b->entries, &b->names, &n);
     if (status != RLOCK_OK || n == 0)
         goto out;
-    sort_by_slot(e, b->entries.data, n);
-    int ncmds = build_round(&e->watchdog.renewer, b, n, lease, lease_len);
+    const rlock__renewal *r = in_script_order(e, b, n);
+    int ncmds = r == NULL ? RLOCK_ENOMEM : build_round(&e->watchdog.renewer, b, r, n, lease, lease_len);
     if (ncmds < 0) {
         status = ncmds;
         goto out;
@@ -326,9 +368,9 @@ static int renew_round(rlock__engine *e, round_buffers *b) {
     memset(replies, 0, (size_t)ncmds * sizeof(*replies)); /* reused: no stale pointers */
     int64_t sent_ms = rlock__now_ms();
     int acks = -1;
-    int64_t deadline_ms = round_deadline(e, b->entries.data, n);
+    int64_t deadline_ms = round_deadline(e, r, n);
     status = rlock__exec_pipeline(e->net, b->cmds.data, ncmds, deadline_ms, replies, &acks);
-    status = apply_round(e, b, ncmds, n, status, sent_ms, deadline_ms, acks);
+    status = apply_round(e, b, r, ncmds, n, status, sent_ms, deadline_ms, acks);
     for (int i = 0; i < ncmds; i++)
         if (replies[i] != NULL)
             freeReplyObject(replies[i]);
