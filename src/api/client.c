@@ -102,6 +102,7 @@ static int client_build(rlock_client *c, const rlock_config *cfg) {
     uuid_t uuid;
     rlock_config defaults;
     rlock__renewer renewer = {.script = rlock__reentrant.renew_script,
+                              .node_script = rlock__reentrant.renew_node_script,
                               .owner_field = rlock__owner_field_of, .arg = c->id};
     int status = rlock__settings_from(cfg, &c->settings);
     if (status != RLOCK_OK)

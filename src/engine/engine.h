@@ -49,6 +49,7 @@ typedef struct rlock__renewal {
     uint64_t serial;
     int64_t expires_ms;         /* its lease end by the client's clock */
     int slot;                   /* the watchdog's: the name's Cluster slot, or -1 */
+    int node;                   /* the watchdog's: its node's number in the round (Cluster) */
     size_t index;               /* the watchdog's: its place in the snapshot */
 } rlock__renewal;
 
@@ -143,6 +144,13 @@ int rlock__holds_sweep(rlock__holds *h, int64_t now_ms, rlock__buf *entries, rlo
  */
 typedef struct rlock__renewer {
     int script;                 /* index in the net's script set */
+    /*
+     * On a Cluster: the same for the locks of many slots of one node. KEYS[1]
+     * is the first name (it routes the script); ARGV = lease, KEYS[1]'s owner
+     * field, then name and owner field of each further lock; answers 1, 0,
+     * or -1 for a lock not on that node (a slot moved or moving).
+     */
+    int node_script;
     /* The owner's field in a lock's hash into buf (RLOCK__OWNER_MAX bytes); its length. */
     size_t (*owner_field)(const void *arg, uint64_t owner, char *buf);
     const void *arg;

@@ -4,11 +4,15 @@
  * Every watchdog_timeout/3 it snapshots the renewed entries of the holds
  * table and resets their TTL to watchdog_timeout in one pipelined round trip
  * per node (RENEW scripts of up to RENEW_BATCH keys each). On a Cluster the
- * names are sorted by slot and no script spans two slots (a script's keys
- * must share one); the net sends each node its part at once, and re-runs
- * alone a script that was redirected (a slot moved); a script answered
- * TRYAGAIN (its keys split by a migration) is renewed key by key. A node
- * that fails fails only its own entries. The script only extends a field
+ * names are grouped by node, and a RENEW_NODE script takes up to RENEW_BATCH
+ * locks of the slots of one node (only its first key is declared: the
+ * command's keys must share a slot, the keys a script touches need only be
+ * on its node); the net sends each node its part at once, and re-runs alone
+ * a script that was redirected. The locks a node answers are not its own
+ * (a slot moved or migrating) get a second pass, by slot, whose RENEW
+ * scripts follow their redirects; one answered TRYAGAIN (its keys split by
+ * a migration) is renewed key by key. A node that fails fails only its own
+ * entries. The script only extends a field
  * that is still ours; it never re-creates a lock. A confirmed renewal
  * moves the hold's lease end (client clock) to the round's send time +
  * timeout. A key reported gone makes its entry a tombstone and posts one
@@ -44,7 +48,9 @@
 typedef struct round_buffers {
     rlock__buf entries;  /* rlock__renewal[n], the snapshot (the holds table's order) */
     rlock__buf sorted;   /* on a Cluster: the same in slot order */
-    rlock__buf counts;   /* on a Cluster: size_t per slot, for the counting sort */
+    rlock__buf counts;   /* on a Cluster: size_t per node, for the counting sort */
+    rlock__buf slot_node; /* on a Cluster: int per slot, its node's number this round or -1 */
+    rlock__buf nodes;    /* on a Cluster: the round's nodes (identities) by number */
     rlock__buf outcomes; /* signed char[n] by snapshot place: what the round found */
     rlock__buf names;    /* the snapshot's names */
     rlock__buf owners;   /* one "<uuid>:<tid>" per distinct owning thread */
@@ -54,12 +60,15 @@ typedef struct round_buffers {
     rlock__buf firsts;   /* per command: the index of its first entry */
     rlock__buf replies;
     rlock__buf failed;   /* rlock__renewal[]: the entries whose renewal failed */
+    rlock__buf again;    /* rlock__renewal[]: a Cluster's second pass (served elsewhere) */
 } round_buffers;
 
 static void free_buffers(round_buffers *b) {
     rlock__buf_free(&b->entries);
     rlock__buf_free(&b->sorted);
     rlock__buf_free(&b->counts);
+    rlock__buf_free(&b->slot_node);
+    rlock__buf_free(&b->nodes);
     rlock__buf_free(&b->outcomes);
     rlock__buf_free(&b->names);
     rlock__buf_free(&b->owners);
@@ -69,10 +78,11 @@ static void free_buffers(round_buffers *b) {
     rlock__buf_free(&b->firsts);
     rlock__buf_free(&b->replies);
     rlock__buf_free(&b->failed);
+    rlock__buf_free(&b->again);
 }
 
 /* What a round found of an entry (round_buffers.outcomes). */
-enum { OUTCOME_NONE, OUTCOME_RENEWED, OUTCOME_GONE };
+enum { OUTCOME_NONE, OUTCOME_RENEWED, OUTCOME_GONE, OUTCOME_ELSEWHERE };
 
 /* Most locks are held by few owners: format each owner field once per round. */
 #define OWNER_CACHE 64
@@ -97,47 +107,86 @@ static const char *owner_of(const rlock__renewer *rn, owner_cache *oc, char *own
     return oc->str[slot];
 }
 
+/* On a Cluster, per round: the number of slot's node (in order of first sight); -1 on ENOMEM. */
+static int node_number(rlock__engine *e, round_buffers *b, const rlock__renewal *r, int *nnodes) {
+    int *slot_node = b->slot_node.data;
+    const void **nodes = b->nodes.data;
+    if (slot_node[r->slot] >= 0)
+        return slot_node[r->slot];
+    const void *node = rlock__net_node_of(e->net, r->name, r->name_len);
+    int k = 0;
+    while (k < *nnodes && nodes[k] != node)
+        k++;
+    if (k == *nnodes)
+        nodes[(*nnodes)++] = node;
+    return slot_node[r->slot] = k;
+}
+
 /*
- * The entries in the order the scripts take them: on a Cluster by slot (a
- * counting sort into b->sorted: O(n) and stable), elsewhere the snapshot
- * itself. Each keeps its place in the snapshot, so that the replies are
- * applied in the holds table's own order (settle_round), which keeps its
- * lookups in cache; applied in slot order they cost more than the sort.
+ * The entries in the order the scripts take them: on a Cluster grouped by
+ * node (a counting sort into b->sorted: O(n), stable, and writing one
+ * stream per node, which the caches take well; by slot it would be 16 384
+ * streams), elsewhere the snapshot itself. Each keeps its place in the
+ * snapshot, so that the replies are applied in the holds table's own order
+ * (settle_round), which keeps its lookups in cache: applied in any other
+ * order they cost more than the scripts.
  */
-static rlock__renewal *in_script_order(const rlock__engine *e, round_buffers *b, size_t n) {
+static rlock__renewal *in_script_order(rlock__engine *e, round_buffers *b, size_t n) {
     rlock__renewal *r = b->entries.data;
+    int nnodes = 0;
     for (size_t i = 0; i < n; i++) {
         r[i].index = i;
         r[i].slot = rlock__net_slot_of(e->net, r[i].name, r[i].name_len);
+        r[i].node = 0;
     }
     if (n == 0 || r[0].slot < 0)
         return r;
     if (rlock__buf_reserve(&b->sorted, n * sizeof(*r)) != RLOCK_OK ||
+        rlock__buf_reserve(&b->slot_node, RLOCK__CLUSTER_SLOTS * sizeof(int)) != RLOCK_OK ||
+        rlock__buf_reserve(&b->nodes, RLOCK__CLUSTER_SLOTS * sizeof(void *)) != RLOCK_OK ||
         rlock__buf_reserve(&b->counts, (RLOCK__CLUSTER_SLOTS + 1) * sizeof(size_t)) != RLOCK_OK)
         return NULL;
+    memset(b->slot_node.data, 0xff, RLOCK__CLUSTER_SLOTS * sizeof(int)); /* all -1 */
+    for (size_t i = 0; i < n; i++)
+        r[i].node = node_number(e, b, &r[i], &nnodes);
     size_t *start = b->counts.data;
     rlock__renewal *sorted = b->sorted.data;
-    memset(start, 0, (RLOCK__CLUSTER_SLOTS + 1) * sizeof(size_t));
+    memset(start, 0, ((size_t)nnodes + 1) * sizeof(size_t));
     for (size_t i = 0; i < n; i++)
-        start[r[i].slot + 1]++;
-    for (int slot = 0; slot < RLOCK__CLUSTER_SLOTS; slot++)
-        start[slot + 1] += start[slot];
+        start[r[i].node + 1]++;
+    for (int k = 0; k < nnodes; k++)
+        start[k + 1] += start[k];
     for (size_t i = 0; i < n; i++)
-        sorted[start[r[i].slot]++] = r[i];
+        sorted[start[r[i].node]++] = r[i];
     return sorted;
 }
 
-/* The number of entries from first on that one script renews: same slot, <= RENEW_BATCH. */
-static size_t batch_size(const rlock__renewal *r, size_t first, size_t n) {
+static int by_slot(const void *a, const void *b) {
+    const rlock__renewal *x = a, *y = b;
+    return (x->slot > y->slot) - (x->slot < y->slot);
+}
+
+/* The number of entries from first on that one RENEW script takes: one slot's, <= RENEW_BATCH. */
+static size_t slot_batch(const rlock__renewal *r, size_t first, size_t n) {
     size_t k = 1;
     while (first + k < n && k < RENEW_BATCH && r[first + k].slot == r[first].slot)
         k++;
     return k;
 }
 
+/* The same for RENEW_NODE (r grouped by node): one node's, <= RENEW_BATCH. */
+static size_t node_batch(const rlock__renewal *r, size_t first, size_t n) {
+    size_t k = 1;
+    while (first + k < n && k < RENEW_BATCH && r[first + k].node == r[first].node)
+        k++;
+    return k;
+}
+
+/* The round's buffers for n entries, and no outcome yet. */
 static int reserve_round(round_buffers *b, size_t n) {
     size_t nargs = 3 * n; /* at most 2 per entry + 1 per command, one command per entry */
     if (rlock__buf_reserve(&b->outcomes, n) != RLOCK_OK ||
+        rlock__buf_reserve(&b->again, n * sizeof(rlock__renewal)) != RLOCK_OK ||
         rlock__buf_reserve(&b->owners, n * RLOCK__OWNER_MAX) != RLOCK_OK ||
         rlock__buf_reserve(&b->argv, nargs * sizeof(const char *)) != RLOCK_OK ||
         rlock__buf_reserve(&b->argvlen, nargs * sizeof(size_t)) != RLOCK_OK ||
@@ -150,36 +199,53 @@ static int reserve_round(round_buffers *b, size_t n) {
     return RLOCK_OK;
 }
 
-/* Builds the round's RENEW commands over r (script order); returns how many, or < 0 on ENOMEM. */
-static int build_round(const rlock__renewer *rn, round_buffers *b, const rlock__renewal *r,
-                       size_t n, const char *lease, size_t lease_len) {
+/* One script's arguments: RENEW's (names, lease, fields) or RENEW_NODE's (see engine.h). */
+static void fill_args(const rlock__renewer *rn, owner_cache *oc, char *owners, int by_node,
+                      const rlock__renewal *r, size_t k, const char *lease, size_t lease_len,
+                      const char **argv, size_t *argvlen) {
+    const char **names = by_node ? argv + 3 : argv, **fields = by_node ? argv + 4 : argv + k + 1;
+    size_t *names_len = by_node ? argvlen + 3 : argvlen;
+    size_t *fields_len = by_node ? argvlen + 4 : argvlen + k + 1;
+    size_t step = by_node ? 2 : 1, lease_at = by_node ? 1 : k;
+    if (by_node) { /* the first lock's name is the one key, its field the second arg */
+        argv[0] = r[0].name;
+        argvlen[0] = r[0].name_len;
+        argv[2] = owner_of(rn, oc, owners, r[0].owner, &argvlen[2]);
+        r++, k--;
+    }
+    argv[lease_at] = lease;
+    argvlen[lease_at] = lease_len;
+    for (size_t i = 0; i < k; i++) {
+        names[i * step] = r[i].name;
+        names_len[i * step] = r[i].name_len;
+        fields[i * step] = owner_of(rn, oc, owners, r[i].owner, &fields_len[i * step]);
+    }
+}
+
+/*
+ * Builds one pass's scripts over r (slot order on a Cluster): RENEW_NODE
+ * per node (by_node) or RENEW per slot. Returns how many.
+ */
+static int build_pass(rlock__engine *e, round_buffers *b, const rlock__renewal *r, size_t n,
+                      int by_node, const char *lease, size_t lease_len) {
+    const rlock__renewer *rn = &e->watchdog.renewer;
     owner_cache oc;
-    if (reserve_round(b, n) != RLOCK_OK)
-        return RLOCK_ENOMEM;
     memset(&oc, 0, sizeof(oc));
     const char **argv = b->argv.data;
     size_t *argvlen = b->argvlen.data, *firsts = b->firsts.data;
     rlock__cmd *cmds = b->cmds.data;
     int ncmds = 0;
     for (size_t first = 0, k; first < n; first += k) {
-        k = batch_size(r, first, n);
+        k = by_node ? node_batch(r, first, n) : slot_batch(r, first, n);
         firsts[ncmds] = first;
         rlock__cmd *cmd = &cmds[ncmds++];
-        cmd->script = rn->script;
-        cmd->flags = RLOCK__CMD_WRITE;
-        cmd->nkeys = (int)k;
+        cmd->script = by_node ? rn->node_script : rn->script;
+        cmd->flags = RLOCK__CMD_WRITE | (by_node ? RLOCK__CMD_NO_ASK : 0);
+        cmd->nkeys = by_node ? 1 : (int)k;
         cmd->argc = (int)(2 * k + 1);
         cmd->argv = argv;
         cmd->argvlen = argvlen;
-        for (size_t i = 0; i < k; i++) {
-            argv[i] = r[first + i].name;
-            argvlen[i] = r[first + i].name_len;
-        }
-        argv[k] = lease;
-        argvlen[k] = lease_len;
-        for (size_t i = 0; i < k; i++)
-            argv[k + 1 + i] = owner_of(rn, &oc, b->owners.data, r[first + i].owner,
-                                       &argvlen[k + 1 + i]);
+        fill_args(rn, &oc, b->owners.data, by_node, r + first, k, lease, lease_len, argv, argvlen);
         argv += cmd->argc;
         argvlen += cmd->argc;
     }
@@ -193,10 +259,11 @@ static void report_lost(rlock__engine *e, const rlock__renewal *r, int64_t now_m
 }
 
 /*
- * Notes what one batch's reply says of each entry (by its snapshot place):
- * 1 renewed -- if the replicas acknowledged it, when replica_acks asks for
- * that (else a failover could undo it); 0 gone. An error reply keeps the
- * entries (RLOCK_EREDIS: try again soon).
+ * Notes what one script's reply says of each of its k entries (by snapshot
+ * place): 1 renewed -- if the replicas acknowledged it, when replica_acks
+ * asks for that (else a failover could undo it); 0 gone; -1 (RENEW_NODE)
+ * served elsewhere. An error reply keeps the entries (RLOCK_EREDIS: try
+ * again soon).
  */
 static int note_reply(round_buffers *b, const redisReply *reply, const rlock__renewal *r,
                       size_t k, int acknowledged) {
@@ -207,7 +274,9 @@ static int note_reply(round_buffers *b, const redisReply *reply, const rlock__re
         const redisReply *answer = reply->element[i];
         if (answer->type != REDIS_REPLY_INTEGER)
             continue;
-        if (answer->integer != 1)
+        if (answer->integer == -1)
+            outcomes[r[i].index] = OUTCOME_ELSEWHERE;
+        else if (answer->integer != 1)
             outcomes[r[i].index] = OUTCOME_GONE;
         else if (acknowledged)
             outcomes[r[i].index] = OUTCOME_RENEWED;
@@ -264,11 +333,11 @@ static int64_t round_deadline(const rlock__engine *e, const rlock__renewal *r, s
 }
 
 /*
- * A script whose keys a slot migration has split between two nodes (some
- * moved, some not yet) is answered TRYAGAIN until the migration ends: its
- * keys are renewed one by one instead (each follows its own ASK), reusing
- * the script's arguments. Returns the first failure's status (the entries
- * not renewed are kept in failed), else RLOCK_OK.
+ * A RENEW script whose keys a slot migration has split between two nodes
+ * (some moved, some not yet) is answered TRYAGAIN until the migration ends:
+ * its keys are renewed one by one instead (each follows its own ASK),
+ * reusing the script's arguments. Returns the first failure's status (the
+ * entries not renewed are kept in failed), else RLOCK_OK.
  */
 static int renew_singly(rlock__engine *e, round_buffers *b, size_t *nfailed,
                         const rlock__cmd *batch_cmd, const rlock__renewal *batch,
@@ -301,7 +370,6 @@ static int renew_singly(rlock__engine *e, round_buffers *b, size_t *nfailed,
     return first_failure;
 }
 
-
 /* Keeps a batch whose renewal failed, to report it. */
 static void keep_failed(round_buffers *b, size_t *nfailed, const rlock__renewal *batch, size_t k) {
     memcpy((rlock__renewal *)b->failed.data + *nfailed, batch, k * sizeof(*batch));
@@ -309,71 +377,115 @@ static void keep_failed(round_buffers *b, size_t *nfailed, const rlock__renewal 
 }
 
 /*
- * Applies each command's reply; a command without one (its node failed) or
- * with an error reply keeps its entries, which are reported as failed.
+ * Marks a RENEW_NODE batch to be renewed slot by slot: its first key's slot
+ * is migrating (ASK: after ASKING the importing node would count the keys
+ * of that slot still on the source as gone), or it was answered TRYAGAIN.
  */
-static int apply_round(rlock__engine *e, round_buffers *b, const rlock__renewal *r, int ncmds,
-                       size_t n, int status, int64_t sent_ms, int64_t deadline_ms, int acks) {
+static void send_elsewhere(round_buffers *b, const rlock__renewal *batch, size_t k) {
+    signed char *outcomes = b->outcomes.data;
+    for (size_t i = 0; i < k; i++)
+        outcomes[batch[i].index] = OUTCOME_ELSEWHERE;
+}
+
+/*
+ * Notes each script's reply; a script without one (its node failed) or with
+ * an error reply keeps its entries, which are reported as failed.
+ */
+static int note_pass(rlock__engine *e, round_buffers *b, const rlock__renewal *r, size_t n,
+                     int ncmds, int status, int64_t deadline_ms, int acks, size_t *nfailed) {
     int acknowledged = acks < 0 || acks >= e->settings->replica_acks;
     const rlock__cmd *cmds = b->cmds.data;
     const size_t *firsts = b->firsts.data;
     redisReply **replies = b->replies.data;
-    size_t nfailed = 0;
+    size_t failed_before = *nfailed;
     for (int i = 0; i < ncmds; i++) {
         const rlock__renewal *batch = r + firsts[i];
-        size_t k = (size_t)cmds[i].nkeys;
+        int by_node = cmds[i].script == e->watchdog.renewer.node_script;
+        size_t k = by_node ? (size_t)(cmds[i].argc - 1) / 2 : (size_t)cmds[i].nkeys;
         if (replies[i] == NULL) {
             if (status == RLOCK_OK) /* cannot happen: no reply comes with a failure */
                 status = rlock__fail(RLOCK_EIO, 0, "renewal: no answer");
-            keep_failed(b, &nfailed, batch, k);
+            keep_failed(b, nfailed, batch, k);
+        } else if (by_node && (rlock__is_tryagain(replies[i]) || rlock__is_redirect(replies[i]))) {
+            send_elsewhere(b, batch, k);
         } else if (rlock__is_tryagain(replies[i])) {
-            int singly = renew_singly(e, b, &nfailed, &cmds[i], batch, deadline_ms);
+            int singly = renew_singly(e, b, nfailed, &cmds[i], batch, deadline_ms);
             if (status == RLOCK_OK)
                 status = singly;
         } else if (note_reply(b, replies[i], batch, k, acknowledged) != RLOCK_OK) {
             if (status == RLOCK_OK)
                 status = rlock__fail_reply(replies[i], "renewal (RENEW script)");
-            keep_failed(b, &nfailed, batch, k);
+            keep_failed(b, nfailed, batch, k);
         }
     }
-    settle_round(e, b, n, sent_ms);
     if (!acknowledged) { /* nothing extended: every entry's renewal is in doubt */
         if (status == RLOCK_OK)
             status = rlock__fail(RLOCK_ENOREPL, 0, "renewal: WAIT: %d of %d replicas "
                                                    "acknowledged within %d ms", acks,
                                  e->settings->replica_acks, e->settings->replica_ack_timeout_ms);
-        memcpy(b->failed.data, r, n * sizeof(*r));
-        nfailed = n;
+        *nfailed = failed_before;
+        keep_failed(b, nfailed, r, n);
     }
-    if (status != RLOCK_OK && status != RLOCK_ECLOSED)
-        report_failed_round(e, b->failed.data, nfailed, status);
     return status;
 }
 
-/* One renewal round; RLOCK_OK when every batch got its answer. */
+/* One pass over r[0..n): its scripts, one pipeline per node, the replies noted. */
+static int run_pass(rlock__engine *e, round_buffers *b, const rlock__renewal *r, size_t n,
+                    int by_node, const char *lease, size_t lease_len, int64_t deadline_ms,
+                    size_t *nfailed) {
+    int ncmds = build_pass(e, b, r, n, by_node, lease, lease_len), acks = -1;
+    redisReply **replies = b->replies.data;
+    memset(replies, 0, (size_t)ncmds * sizeof(*replies)); /* reused: no stale pointers */
+    int status = rlock__exec_pipeline(e->net, b->cmds.data, ncmds, deadline_ms, replies, &acks);
+    status = note_pass(e, b, r, n, ncmds, status, deadline_ms, acks, nfailed);
+    for (int i = 0; i < ncmds; i++)
+        if (replies[i] != NULL)
+            freeReplyObject(replies[i]);
+    return status;
+}
+
+/* The entries of r a RENEW_NODE pass found served elsewhere, into b->again by slot; how many. */
+static size_t served_elsewhere(round_buffers *b, const rlock__renewal *r, size_t n) {
+    const signed char *outcomes = b->outcomes.data;
+    rlock__renewal *again = b->again.data;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (outcomes[r[i].index] == OUTCOME_ELSEWHERE)
+            again[m++] = r[i];
+    qsort(again, m, sizeof(*again), by_slot);
+    return m;
+}
+
+/*
+ * One renewal round; RLOCK_OK when every script got its answer. On a
+ * Cluster, a first pass renews each node's locks in RENEW_NODE scripts of
+ * up to RENEW_BATCH (about as few as on one server); the locks it found
+ * served elsewhere (a slot moved or moving) go in a second pass, by slot,
+ * where each script follows its redirect.
+ */
 static int renew_round(rlock__engine *e, round_buffers *b) {
     char lease[24];
-    size_t n = 0, lease_len = rlock__fmt_i64(lease, e->settings->watchdog_timeout_ms);
-
+    size_t n = 0, nfailed = 0, lease_len = rlock__fmt_i64(lease, e->settings->watchdog_timeout_ms);
     int status = rlock__holds_snapshot(&e->holds, &b->entries, &b->names, &n);
     if (status != RLOCK_OK || n == 0)
         goto out;
     const rlock__renewal *r = in_script_order(e, b, n);
-    int ncmds = r == NULL ? RLOCK_ENOMEM : build_round(&e->watchdog.renewer, b, r, n, lease, lease_len);
-    if (ncmds < 0) {
-        status = ncmds;
+    if (r == NULL || reserve_round(b, n) != RLOCK_OK) {
+        status = RLOCK_ENOMEM;
         goto out;
     }
-    redisReply **replies = b->replies.data;
-    memset(replies, 0, (size_t)ncmds * sizeof(*replies)); /* reused: no stale pointers */
-    int64_t sent_ms = rlock__now_ms();
-    int acks = -1;
-    int64_t deadline_ms = round_deadline(e, r, n);
-    status = rlock__exec_pipeline(e->net, b->cmds.data, ncmds, deadline_ms, replies, &acks);
-    status = apply_round(e, b, r, ncmds, n, status, sent_ms, deadline_ms, acks);
-    for (int i = 0; i < ncmds; i++)
-        if (replies[i] != NULL)
-            freeReplyObject(replies[i]);
+    int sharded = r[0].slot >= 0;
+    int64_t sent_ms = rlock__now_ms(), deadline_ms = round_deadline(e, r, n);
+    status = run_pass(e, b, r, n, sharded, lease, lease_len, deadline_ms, &nfailed);
+    size_t m = sharded ? served_elsewhere(b, r, n) : 0;
+    if (m > 0) {
+        int again = run_pass(e, b, b->again.data, m, 0, lease, lease_len, deadline_ms, &nfailed);
+        if (status == RLOCK_OK)
+            status = again;
+    }
+    settle_round(e, b, n, sent_ms);
+    if (status != RLOCK_OK && status != RLOCK_ECLOSED)
+        report_failed_round(e, b->failed.data, nfailed, status);
 out:
     atomic_fetch_add(&e->watchdog.rounds, 1);
     return status;

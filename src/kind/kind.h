@@ -114,6 +114,7 @@ struct rlock__kind {
     int (*ask)(const rlock *lock, int question, const rlock__owner *owner, long long *value);
     const rlock__wait_ops *wait;
     int renew_script;           /* index in the script set (the watchdog's renewer) */
+    int renew_node_script;      /* the same for locks of many slots of one Cluster node */
 };
 
 /* reentrant.c: Redisson's RLock. */
@@ -124,6 +125,7 @@ enum {
     RLOCK__SCRIPT_RELEASE,
     RLOCK__SCRIPT_TRANSFER,
     RLOCK__SCRIPT_RENEW,
+    RLOCK__SCRIPT_RENEW_NODE,
     RLOCK__SCRIPT_FORCE_UNLOCK,
     RLOCK__SCRIPT_COUNT
 };

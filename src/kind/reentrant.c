@@ -283,4 +283,5 @@ const rlock__kind rlock__reentrant = {
     .ask = ask,
     .wait = &reentrant_wait,
     .renew_script = RLOCK__SCRIPT_RENEW,
+    .renew_node_script = RLOCK__SCRIPT_RENEW_NODE,
 };

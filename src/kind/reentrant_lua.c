@@ -195,6 +195,36 @@ static const char renew_lua[] =
     "return result\n";
 
 /*
+ * RENEW_NODE  KEYS[1] = a name, ARGV[1] = lease ms, ARGV[2] = its owner field,
+ *             ARGV[2i - 1], ARGV[2i] = name and owner field of lock i >= 2
+ * -> one 1/0/-1 per lock: 1 and 0 as RENEW; -1 the key is not served here
+ *    (its slot moved, or is migrating and the key left): renewed alone after.
+ * For a Cluster: the locks of many slots of one node in one script (RENEW
+ * takes one slot's). Only KEYS[1] is declared, so the command passes the
+ * one-slot check and is routed by it; a script without a shebang may touch
+ * keys of other slots if this node serves them (Redis 6 and 7 alike), and a
+ * key it does not serve is an error that pcall turns into -1.
+ */
+static const char renew_node_lua[] =
+    "local result = {}\n"
+    "local function renew(i, name, field)\n"
+    "  local held = redis.pcall('hexists', name, field)\n"
+    "  if held == 1 then\n"
+    "    redis.call('pexpire', name, ARGV[1])\n"
+    "    result[i] = 1\n"
+    "  elseif type(held) == 'table' and not string.find(held['err'], 'WRONGTYPE', 1, true) then\n"
+    "    result[i] = -1\n"
+    "  else\n"
+    "    result[i] = 0\n"
+    "  end\n"
+    "end\n"
+    "renew(1, KEYS[1], ARGV[2])\n"
+    "for i = 2, #ARGV / 2 do\n"
+    "  renew(i, ARGV[2 * i - 1], ARGV[2 * i])\n"
+    "end\n"
+    "return result\n";
+
+/*
  * FORCE_UNLOCK  KEYS[1] = name, ARGV[1] = channel, ARGV[2] = 'publish' or 'spublish'
  * -> 1 deleted (and "0" published), 0 not locked; WRONGTYPE for a key that is
  *    not a hash, NOTALOCK for a hash that is not a lock; both left untouched.
@@ -220,6 +250,7 @@ const rlock__script rlock__scripts[RLOCK__SCRIPT_COUNT] = {
     [RLOCK__SCRIPT_RELEASE] = {"RELEASE", release_lua},
     [RLOCK__SCRIPT_TRANSFER] = {"TRANSFER", transfer_lua},
     [RLOCK__SCRIPT_RENEW] = {"RENEW", renew_lua},
+    [RLOCK__SCRIPT_RENEW_NODE] = {"RENEW_NODE", renew_node_lua},
     [RLOCK__SCRIPT_FORCE_UNLOCK] = {"FORCE_UNLOCK", force_unlock_lua},
 };
 

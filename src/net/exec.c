@@ -149,12 +149,17 @@ static int attempt_once(rlock__net *net, const rlock__cmd *cmd, attempt *a, int6
 #define MAX_REDIRECTS 5
 
 /* The route's verdict on an error reply (RLOCK__ROUTE_*); NOW updates a. */
-static int ask_route(rlock__net *net, const redisReply *reply, attempt *a, int *redirects) {
+static int ask_route(rlock__net *net, const rlock__cmd *cmd, const redisReply *reply, attempt *a,
+                     int *redirects) {
     rlock__route *route = net->route;
     rlock__node *to = NULL;
     if (reply == NULL || reply->type != REDIS_REPLY_ERROR)
         return RLOCK__ROUTE_NONE;
     int verdict = route->ops->on_error(route, a->node, reply, &to, &a->asking);
+    if (verdict == RLOCK__ROUTE_NOW && a->asking && (cmd->flags & RLOCK__CMD_NO_ASK)) {
+        a->asking = 0;
+        return RLOCK__ROUTE_NONE;
+    }
     if (verdict != RLOCK__ROUTE_NOW)
         return verdict;
     if (to == NULL || (*redirects)++ >= MAX_REDIRECTS)
@@ -202,7 +207,7 @@ int rlock__exec(rlock__net *net, const rlock__cmd *cmd, int64_t deadline_ms, red
             return rlock__fail(RLOCK_ECLOSED, 0, "client closed during %s",
                                rlock__net_cmd_name(net, cmd));
         }
-        int verdict = status == RLOCK_OK ? ask_route(net, *reply, &a, &redirects)
+        int verdict = status == RLOCK_OK ? ask_route(net, cmd, *reply, &a, &redirects)
                                          : RLOCK__ROUTE_NONE;
         if (verdict == RLOCK__ROUTE_NOW) {
             rlock__drop_reply(reply);

@@ -185,6 +185,10 @@ int rlock__net_slot_of(const rlock__net *net, const char *key, size_t len) {
     return net->route->slotted ? rlock__key_slot(key, len) : -1;
 }
 
+const void *rlock__net_node_of(rlock__net *net, const char *key, size_t len) {
+    return net->route->ops->node_for(net->route, key, len);
+}
+
 int rlock__net_sharded(const rlock__net *net) {
     return net->sharded;
 }

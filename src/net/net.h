@@ -136,6 +136,9 @@ typedef struct rlock__script_set {
  */
 #define RLOCK__CMD_WRITE 1    /* changes a lock: WAIT for replicas when asked to */
 #define RLOCK__CMD_NO_RETRY 2 /* a "try again" reply ends the call (the caller retries) */
+/* An ASK reply ends the call: the command touches keys besides its declared one, and
+ * after ASKING the importing node would answer for those of its slot as if it had them. */
+#define RLOCK__CMD_NO_ASK 4
 
 typedef struct rlock__cmd {
     int script;            /* index in the script set, or -1 for a plain command */
@@ -392,6 +395,8 @@ int rlock__net_publish(rlock__net *net, const char *verb, const char *channel,
 
 /* The Cluster slot of key when the route puts keys by slot; -1 otherwise. */
 int rlock__net_slot_of(const rlock__net *net, const char *key, size_t len);
+/* Which node serves key now, as an identity to compare (never dereferenced above the net). */
+const void *rlock__net_node_of(rlock__net *net, const char *key, size_t len);
 
 /* What rlock__exec tells besides the reply (pass NULL if nothing is wanted). */
 typedef struct rlock__exec_info {

@@ -148,7 +148,7 @@ static int split_by_node(rlock__net *net, const rlock__cmd *cmds, int n, node_pa
 /*
  * A reply that says "not here" (MOVED, ASK) is that entry's alone: it goes
  * through rlock__exec, which follows the redirect, while the others keep
- * their replies. "Not now" (CLUSTERDOWN, TRYAGAIN, LOADING...) is not
+ * their replies (an ASK of a RLOCK__CMD_NO_ASK entry is its reply). "Not now" (CLUSTERDOWN, TRYAGAIN, LOADING...) is not
  * retried: during a failover every entry could get one, and retrying them
  * one by one would hold the round for their number of round trips; the
  * caller tries again soon (TRYAGAIN: a multi-key call whose keys a
@@ -160,7 +160,8 @@ static int rerun_redirected(rlock__net *net, const rlock__cmd *cmds, int n, int6
     int first_failure = RLOCK_OK;
     for (int i = 0; i < n; i++) {
         const redisReply *r = replies[i];
-        if (r == NULL || !rlock__is_redirect(r))
+        if (r == NULL || !rlock__is_redirect(r) ||
+            ((cmds[i].flags & RLOCK__CMD_NO_ASK) && strncmp(r->str, "ASK ", 4) == 0))
             continue;
         rlock__cmd cmd = cmds[i];
         rlock__exec_info info;
