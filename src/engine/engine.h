@@ -38,6 +38,11 @@ typedef struct rlock__holds {
     size_t nbuckets;
     size_t count;               /* entries */
     size_t renewed;             /* entries with renew set */
+    size_t renewed_bytes;       /* their names' bytes (a snapshot sizes its arena at once) */
+    int64_t earliest_ms;        /* no renewed lease ends before: a lower bound a sweep
+                                   that walks the table sets, acquisitions lower */
+    int round_open;             /* a snapshot's records point at entries (until round_end) */
+    rlock__hold *graveyard;     /* owned: entries unlinked while a round is open */
     uint64_t next_serial;
 } rlock__holds;
 
@@ -47,6 +52,7 @@ typedef struct rlock__renewal {
     size_t name_len;
     uint64_t owner;
     uint64_t serial;
+    rlock__hold *hold;          /* the entry it was taken from: not freed until round_end */
     int64_t expires_ms;         /* its lease end by the client's clock */
     int slot;                   /* the watchdog's: the name's Cluster slot, or -1 */
     int node;                   /* the watchdog's: its node's number in the round (Cluster) */
@@ -122,8 +128,13 @@ void rlock__holds_owner_gone(rlock__holds *h, uint64_t owner);
 /*
  * Copies the renewed entries into entries (rlock__renewal[]) and their names
  * into names; both buffers belong to the caller and are reused across calls.
+ * Opens a round: no entry is freed until rlock__holds_round_end, so the
+ * records can reach their entries without a lookup (one caller at a time:
+ * the watchdog thread).
  */
 int rlock__holds_snapshot(rlock__holds *h, rlock__buf *entries, rlock__buf *names, size_t *n);
+/* Ends the round the last snapshot opened (if any): frees the entries unlinked meanwhile. */
+void rlock__holds_round_end(rlock__holds *h);
 /* A renewal of the snapshotted hold r was confirmed: its lease now ends at expires_ms. */
 void rlock__holds_renewed(rlock__holds *h, const rlock__renewal *r, int64_t expires_ms);
 /* Makes the snapshotted hold a tombstone if it is still that hold; 1 if so (report it). */

@@ -20,6 +20,14 @@
  * entry created afresh gets a new serial, so a renewal result about an
  * older hold cannot touch a newer one.
  *
+ * The watchdog walks the table rarely: a snapshot per round (sized from a
+ * running count of name bytes), a sweep only once the earliest lease end a
+ * sweep found (lowered by every acquisition) has come; and a renewal's
+ * result reaches its entry through the record's pointer, not a lookup: an
+ * entry unlinked while a round is open waits, dead, in the graveyard until
+ * the round ends. At 100 000 held locks this took a round's client CPU from
+ * ~96 to ~36 ms (bench_rlock watchdog -n 100000 --timeout 3000 -r 5).
+ *
  * Threads: application threads (around each acquire/release), the watchdog
  * thread (snapshots, renewals, sweeps), the subscriber thread (expected
  * counts), exiting threads (TLS destructor). Locking: holds.mutex guards the
@@ -55,6 +63,14 @@ static uint32_t hash_name(const char *name, size_t len) {
     return h;
 }
 
+static void free_graveyard(rlock__holds *h) {
+    while (h->graveyard != NULL) {
+        rlock__hold *next = h->graveyard->next;
+        rlock__free(h->graveyard);
+        h->graveyard = next;
+    }
+}
+
 int rlock__holds_init(rlock__holds *h) {
     memset(h, 0, sizeof(*h));
     h->buckets = rlock__calloc(MIN_BUCKETS, sizeof(*h->buckets));
@@ -80,6 +96,7 @@ void rlock__holds_destroy(rlock__holds *h) {
             e = next;
         }
     }
+    free_graveyard(h);
     rlock__free(h->buckets);
     h->buckets = NULL;
     pthread_mutex_destroy(&h->mutex);
@@ -127,10 +144,30 @@ static void set_renew(rlock__holds *h, rlock__hold *e, int renew) {
     if (e->renew == renew)
         return;
     e->renew = renew;
-    if (renew)
+    if (renew) {
         h->renewed++;
-    else
+        h->renewed_bytes += e->name_len;
+    } else {
         h->renewed--;
+        h->renewed_bytes -= e->name_len;
+    }
+}
+
+/* A renewed lease that may end before the sweep's bound lowers it. */
+static void lower_bound(rlock__holds *h, const rlock__hold *e) {
+    if (e->renew && e->expires_ms < h->earliest_ms)
+        h->earliest_ms = e->expires_ms;
+}
+
+/* Frees e, or while a round's records may point at it, keeps it dead (serial 0) till its end. */
+static void free_entry(rlock__holds *h, rlock__hold *e) {
+    if (!h->round_open) {
+        rlock__free(e);
+        return;
+    }
+    e->serial = 0;
+    e->next = h->graveyard;
+    h->graveyard = e;
 }
 
 static void unlink_entry(rlock__holds *h, rlock__hold **link) {
@@ -138,7 +175,7 @@ static void unlink_entry(rlock__holds *h, rlock__hold **link) {
     *link = e->next;
     h->count--;
     set_renew(h, e, 0);
-    rlock__free(e);
+    free_entry(h, e);
 }
 
 /* Makes e a reported tombstone: no longer renewed, kept for its owner to learn. */
@@ -250,6 +287,7 @@ void rlock__holds_acquired(rlock__holds *h, const char *name, size_t len, uint64
     e->expires_ms = grant->sent_ms + grant->lease_ms;
     if (grant->renew)
         set_renew(h, e, 1);
+    lower_bound(h, e);
     pthread_mutex_unlock(&h->mutex);
 }
 
@@ -269,12 +307,16 @@ void rlock__holds_released(rlock__holds *h, const char *name, size_t len, uint64
     if (e != NULL) {
         if (e->releasing > 0)
             e->releasing--;
-        if (count == 0)
+        if (count == 0) {
             unlink_entry(h, link);
-        else if (count > 0)
-            e->count = count;
-        else if (count == RLOCK__RELEASE_UNKNOWN)
-            e->unsure = 1;
+        } else {
+            if (count > 0)
+                e->count = count;
+            else if (count == RLOCK__RELEASE_UNKNOWN)
+                e->unsure = 1;
+            if (e->releasing == 0) /* the sweep skipped it while the unlock was in flight */
+                lower_bound(h, e);
+        }
     }
     pthread_mutex_unlock(&h->mutex);
 }
@@ -294,12 +336,13 @@ void rlock__holds_owner_gone(rlock__holds *h, uint64_t owner) {
 }
 
 /* Copies e into the next snapshot slot (names into the arena). */
-static void snap(rlock__renewal *r, char *arena, size_t *used, const rlock__hold *e) {
+static void snap(rlock__renewal *r, char *arena, size_t *used, rlock__hold *e) {
     memcpy(arena + *used, e->name, e->name_len);
     r->name = arena + *used;
     r->name_len = e->name_len;
     r->owner = e->owner;
     r->serial = e->serial;
+    r->hold = e;
     r->expires_ms = e->expires_ms;
     *used += e->name_len;
 }
@@ -311,35 +354,42 @@ int rlock__holds_snapshot(rlock__holds *h, rlock__buf *entries, rlock__buf *name
     pthread_mutex_lock(&h->mutex);
     if (h->renewed == 0)
         goto out;
-    for (size_t i = 0; i < h->nbuckets; i++)
-        for (rlock__hold *e = h->buckets[i]; e != NULL; e = e->next)
-            if (e->renew)
-                bytes += e->name_len;
     status = rlock__buf_reserve(entries, sizeof(rlock__renewal) * h->renewed);
     if (status == RLOCK_OK)
-        status = rlock__buf_reserve(names, bytes + 1);
+        status = rlock__buf_reserve(names, h->renewed_bytes + 1);
     if (status != RLOCK_OK)
         goto out;
-    bytes = 0;
     for (size_t i = 0; i < h->nbuckets; i++)
         for (rlock__hold *e = h->buckets[i]; e != NULL; e = e->next)
             if (e->renew)
                 snap((rlock__renewal *)entries->data + k++, names->data, &bytes, e);
     *n = k;
+    h->round_open = 1;
 out:
     pthread_mutex_unlock(&h->mutex);
     return status;
 }
 
-/* The live, renewed entry a snapshot record was taken from, or NULL. */
-static rlock__hold *still_there(rlock__holds *h, const rlock__renewal *r) {
-    rlock__hold *e = find(h, r->name, r->name_len, r->owner, NULL);
-    return e != NULL && e->renew && e->state == ENTRY_HELD && e->serial == r->serial ? e : NULL;
+void rlock__holds_round_end(rlock__holds *h) {
+    pthread_mutex_lock(&h->mutex);
+    h->round_open = 0;
+    free_graveyard(h);
+    pthread_mutex_unlock(&h->mutex);
+}
+
+/*
+ * The live, renewed entry a snapshot record was taken from, or NULL: the
+ * record's entry is not freed before the round ends, and one unlinked since
+ * has serial 0; a hold created afresh since has a new serial.
+ */
+static rlock__hold *still_there(const rlock__renewal *r) {
+    rlock__hold *e = r->hold;
+    return e->serial == r->serial && e->renew && e->state == ENTRY_HELD ? e : NULL;
 }
 
 void rlock__holds_renewed(rlock__holds *h, const rlock__renewal *r, int64_t expires_ms) {
     pthread_mutex_lock(&h->mutex);
-    rlock__hold *e = still_there(h, r);
+    rlock__hold *e = still_there(r);
     if (e != NULL && expires_ms > e->expires_ms)
         e->expires_ms = expires_ms;
     pthread_mutex_unlock(&h->mutex);
@@ -348,7 +398,7 @@ void rlock__holds_renewed(rlock__holds *h, const rlock__renewal *r, int64_t expi
 int rlock__holds_drop_lost(rlock__holds *h, const rlock__renewal *r) {
     int dropped = 0;
     pthread_mutex_lock(&h->mutex);
-    rlock__hold *e = still_there(h, r);
+    rlock__hold *e = still_there(r);
     /* An unlock in flight may have deleted the key itself: its reply decides. */
     if (e != NULL && e->releasing == 0) {
         bury(h, e);
@@ -368,8 +418,11 @@ int rlock__holds_sweep(rlock__holds *h, int64_t now_ms, rlock__buf *entries, rlo
     int status = RLOCK_OK;
     size_t bytes = 0, k = 0;
     *n = 0;
-    *next_expiry_ms = RLOCK__NO_DEADLINE;
     pthread_mutex_lock(&h->mutex);
+    *next_expiry_ms = h->earliest_ms;
+    if (now_ms < h->earliest_ms) /* nothing can be overdue: no walk */
+        goto out;
+    *next_expiry_ms = RLOCK__NO_DEADLINE;
     for (size_t i = 0; i < h->nbuckets; i++) {
         for (rlock__hold *e = h->buckets[i]; e != NULL; e = e->next) {
             if (overdue(e, now_ms)) {
@@ -380,12 +433,13 @@ int rlock__holds_sweep(rlock__holds *h, int64_t now_ms, rlock__buf *entries, rlo
             }
         }
     }
+    h->earliest_ms = *next_expiry_ms;
     if (k == 0)
         goto out;
     if (rlock__buf_reserve(entries, sizeof(rlock__renewal) * k) != RLOCK_OK ||
         rlock__buf_reserve(names, bytes + 1) != RLOCK_OK) {
         status = RLOCK_ENOMEM; /* found again by the next sweep */
-        *next_expiry_ms = now_ms;
+        *next_expiry_ms = h->earliest_ms = now_ms;
         goto out;
     }
     bytes = 0;

@@ -487,6 +487,7 @@ static int renew_round(rlock__engine *e, round_buffers *b) {
     if (status != RLOCK_OK && status != RLOCK_ECLOSED)
         report_failed_round(e, b->failed.data, nfailed, status);
 out:
+    rlock__holds_round_end(&e->holds);
     atomic_fetch_add(&e->watchdog.rounds, 1);
     return status;
 }
