@@ -234,7 +234,7 @@ static void test_dead_head_until_deadline(void **state) {
     const char *name = h_unique_name("fair-dead");
     rlock *l = fair(c, name);
     redisContext *r = h_redis();
-    long long dead_for = H_MS(1000);
+    long long dead_for = H_MS(2500); /* past the 1 s poll bound of a free lock */
     (void)state;
 
     h_cmd_ok(r, "RPUSH redisson_lock_queue:{%s} 00000000-0000-0000-0000-000000000000:9", name);
@@ -288,6 +288,53 @@ static void test_closed_client_waiter(void **state) {
     rlock_free(gone);
     redisFree(r);
     rlock_client_close(a);
+}
+
+/* A holder that dies holding (its lease runs out, nothing published): the head takes over at its TTL. */
+static void test_expired_holder(void **state) {
+    rlock_client *a = h_open(30000, 0), *b = h_open(30000, 0);
+    const char *name = h_unique_name("fair-expired");
+    rlock *holder = fair(a, name), *waiter = fair(b, name);
+    redisContext *r = h_redis();
+    long long lease = H_MS(800);
+    (void)state;
+
+    H_ASSERT_RC(rlock_lock_lease(holder, lease), RLOCK_OK);
+    long long start = h_now_ms();
+    H_ASSERT_RC(rlock_try_lock(waiter, H_MS(10000), RLOCK_LEASE_WATCHDOG), RLOCK_OK);
+    long long took = h_now_ms() - start;
+    H_ASSERT_BETWEEN(took, lease - 100, lease + H_MS(500));
+    assert_int_equal(queue_len(r, name), 0);
+    H_ASSERT_RC(rlock_unlock(waiter), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(holder), RLOCK_ENOTOWNER);
+
+    rlock_free(holder);
+    rlock_free(waiter);
+    redisFree(r);
+    rlock_client_close(a);
+    rlock_client_close(b);
+}
+
+/* The watchdog renews a fair lock as it renews a plain one (same hash, same field). */
+static void test_watchdog_renews(void **state) {
+    long long wd = H_MS(900);
+    rlock_client *c = h_open(wd, 0);
+    const char *name = h_unique_name("fair-wd");
+    rlock *l = fair(c, name);
+    redisContext *r = h_redis();
+    (void)state;
+
+    H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
+    h_sleep_ms(3 * wd);
+    H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), 1);
+    assert_true(h_pttl(r, name, strlen(name)) > 0);
+    H_ASSERT_RC(rlock_is_held_by_current_thread(l), 1);
+    H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
+    assert_int_equal(h_exists(r, name, strlen(name)), 0);
+
+    rlock_free(l);
+    redisFree(r);
+    rlock_client_close(c);
 }
 
 /* ---- mutual exclusion under contention ------------------------------------------ */
@@ -424,6 +471,8 @@ int main(void) {
         cmocka_unit_test(test_try_lock_zero_never_queues),
         cmocka_unit_test(test_dead_head_until_deadline),
         cmocka_unit_test(test_closed_client_waiter),
+        cmocka_unit_test(test_expired_holder),
+        cmocka_unit_test(test_watchdog_renews),
         cmocka_unit_test(test_exclusion_two_clients),
         cmocka_unit_test(test_force_unlock_wakes_head),
         cmocka_unit_test(test_bad_input),

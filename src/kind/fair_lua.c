@@ -70,8 +70,11 @@
  *                ms is how long to sleep at most before trying again: the
  *                lock's PTTL, or, when the lock is free but another waiter
  *                heads the queue, the time until that waiter's deadline (it
- *                is dead by then unless it took the lock, which then tells
- *                the next head). Unlock messages cut the sleep short.
+ *                is dead by then unless it took the lock), at most 1 s: a
+ *                live head takes the lock within a round trip, and a hold
+ *                that later expires unannounced (its holder died) publishes
+ *                nothing, so the caller must come back to learn its PTTL.
+ *                Unlock messages cut the sleep short.
  *    {2, count}  the caller's expected count is stale: nothing changed.
  *    NOTALOCK, NOPERM, WRONGTYPE: nothing changed.
  * A new waiter's deadline is Redisson's: (the previous waiter's deadline, or
@@ -130,7 +133,7 @@ const char rlock__fair_acquire_lua[] =
     "local ttl = redis.call('pttl', KEYS[1])\n"
     "if ttl > 0 then return {0, ttl} end\n"
     "local deadline = head and head ~= me and redis.call('zscore', KEYS[3], head)\n"
-    "if deadline then return {0, math.max(1, tonumber(deadline) - now)} end\n"
+    "if deadline then return {0, math.max(1, math.min(tonumber(deadline) - now, 1000))} end\n"
     "return {0, 100}\n";
 
 /*
