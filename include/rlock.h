@@ -272,7 +272,8 @@ typedef struct rlock_config {
      * the waiter. At most local_handoffs unlocks in a row do so; the next one
      * releases the lock to everybody, so waiters in other processes are not
      * starved. 0 turns hand-offs off (every unlock releases, as Redisson
-     * does). Default 4; 0..1000.
+     * does). Never for fair locks (rlock_get_fair): their queue in Redis
+     * decides. Default 4; 0..1000.
      */
     int local_handoffs;
     /*

@@ -349,11 +349,13 @@ int rlock__acquire(rlock *lock, const rlock__owner *owner, long long wait_ms, lo
     int status = hold_before_acquire(lock, owner, &info);
     if (status != RLOCK_OK)
         return status; /* told: RLOCK_ELOST */
-    if (should_queue(lock, wait_ms, owner))
-        return wait_and_acquire(call, lock, owner, wait_ms, lease_ms, 1, deadline_ms);
-    status = acquire_once(lock, owner, lease_ms, wait_ms, deadline_ms, &ttl_ms);
-    if (status == RLOCK_BUSY && wait_ms != 0)
-        status = wait_and_acquire(call, lock, owner, wait_ms, lease_ms, 0, deadline_ms);
+    if (should_queue(lock, wait_ms, owner)) {
+        status = wait_and_acquire(call, lock, owner, wait_ms, lease_ms, 1, deadline_ms);
+    } else {
+        status = acquire_once(lock, owner, lease_ms, wait_ms, deadline_ms, &ttl_ms);
+        if (status == RLOCK_BUSY && wait_ms != 0)
+            status = wait_and_acquire(call, lock, owner, wait_ms, lease_ms, 0, deadline_ms);
+    }
     /* An attempt that may have queued us in the kind's queue: a waiter that gives up leaves it. */
     if (status != RLOCK_OK && wait_ms != 0 && lock->kind->give_up != NULL)
         lock->kind->give_up(lock, owner, wait_ms);
