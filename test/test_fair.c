@@ -309,6 +309,47 @@ static void test_dead_head_until_deadline(void **state) {
     rlock_client_close(c);
 }
 
+/*
+ * A dead waiter heads the queue when the holder unlocks: the unlock message
+ * goes to it, and nobody else hears it. The live waiter behind it comes back
+ * at the dead one's deadline, not at the end of the holder's (30 s) lease.
+ */
+static void test_dead_head_at_unlock(void **state) {
+    rlock_client *a = h_open(30000, 0), *b = h_open(30000, 0);
+    const char *name = h_unique_name("fair-deadunlock");
+    rlock *holder = fair(a, name), *waiter = fair(b, name);
+    redisContext *r = h_redis();
+    long long dead_for = H_MS(1500);
+    struct h_timed_try t = {.lock = waiter, .wait_ms = H_MS(10000), .lease_ms = 10000};
+    pthread_t th;
+    (void)state;
+
+    H_ASSERT_RC(rlock_lock(holder), RLOCK_OK);
+    long long start = h_now_ms();
+    h_cmd_ok(r, "RPUSH redisson_lock_queue:{%s} 00000000-0000-0000-0000-000000000000:3", name);
+    h_cmd_ok(r, "ZADD redisson_lock_timeout:{%s} %lld 00000000-0000-0000-0000-000000000000:3",
+             name, wall_ms() + dead_for);
+    assert_int_equal(pthread_create(&th, NULL, h_timed_try_main, &t), 0);
+    await_queue(r, name, 2);
+    h_sleep_ms(200);
+    H_ASSERT_RC(rlock_unlock(holder), RLOCK_OK); /* "0" to the dead head's channel */
+    pthread_join(th, NULL);
+    H_ASSERT_RC(t.rc, RLOCK_OK);
+    long long took = h_now_ms() - start;
+    printf("acquired %lld ms after a dead head due in %lld ms was told of the unlock\n", took,
+           dead_for);
+    H_ASSERT_BETWEEN(took, dead_for - 50, dead_for + H_MS(500));
+    assert_int_equal(queue_len(r, name), 0);
+    assert_int_equal(timeouts_len(r, name), 0);
+    H_ASSERT_RC(rlock_force_unlock(waiter), 1); /* held by the finished thread */
+
+    rlock_free(holder);
+    rlock_free(waiter);
+    redisFree(r);
+    rlock_client_close(a);
+    rlock_client_close(b);
+}
+
 /* A client closed while its thread waits is no waiter: its entry dies by its deadline. */
 static void test_closed_client_waiter(void **state) {
     rlock_client *a = h_open(30000, 0), *b = h_open(30000, 0);
@@ -526,6 +567,7 @@ int main(void) {
         cmocka_unit_test(test_try_lock_zero_never_queues),
         cmocka_unit_test(test_cancelled_waiter_leaves),
         cmocka_unit_test(test_dead_head_until_deadline),
+        cmocka_unit_test(test_dead_head_at_unlock),
         cmocka_unit_test(test_closed_client_waiter),
         cmocka_unit_test(test_expired_holder),
         cmocka_unit_test(test_watchdog_renews),

@@ -68,13 +68,15 @@
  *    {0, ms}     busy: the caller is queued (once: a re-send or a later
  *                attempt keeps its place and deadline) unless ARGV[6] is '0';
  *                ms is how long to sleep at most before trying again: the
- *                lock's PTTL, or, when the lock is free but another waiter
- *                heads the queue, the time until that waiter's deadline (it
- *                is dead by then unless it took the lock), at most 1 s: a
- *                live head takes the lock within a round trip, and a hold
- *                that later expires unannounced (its holder died) publishes
- *                nothing, so the caller must come back to learn its PTTL.
- *                Unlock messages cut the sleep short.
+ *                lock's PTTL, but no longer than until the deadline of
+ *                another waiter heading the queue (a dead head gets the
+ *                unlock message, nobody else: the caller must come back when
+ *                the head can be dropped). When the lock is free and another
+ *                waiter heads the queue, at most 1 s: a live head takes the
+ *                lock within a round trip, and a hold that later expires
+ *                unannounced (its holder died) publishes nothing, so the
+ *                caller must come back to learn its PTTL. Unlock messages
+ *                (to the head only) cut the sleep short.
  *    {2, count}  the caller's expected count is stale: nothing changed.
  *    NOTALOCK, NOPERM, WRONGTYPE: nothing changed.
  * A new waiter's deadline is Redisson's: (the previous waiter's deadline, or
@@ -131,9 +133,10 @@ const char rlock__fair_acquire_lua[] =
     "  if head == false then head = me end\n"
     "end\n"
     "local ttl = redis.call('pttl', KEYS[1])\n"
-    "if ttl > 0 then return {0, ttl} end\n"
     "local deadline = head and head ~= me and redis.call('zscore', KEYS[3], head)\n"
-    "if deadline then return {0, math.max(1, math.min(tonumber(deadline) - now, 1000))} end\n"
+    "local to_head = deadline and math.max(1, tonumber(deadline) - now)\n"
+    "if ttl > 0 then return {0, to_head and math.min(ttl, to_head) or ttl} end\n"
+    "if to_head then return {0, math.min(to_head, 1000)} end\n"
     "return {0, 100}\n";
 
 /*
