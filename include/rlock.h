@@ -303,6 +303,21 @@ typedef struct rlock_config {
      * default; classic elsewhere. (Appended in 0.4.)
      */
     int pubsub_mode;
+    /*
+     * Fair locks (rlock_get_fair) only: how long a waiter of rlock_lock*()
+     * may stay at the head of the queue without taking the lock before the
+     * other waiters, of every process, treat it as dead and drop it (its
+     * deadline in redisson_lock_timeout:{name} is set with this value when it
+     * joins). Redisson's fairLockWaitTimeout, whose default this is: a Java
+     * waiter's deadline uses its client's setting, a C waiter's this one.
+     * Smaller: a crashed waiter stalls the queue for less time, but a live
+     * waiter that waits longer than its deadline at the head (a holder
+     * keeping the lock that long) loses its place and queues again at the
+     * tail. rlock_try_lock() waiters use their wait_ms instead, as Redisson's
+     * tryLock(wait) does. Default 300000; 1..RLOCK_MAX_LEASE_MS.
+     * (Appended in 0.4.)
+     */
+    long long fair_wait_timeout_ms;
 } rlock_config;
 
 /* rlock_config.pubsub_mode */
@@ -394,9 +409,9 @@ RLOCK_EXTERN int rlock_get(rlock_client *client, const char *name, rlock **out);
  *   stays queued until its deadline: when it reaches the head, the waiters
  *   behind it wait until then. The deadline of a waiter is set when it
  *   joins: the deadline of the waiter before it (or the lock's TTL) plus its
- *   wait -- try_lock's wait_ms, or 300000 ms (Redisson's fairLockWaitTimeout
- *   default) for rlock_lock*() -- and moves earlier by the winner's wait at
- *   each acquisition, as in Redisson;
+ *   wait -- try_lock's wait_ms, or rlock_config.fair_wait_timeout_ms (300000
+ *   by default, Redisson's fairLockWaitTimeout) for rlock_lock*() -- and
+ *   moves earlier by the winner's wait at each acquisition, as in Redisson;
  * - a waiter of rlock_lock*() still at the head after that deadline is
  *   taken for dead: dropped from the queue; its next attempt queues it again
  *   at the tail;

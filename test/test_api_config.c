@@ -40,6 +40,7 @@ static void test_config_defaults(void **state) {
     assert_null(cfg.on_lock_lost);
     assert_null(cfg.callback_arg);
     assert_int_equal(cfg.pubsub_mode, RLOCK_PUBSUB_AUTO);
+    assert_int_equal(cfg.fair_wait_timeout_ms, 300000);
 }
 
 static void dummy_cb(const char *name, void *arg) {
@@ -129,6 +130,11 @@ static void test_config_validation(void **state) {
     BAD(pubsub_mode, -1);
     BAD(pubsub_mode, 3);
     GOOD(pubsub_mode, RLOCK_PUBSUB_CLASSIC);
+    BAD(fair_wait_timeout_ms, 0);
+    BAD(fair_wait_timeout_ms, -1);
+    BAD(fair_wait_timeout_ms, RLOCK_MAX_LEASE_MS + 1);
+    GOOD(fair_wait_timeout_ms, 1);
+    GOOD(fair_wait_timeout_ms, RLOCK_MAX_LEASE_MS);
 
     /* Not initialised by rlock_config_init(). */
     BAD(struct_size, 0);

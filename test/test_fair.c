@@ -350,6 +350,64 @@ static void test_dead_head_at_unlock(void **state) {
     rlock_client_close(b);
 }
 
+/*
+ * A waiter's deadline in the timeout set: the lock's PTTL + its wait
+ * (fair_wait_timeout_ms for rlock_lock, wait_ms for rlock_try_lock) from
+ * now, and the next waiter's is the previous one's + its wait (Redisson's
+ * rule). A short fair_wait_timeout_ms shortens the stall a dead waiter
+ * causes.
+ */
+static void test_deadlines(void **state) {
+    rlock_config cfg;
+    rlock_client *a = h_open(30000, 0), *b;
+    h_config(&cfg);
+    cfg.fair_wait_timeout_ms = 7000;
+    b = h_open_config(&cfg);
+    const char *name = h_unique_name("fair-deadline");
+    rlock *holder = fair(a, name), *lw = fair(b, name), *tw = fair(b, name);
+    redisContext *r = h_redis();
+    struct h_timed_try t1 = {.lock = lw, .wait_ms = -1, .lease_ms = RLOCK_LEASE_WATCHDOG};
+    struct h_timed_try t2 = {.lock = tw, .wait_ms = H_MS(20000), .lease_ms = RLOCK_LEASE_WATCHDOG};
+    pthread_t th1, th2;
+    (void)state;
+
+    H_ASSERT_RC(rlock_lock_lease(holder, 3000), RLOCK_OK);
+    long long before = wall_ms();
+    assert_int_equal(pthread_create(&th1, NULL, h_timed_try_main, &t1), 0);
+    await_queue(r, name, 1);
+    assert_int_equal(pthread_create(&th2, NULL, h_timed_try_main, &t2), 0);
+    await_queue(r, name, 2);
+    long long after = wall_ms();
+    char *first = h_cmd_str(r, "LINDEX redisson_lock_queue:{%s} 0", name);
+    char *second = h_cmd_str(r, "LINDEX redisson_lock_queue:{%s} 1", name);
+    char *s1 = h_cmd_str(r, "ZSCORE redisson_lock_timeout:{%s} %s", name, first);
+    char *s2 = h_cmd_str(r, "ZSCORE redisson_lock_timeout:{%s} %s", name, second);
+    long long d1 = atoll(s1), d2 = atoll(s2);
+    printf("deadlines: now + %lld ms, then + %lld ms\n", d1 - before, d2 - d1);
+    H_ASSERT_BETWEEN(d1, before + 7000, after + 3000 + 7000);
+    assert_int_equal(d2 - d1, H_MS(20000));
+    free(first);
+    free(second);
+    free(s1);
+    free(s2);
+    /* The holder's lease ends: the first gets it; forced away, the second. */
+    pthread_join(th1, NULL);
+    H_ASSERT_RC(t1.rc, RLOCK_OK);
+    H_ASSERT_RC(rlock_force_unlock(lw), 1);
+    pthread_join(th2, NULL);
+    H_ASSERT_RC(t2.rc, RLOCK_OK);
+    H_ASSERT_RC(rlock_force_unlock(tw), 1);
+    assert_int_equal(queue_len(r, name), 0);
+    assert_int_equal(timeouts_len(r, name), 0);
+
+    rlock_free(holder);
+    rlock_free(lw);
+    rlock_free(tw);
+    redisFree(r);
+    rlock_client_close(a);
+    rlock_client_close(b);
+}
+
 /* A client closed while its thread waits is no waiter: its entry dies by its deadline. */
 static void test_closed_client_waiter(void **state) {
     rlock_client *a = h_open(30000, 0), *b = h_open(30000, 0);
@@ -568,6 +626,7 @@ int main(void) {
         cmocka_unit_test(test_cancelled_waiter_leaves),
         cmocka_unit_test(test_dead_head_until_deadline),
         cmocka_unit_test(test_dead_head_at_unlock),
+        cmocka_unit_test(test_deadlines),
         cmocka_unit_test(test_closed_client_waiter),
         cmocka_unit_test(test_expired_holder),
         cmocka_unit_test(test_watchdog_renews),

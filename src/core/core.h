@@ -178,6 +178,7 @@ typedef struct rlock__settings {
     int replica_acks;           /* WAIT after every write; 0 = off */
     int replica_ack_timeout_ms;
     int pubsub_mode;            /* RLOCK_PUBSUB_*, as configured (the net resolves AUTO) */
+    long long fair_wait_timeout_ms; /* a fair lock() waiter's wait, for its queue deadline */
 } rlock__settings;
 
 /* ---- events.c ---------------------------------------------------------------- */

@@ -23,15 +23,13 @@
 #include "kind.h"
 
 /*
- * How long a waiter of lock() (no wait bound) may stay at the head of the
- * queue without taking the lock before it counts as dead: Redisson's
- * fairLockWaitTimeout default. A try_lock waiter uses its own wait, as
- * Redisson does.
+ * Redisson's threadWaitTime: how long a waiter may stay at the head of the
+ * queue without taking the lock before it counts as dead. A try_lock waiter
+ * uses its own wait, a lock() waiter fair_wait_timeout_ms (Redisson's
+ * fairLockWaitTimeout), as Redisson does.
  */
-#define FAIR_WAIT_TIMEOUT_MS 300000
-
-static long long thread_wait_ms(long long wait_ms) {
-    return wait_ms > 0 ? wait_ms : FAIR_WAIT_TIMEOUT_MS;
+static long long thread_wait_ms(const rlock *lock, long long wait_ms) {
+    return wait_ms > 0 ? wait_ms : lock->engine->settings->fair_wait_timeout_ms;
 }
 
 static int attempt(const rlock *lock, const rlock__owner *owner, long long lease_ms,
@@ -46,7 +44,7 @@ static int attempt(const rlock *lock, const rlock__owner *owner, long long lease
                         rlock__fmt_i64(lease, lease_ms),
                         rlock__owner_field(lock->client_id, owner->id, field),
                         rlock__fmt_i64(expected_str, expected),
-                        rlock__fmt_i64(wait, thread_wait_ms(wait_ms)),
+                        rlock__fmt_i64(wait, thread_wait_ms(lock, wait_ms)),
                         rlock__fmt_i64(now, rlock__wall_ms()),
                         1};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_FAIR_ACQUIRE, .flags = RLOCK__CMD_WRITE,
@@ -81,7 +79,7 @@ static void give_up(const rlock *lock, const rlock__owner *owner, long long wait
                         lock->queue_len,
                         lock->timeouts_len,
                         rlock__owner_field(lock->client_id, owner->id, field),
-                        rlock__fmt_i64(wait, thread_wait_ms(wait_ms)),
+                        rlock__fmt_i64(wait, thread_wait_ms(lock, wait_ms)),
                         lock->channel_len,
                         strlen(publish),
                         rlock__fmt_i64(now, rlock__wall_ms())};
