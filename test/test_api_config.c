@@ -140,6 +140,12 @@ static void test_config_validation(void **state) {
     BAD(struct_size, 0);
     BAD(struct_size, 1);
 
+    /* A struct from a header without fair_wait_timeout_ms: the field is not read. */
+    h_config(&cfg);
+    cfg.struct_size = offsetof(rlock_config, fair_wait_timeout_ms);
+    cfg.fair_wait_timeout_ms = -1;
+    expect_open(&cfg, RLOCK_OK, "struct_size ending before fair_wait_timeout_ms");
+
     /* NULL out. */
     h_config(&cfg);
     H_ASSERT_RC(rlock_client_open(&cfg, NULL), RLOCK_EINVAL);
