@@ -1,5 +1,6 @@
 /*
- * time.c - monotonic time (and the wall clock where other processes must agree), condition variables on that clock, and number
+ * time.c - monotonic time (and the wall clock, where other processes must
+ * agree on a time), condition variables on the monotonic clock, and number
  * formatting for the hot path (no snprintf per lock call).
  *
  * Pure helpers: any thread, no shared state.
