@@ -510,6 +510,8 @@ RLOCK_EXTERN int rlock_try_lock(rlock *lock, long long wait_ms, long long lease_
  * the lock's channel) -- or, if a thread of the same client is waiting for
  * the lock, it may be handed straight to that thread instead (see
  * rlock_config.local_handoffs); either way the caller no longer holds it.
+ * A fair lock (rlock_get_fair) wakes the head of its queue only, on that
+ * waiter's own channel, and is never handed over in-process.
  *
  * Returns RLOCK_OK; RLOCK_ENOTOWNER (the calling thread does not hold it:
  * never held, already released, its lease ran out, or lost while this was
