@@ -2,7 +2,8 @@
  * test_fair.c - the fair lock (rlock_get_fair, Redisson's getFairLock):
  * Redisson's layout (hash, queue list, timeout zset), reentrancy, FIFO order
  * of waiters across two clients, a waiter that gives up leaving the queue,
- * a dead waiter at the head holding the queue no longer than its deadline,
+ * a dead waiter at the head (injected, or a SIGKILLed process) holding the
+ * queue no longer than its deadline, a cancelled waiter leaving it,
  * try_lock(0) never queueing, exact mutual exclusion under contention, and
  * bad arguments.
  */
@@ -408,6 +409,62 @@ static void test_deadlines(void **state) {
     rlock_client_close(b);
 }
 
+/* A process that queues for name with try_lock(1500 ms), until it is killed. */
+static int queued_child(void *name, int in_fd, int out_fd) {
+    rlock_config cfg;
+    rlock_client *c;
+    rlock *l;
+    (void)in_fd;
+    h_config(&cfg);
+    if (rlock_client_open(&cfg, &c) != RLOCK_OK || rlock_get_fair(c, name, &l) != RLOCK_OK)
+        return 1;
+    h_line_send(out_fd, "OPEN");
+    int rc = rlock_try_lock(l, H_MS(1500), RLOCK_LEASE_WATCHDOG);
+    h_line_send(out_fd, "RETURNED %d", rc); /* too late: killed before */
+    return 2;
+}
+
+/*
+ * A waiter's process is SIGKILLed while it is queued (nothing can remove its
+ * entry): the live waiter behind it gets the lock, after the holder's lease
+ * ran out, at the dead waiter's deadline and no later.
+ */
+static void test_killed_waiter(void **state) {
+    rlock_client *a = h_open(30000, 0), *b = h_open(30000, 0);
+    const char *name = h_unique_name("fair-killed");
+    rlock *holder = fair(a, name), *waiter = fair(b, name);
+    redisContext *r = h_redis();
+    h_child ch;
+    char line[64];
+    (void)state;
+
+    H_ASSERT_RC(rlock_lock_lease(holder, H_MS(800)), RLOCK_OK);
+    h_child_start(&ch, queued_child, (void *)name);
+    h_child_recv(&ch, line, sizeof line, 10000);
+    assert_string_equal(line, "OPEN");
+    await_queue(r, name, 1);
+    assert_int_equal(h_child_kill(&ch), 1009);
+    char *dead = h_cmd_str(r, "LINDEX redisson_lock_queue:{%s} 0", name);
+    char *score = h_cmd_str(r, "ZSCORE redisson_lock_timeout:{%s} %s", name, dead);
+    long long deadline = atoll(score);
+    free(dead);
+    free(score);
+
+    H_ASSERT_RC(rlock_try_lock(waiter, H_MS(10000), RLOCK_LEASE_WATCHDOG), RLOCK_OK);
+    long long at = wall_ms();
+    printf("acquired %lld ms after the killed waiter's deadline\n", at - deadline);
+    H_ASSERT_BETWEEN(at, deadline - 20, deadline + H_MS(500));
+    assert_int_equal(queue_len(r, name), 0);
+    assert_int_equal(timeouts_len(r, name), 0);
+    H_ASSERT_RC(rlock_unlock(waiter), RLOCK_OK);
+
+    rlock_free(holder);
+    rlock_free(waiter);
+    redisFree(r);
+    rlock_client_close(a);
+    rlock_client_close(b);
+}
+
 /* A client closed while its thread waits is no waiter: its entry dies by its deadline. */
 static void test_closed_client_waiter(void **state) {
     rlock_client *a = h_open(30000, 0), *b = h_open(30000, 0);
@@ -627,6 +684,7 @@ int main(void) {
         cmocka_unit_test(test_dead_head_until_deadline),
         cmocka_unit_test(test_dead_head_at_unlock),
         cmocka_unit_test(test_deadlines),
+        cmocka_unit_test(test_killed_waiter),
         cmocka_unit_test(test_closed_client_waiter),
         cmocka_unit_test(test_expired_holder),
         cmocka_unit_test(test_watchdog_renews),
