@@ -272,7 +272,8 @@ typedef struct rlock_config {
      * the waiter. At most local_handoffs unlocks in a row do so; the next one
      * releases the lock to everybody, so waiters in other processes are not
      * starved. 0 turns hand-offs off (every unlock releases, as Redisson
-     * does). Default 4; 0..1000.
+     * does). Never for fair locks (rlock_get_fair): their queue in Redis
+     * decides. Default 4; 0..1000.
      */
     int local_handoffs;
     /*
@@ -302,6 +303,21 @@ typedef struct rlock_config {
      * default; classic elsewhere. (Appended in 0.4.)
      */
     int pubsub_mode;
+    /*
+     * Fair locks (rlock_get_fair) only: how long a waiter of rlock_lock*()
+     * may stay at the head of the queue without taking the lock before the
+     * other waiters, of every process, treat it as dead and drop it (its
+     * deadline in redisson_lock_timeout:{name} is set with this value when it
+     * joins). Redisson's fairLockWaitTimeout, whose default this is: a Java
+     * waiter's deadline uses its client's setting, a C waiter's this one.
+     * Smaller: a crashed waiter stalls the queue for less time, but a live
+     * waiter that waits longer than its deadline at the head (a holder
+     * keeping the lock that long) loses its place and queues again at the
+     * tail. rlock_try_lock() waiters use their wait_ms instead, as Redisson's
+     * tryLock(wait) does. Default 300000; 1..RLOCK_MAX_LEASE_MS.
+     * (Appended in 0.4.)
+     */
+    long long fair_wait_timeout_ms;
 } rlock_config;
 
 /* rlock_config.pubsub_mode */
@@ -370,6 +386,55 @@ RLOCK_EXTERN const char *rlock_client_id(const rlock_client *client);
  * RLOCK_MAX_NAME_LEN); RLOCK_ECLOSED; RLOCK_ENOMEM. Thread-safe.
  */
 RLOCK_EXTERN int rlock_get(rlock_client *client, const char *name, rlock **out);
+
+/*
+ * Makes a handle for the FAIR lock called name (Redisson's getFairLock()).
+ * No Redis traffic. The name is copied. The handle works with every call
+ * below (rlock_lock*, rlock_try_lock, rlock_unlock, rlock_force_unlock, the
+ * queries, rlock_free); it is reentrant and renewed by the watchdog like a
+ * lock of rlock_get().
+ *
+ * FIFO: a thread whose attempt finds the lock busy joins a queue in Redis
+ * (Redisson's layout: the list "redisson_lock_queue:{name}" and the sorted
+ * set "redisson_lock_timeout:{name}" of deadlines), and the lock goes to the
+ * queue's head only: an unlock publishes "0" on the head's own channel,
+ * "redisson_lock__channel:{name}:<client id>:<thread id>". Threads of all
+ * processes and languages (Java RedissonFairLock too) are served in the
+ * order their first attempt reached Redis; no in-process hand-off
+ * (rlock_config.local_handoffs) ever overtakes the queue. Limits:
+ * - rlock_try_lock() with wait_ms 0 never queues (as Redisson's tryLock()),
+ *   and takes a free lock only if nobody is queued;
+ * - a waiter that gives up (try_lock's wait ends, thread cancelled, client
+ *   closed, an error) leaves the queue at once; a waiter whose process dies
+ *   stays queued until its deadline: when it reaches the head, the waiters
+ *   behind it wait until then. The deadline of a waiter is set when it
+ *   joins: the deadline of the waiter before it (or the lock's TTL) plus its
+ *   wait -- try_lock's wait_ms, or rlock_config.fair_wait_timeout_ms (300000
+ *   by default, Redisson's fairLockWaitTimeout) for rlock_lock*() -- and
+ *   moves earlier by the winner's wait at each acquisition, as in Redisson;
+ * - a waiter of rlock_lock*() still at the head after that deadline is
+ *   taken for dead: dropped from the queue; its next attempt queues it again
+ *   at the tail;
+ * - deadlines are wall-clock times written by each client's clock: clients
+ *   whose clocks disagree by more than the waits misjudge each other's
+ *   waiters (Redisson's design);
+ * - a name must not be used both with rlock_get() and rlock_get_fair()
+ *   (nor with Redisson getLock and getFairLock): the plain lock ignores the
+ *   queue.
+ * rlock_force_unlock() on a fair handle deletes the lock, drops dead heads
+ * and wakes the live head of the queue; the queue itself stays.
+ *
+ * Cluster: the three keys must hash to one slot. Names without '{' or '}',
+ * and names with a non-empty "{tag}" do; a name with '}' but no '{', or with
+ * '{' and no non-empty tag, does not, and is refused with RLOCK_EINVAL on a
+ * redis-cluster:// client (fine elsewhere).
+ *
+ * Returns RLOCK_OK; RLOCK_EINVAL (NULL argument, empty name, name longer than
+ * RLOCK_MAX_NAME_LEN, a name whose keys span Cluster slots: the message
+ * says which); RLOCK_ECLOSED; RLOCK_ENOMEM. Does not block. Thread-safe. The
+ * handle is the caller's: free it with rlock_free(). (Appended in 0.4.)
+ */
+RLOCK_EXTERN int rlock_get_fair(rlock_client *client, const char *name, rlock **out);
 
 /*
  * Frees a handle. NULL is a no-op. Valid before or after the client is
@@ -445,6 +510,8 @@ RLOCK_EXTERN int rlock_try_lock(rlock *lock, long long wait_ms, long long lease_
  * the lock's channel) -- or, if a thread of the same client is waiting for
  * the lock, it may be handed straight to that thread instead (see
  * rlock_config.local_handoffs); either way the caller no longer holds it.
+ * A fair lock (rlock_get_fair) wakes the head of its queue only, on that
+ * waiter's own channel, and is never handed over in-process.
  *
  * Returns RLOCK_OK; RLOCK_ENOTOWNER (the calling thread does not hold it:
  * never held, already released, its lease ran out, or lost while this was

@@ -40,6 +40,7 @@ static void test_config_defaults(void **state) {
     assert_null(cfg.on_lock_lost);
     assert_null(cfg.callback_arg);
     assert_int_equal(cfg.pubsub_mode, RLOCK_PUBSUB_AUTO);
+    assert_int_equal(cfg.fair_wait_timeout_ms, 300000);
 }
 
 static void dummy_cb(const char *name, void *arg) {
@@ -129,10 +130,21 @@ static void test_config_validation(void **state) {
     BAD(pubsub_mode, -1);
     BAD(pubsub_mode, 3);
     GOOD(pubsub_mode, RLOCK_PUBSUB_CLASSIC);
+    BAD(fair_wait_timeout_ms, 0);
+    BAD(fair_wait_timeout_ms, -1);
+    BAD(fair_wait_timeout_ms, RLOCK_MAX_LEASE_MS + 1);
+    GOOD(fair_wait_timeout_ms, 1);
+    GOOD(fair_wait_timeout_ms, RLOCK_MAX_LEASE_MS);
 
     /* Not initialised by rlock_config_init(). */
     BAD(struct_size, 0);
     BAD(struct_size, 1);
+
+    /* A struct from a header without fair_wait_timeout_ms: the field is not read. */
+    h_config(&cfg);
+    cfg.struct_size = offsetof(rlock_config, fair_wait_timeout_ms);
+    cfg.fair_wait_timeout_ms = -1;
+    expect_open(&cfg, RLOCK_OK, "struct_size ending before fair_wait_timeout_ms");
 
     /* NULL out. */
     h_config(&cfg);

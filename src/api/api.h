@@ -5,7 +5,7 @@
  *   client.c    client open/close, the call guard
  *   config.c    rlock_config -> rlock__settings, every range checked
  *   registry.c  the open clients, for thread exit and fork
- *   handle.c    lock handles (rlock_get, rlock_free, rlock_name)
+ *   handle.c    lock handles (rlock_get, rlock_get_fair, rlock_free, rlock_name)
  *   lock.c      the lock calls: lock, try_lock, unlock, queries
  *
  * Calls go down only: api uses kind (kind.h) and, through it, the engine,

@@ -63,6 +63,11 @@ int rlock__settings_from(const rlock_config *cfg, rlock__settings *s) {
         s->pubsub_mode = cfg->pubsub_mode;
     if (!in_range(s->pubsub_mode, RLOCK_PUBSUB_AUTO, RLOCK_PUBSUB_SHARDED, "pubsub_mode"))
         return RLOCK_EINVAL;
+    s->fair_wait_timeout_ms = defaults.fair_wait_timeout_ms;
+    if (has_field(cfg, offsetof(rlock_config, fair_wait_timeout_ms), sizeof(long long)))
+        s->fair_wait_timeout_ms = cfg->fair_wait_timeout_ms;
+    if (!in_range(s->fair_wait_timeout_ms, 1, RLOCK_MAX_LEASE_MS, "fair_wait_timeout_ms"))
+        return RLOCK_EINVAL;
     s->watchdog_timeout_ms = cfg->watchdog_timeout_ms;
     s->connect_timeout_ms = cfg->connect_timeout_ms;
     s->command_timeout_ms = cfg->command_timeout_ms;

@@ -1,9 +1,9 @@
 /*
  * handle.c - lock handles: a name bound to a client and a lock kind.
  *
- * A handle owns copies of its name and channel name; it keeps its client's
- * struct alive (client->handles) until rlock_free, also past
- * rlock_client_close.
+ * A handle owns copies of its name and channel name (and a fair lock's
+ * queue key names); it keeps its client's struct alive (client->handles)
+ * until rlock_free, also past rlock_client_close.
  *
  * Threads: any application thread; a handle may be shared between threads.
  */
@@ -15,6 +15,8 @@ static void free_handle(rlock *lock) {
     lock->magic = 0;
     rlock__free(lock->name);
     rlock__free(lock->channel);
+    rlock__free(lock->queue);
+    rlock__free(lock->timeouts);
     rlock__free(lock);
 }
 
@@ -25,7 +27,13 @@ static rlock *new_handle(rlock_client *c, const rlock__kind *kind, const char *n
         return NULL;
     lock->name = rlock__memdup0(name, len);
     lock->channel = rlock__lock_channel(name, len, &lock->channel_len);
-    if (lock->name == NULL || lock->channel == NULL) {
+    if (kind == &rlock__fair) {
+        lock->queue = rlock__prefixed_name("redisson_lock_queue", name, len, &lock->queue_len);
+        lock->timeouts =
+            rlock__prefixed_name("redisson_lock_timeout", name, len, &lock->timeouts_len);
+    }
+    if (lock->name == NULL || lock->channel == NULL ||
+        (kind == &rlock__fair && (lock->queue == NULL || lock->timeouts == NULL))) {
         free_handle(lock);
         return NULL;
     }
@@ -40,7 +48,29 @@ static rlock *new_handle(rlock_client *c, const rlock__kind *kind, const char *n
     return lock;
 }
 
-int rlock_get(rlock_client *client, const char *name, rlock **out) {
+/*
+ * A fair lock's scripts name its three keys: in a Cluster they must hash to
+ * one slot. Redisson's names do for a name without braces and for one with
+ * a "{tag}" of its own; not for e.g. "a}b" (the queue key's tag is "a") or
+ * "a{b" (no tag: each key hashes whole). Refused here rather than by
+ * CROSSSLOT on the first lock.
+ */
+static int check_slots(rlock_client *c, const rlock *lock) {
+    int slot = rlock__net_slot_of(&c->net, lock->name, lock->name_len);
+    if (lock->queue == NULL || slot < 0)
+        return RLOCK_OK;
+    if (rlock__net_slot_of(&c->net, lock->queue, lock->queue_len) == slot &&
+        rlock__net_slot_of(&c->net, lock->timeouts, lock->timeouts_len) == slot)
+        return RLOCK_OK;
+    return rlock__fail(RLOCK_EINVAL, 0, "fair lock name '%.200s': its keys '%.200s' and '%.200s' "
+                                        "hash to other Cluster slots than the name (a name with "
+                                        "'}' but no '{', or with '{' but no non-empty {tag})",
+                       lock->name, lock->queue, lock->timeouts);
+}
+
+/* rlock_get, rlock_get_fair: a handle of kind for name. */
+static int get_handle(rlock_client *client, const rlock__kind *kind, const char *name,
+                      rlock **out) {
     rlock__guard g;
     if (out == NULL)
         return RLOCK_EINVAL;
@@ -53,14 +83,26 @@ int rlock_get(rlock_client *client, const char *name, rlock **out) {
         return rlock__leave_status(
             &g, rlock__fail(RLOCK_EINVAL, 0, "lock name: NULL, empty or longer than %d bytes",
                             RLOCK_MAX_NAME_LEN));
-    rlock *lock = new_handle(client, &rlock__reentrant, name, len);
+    rlock *lock = new_handle(client, kind, name, len);
     if (lock == NULL)
         return rlock__leave_status(&g, RLOCK_ENOMEM);
+    if ((status = check_slots(client, lock)) != RLOCK_OK) {
+        free_handle(lock);
+        return rlock__leave_status(&g, status);
+    }
     pthread_mutex_lock(&client->mutex);
     client->handles++;
     pthread_mutex_unlock(&client->mutex);
     *out = lock;
     return rlock__leave_status(&g, RLOCK_OK);
+}
+
+int rlock_get(rlock_client *client, const char *name, rlock **out) {
+    return get_handle(client, &rlock__reentrant, name, out);
+}
+
+int rlock_get_fair(rlock_client *client, const char *name, rlock **out) {
+    return get_handle(client, &rlock__fair, name, out);
 }
 
 void rlock_free(rlock *lock) {

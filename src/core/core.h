@@ -54,6 +54,9 @@ void rlock__alloc_fail_after(long n);
 #define RLOCK__NO_DEADLINE INT64_MAX
 
 int64_t rlock__now_ms(void);
+/* The wall clock (CLOCK_REALTIME) in ms since the epoch, for deadlines shared with
+ * other processes (the fair lock's queue, as Redisson's System.currentTimeMillis()). */
+int64_t rlock__wall_ms(void);
 /* now + ms, saturating at RLOCK__NO_DEADLINE; ms < 0 means no deadline. */
 int64_t rlock__deadline_after(long long ms);
 /* Initialises a condition variable that waits on CLOCK_MONOTONIC. */
@@ -175,6 +178,7 @@ typedef struct rlock__settings {
     int replica_acks;           /* WAIT after every write; 0 = off */
     int replica_ack_timeout_ms;
     int pubsub_mode;            /* RLOCK_PUBSUB_*, as configured (the net resolves AUTO) */
+    long long fair_wait_timeout_ms; /* a fair lock() waiter's wait, for its queue deadline */
 } rlock__settings;
 
 /* ---- events.c ---------------------------------------------------------------- */

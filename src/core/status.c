@@ -55,4 +55,5 @@ void rlock_config_init(rlock_config *cfg) {
     cfg->replica_acks = 0;
     cfg->replica_ack_timeout_ms = 1000;
     cfg->pubsub_mode = RLOCK_PUBSUB_AUTO;
+    cfg->fair_wait_timeout_ms = 300000;
 }

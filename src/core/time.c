@@ -1,5 +1,6 @@
 /*
- * time.c - monotonic time, condition variables on that clock, and number
+ * time.c - monotonic time (and the wall clock, where other processes must
+ * agree on a time), condition variables on the monotonic clock, and number
  * formatting for the hot path (no snprintf per lock call).
  *
  * Pure helpers: any thread, no shared state.
@@ -12,6 +13,12 @@
 int64_t rlock__now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t rlock__wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 

@@ -161,7 +161,7 @@ static int watch_owner(const rlock__owner *owner) {
  * when the owner's own hold was lost (nothing acquired), or an error.
  */
 static int acquire_once(rlock *lock, const rlock__owner *owner, long long lease_ms,
-                        int64_t deadline_ms, long long *ttl_ms) {
+                        long long wait_ms, int64_t deadline_ms, long long *ttl_ms) {
     rlock__attempt answer = {.outcome = RLOCK__ATTEMPT_STALE};
     rlock__hold_info info;
     rlock__hold *spare = rlock__holds_spare(lock->name, lock->name_len);
@@ -175,7 +175,7 @@ static int acquire_once(rlock *lock, const rlock__owner *owner, long long lease_
     for (int i = 0; status == RLOCK_OK && i < MAX_REBASES && answer.outcome == RLOCK__ATTEMPT_STALE;
          i++) {
         sent_ms = rlock__now_ms();
-        status = lock->kind->attempt(lock, owner, ttl, expected, deadline_ms, &answer);
+        status = lock->kind->attempt(lock, owner, ttl, expected, wait_ms, deadline_ms, &answer);
         if (status == RLOCK_ENOREPL)
             status = unacknowledged(lock, owner, &answer, deadline_ms);
         if (status == RLOCK_OK && answer.outcome == RLOCK__ATTEMPT_STALE)
@@ -199,6 +199,8 @@ typedef struct waiting {
     rlock *lock;
     rlock__waiter waiter;
     rlock__hold *spare;         /* owned: records a handed-over hold without allocating */
+    long long wait_ms;          /* the acquire's wait (the kind's queue keeps it) */
+    int cancelled;              /* set until the retries return: the cleanup runs on cancel */
 } waiting;
 
 /*
@@ -223,6 +225,8 @@ static void stop_waiting(void *arg) {
     }
     if (unclaimed) /* best effort */
         lock->kind->release(lock, &w->waiter.owner, 1, RLOCK__NO_DEADLINE, &ignored_release);
+    if (w->cancelled && lock->kind->give_up != NULL)
+        lock->kind->give_up(lock, &w->waiter.owner, w->wait_ms);
     rlock__free(w->spare);
 }
 
@@ -260,7 +264,8 @@ static int retry_until_acquired(const rlock__call *call, waiting *w, int queued,
         rlock__conn *ahead = NULL;
         if (attempt) {
             epoch = rlock__wait_epoch(e, &w->waiter);
-            status = acquire_once(lock, &w->waiter.owner, w->waiter.lease_ms, deadline_ms, &ttl_ms);
+            status = acquire_once(lock, &w->waiter.owner, w->waiter.lease_ms, w->wait_ms,
+                                  deadline_ms, &ttl_ms);
         }
         if (status != RLOCK_BUSY || rlock__now_ms() >= deadline_ms)
             return status;
@@ -283,21 +288,30 @@ static int retry_until_acquired(const rlock__call *call, waiting *w, int queued,
 /*
  * Joins first (so no unlock can slip between an attempt and the sleep),
  * then retries. The cleanup handlers also run if the thread is cancelled
- * while it sleeps: it leaves the channel, then the call.
+ * while it sleeps: it leaves the channel (and the kind's queue), then the
+ * call. A kind may give each waiter a channel of its own (the fair lock).
  */
 static int wait_and_acquire(const rlock__call *call, rlock *lock, const rlock__owner *owner,
-                            long long lease_ms, int queued, int64_t deadline_ms) {
+                            long long wait_ms, long long lease_ms, int queued,
+                            int64_t deadline_ms) {
     waiting w = {.lock = lock,
                  .waiter = {.owner = *owner, .lease_ms = lease_ms, .name = lock->name,
-                            .name_len = lock->name_len, .ops = lock->kind->wait, .lock = lock}};
+                            .name_len = lock->name_len, .ops = lock->kind->wait, .lock = lock},
+                 .wait_ms = wait_ms, .cancelled = 1};
+    char *own_channel = NULL;
+    const char *channel = lock->channel;
+    size_t channel_len = lock->channel_len;
     /* A hand-off can make us the owner without an attempt of ours. */
     if (watch_owner(owner) != RLOCK_OK)
         return RLOCK_ENOMEM;
-    w.spare = rlock__holds_spare(lock->name, lock->name_len);
-    if (w.spare == NULL)
+    if (lock->kind->waiter_channel != NULL &&
+        (channel = own_channel = lock->kind->waiter_channel(lock, owner, &channel_len)) == NULL)
         return RLOCK_ENOMEM;
-    int status =
-        rlock__wait_join(lock->engine, lock->channel, lock->channel_len, deadline_ms, &w.waiter);
+    w.spare = rlock__holds_spare(lock->name, lock->name_len);
+    int status = w.spare == NULL ? RLOCK_ENOMEM
+                                 : rlock__wait_join(lock->engine, channel, channel_len,
+                                                    deadline_ms, &w.waiter);
+    rlock__free(own_channel); /* the engine keeps its own copy */
     if (status != RLOCK_OK) {
         rlock__free(w.spare);
         return status;
@@ -305,6 +319,7 @@ static int wait_and_acquire(const rlock__call *call, rlock *lock, const rlock__o
     pthread_cleanup_push(call->on_cancel, call->arg);
     pthread_cleanup_push(stop_waiting, &w);
     status = retry_until_acquired(call, &w, queued, deadline_ms);
+    w.cancelled = 0;
     pthread_cleanup_pop(1);
     pthread_cleanup_pop(0); /* the call is left by our caller on the normal path */
     return status;
@@ -319,7 +334,8 @@ static int wait_and_acquire(const rlock__call *call, rlock *lock, const rlock__o
  */
 static int should_queue(rlock *lock, long long wait_ms, const rlock__owner *owner) {
     rlock__engine *e = lock->engine;
-    return wait_ms != 0 &&
+    /* Without hand-offs (a fair lock keeps its queue in Redis) there is nothing to queue for. */
+    return wait_ms != 0 && lock->kind->transfer != NULL &&
            rlock__wait_queued(e, lock->channel, lock->channel_len, lock->name, lock->name_len) &&
            rlock__holds_expected(&e->holds, lock->name, lock->name_len, owner->id) == 0;
 }
@@ -333,10 +349,15 @@ int rlock__acquire(rlock *lock, const rlock__owner *owner, long long wait_ms, lo
     int status = hold_before_acquire(lock, owner, &info);
     if (status != RLOCK_OK)
         return status; /* told: RLOCK_ELOST */
-    if (should_queue(lock, wait_ms, owner))
-        return wait_and_acquire(call, lock, owner, lease_ms, 1, deadline_ms);
-    status = acquire_once(lock, owner, lease_ms, deadline_ms, &ttl_ms);
-    if (status == RLOCK_BUSY && wait_ms != 0)
-        status = wait_and_acquire(call, lock, owner, lease_ms, 0, deadline_ms);
+    if (should_queue(lock, wait_ms, owner)) {
+        status = wait_and_acquire(call, lock, owner, wait_ms, lease_ms, 1, deadline_ms);
+    } else {
+        status = acquire_once(lock, owner, lease_ms, wait_ms, deadline_ms, &ttl_ms);
+        if (status == RLOCK_BUSY && wait_ms != 0)
+            status = wait_and_acquire(call, lock, owner, wait_ms, lease_ms, 0, deadline_ms);
+    }
+    /* An attempt that may have queued us in the kind's queue: a waiter that gives up leaves it. */
+    if (status != RLOCK_OK && wait_ms != 0 && lock->kind->give_up != NULL)
+        lock->kind->give_up(lock, owner, wait_ms);
     return status;
 }

@@ -8,12 +8,14 @@
  * renewal script and how its waiters are woken. The generic parts (waiting,
  * re-basing a stale hold count, telling a lost hold, in-process hand-offs)
  * are written once (acquire.c, release.c) over that table. The reentrant
- * lock (reentrant.c) is the first kind; Redisson's fair, read-write and
- * fenced locks plug in as further tables.
+ * lock (reentrant.c) is the first kind, the fair lock (fair.c) the second;
+ * Redisson's read-write and fenced locks plug in as further tables.
  *
  *   layout.c         Redisson's names: the channel of a lock, the owner field
  *   reentrant_lua.c  the reentrant lock's Lua scripts (the script table)
  *   reentrant.c      the reentrant kind
+ *   fair_lua.c       the fair lock's Lua scripts
+ *   fair.c           the fair kind (FIFO queue in Redis, a channel per waiter)
  *   acquire.c        lock / try_lock: attempts, waiting, hand-offs received
  *   release.c        unlock (hand-offs given), force unlock, queries
  *
@@ -41,6 +43,10 @@ struct rlock {
     size_t channel_len;
     const char *publish_verb;   /* static: what unlock scripts publish with, for this name
                                    (rlock__net_publish_verb), fixed when the handle is made */
+    char *queue;                /* fair lock: owned "redisson_lock_queue:{name}"; else NULL */
+    size_t queue_len;
+    char *timeouts;             /* fair lock: owned "redisson_lock_timeout:{name}"; else NULL */
+    size_t timeouts_len;
 };
 
 /* ---- layout.c: Redisson's names ----------------------------------------------- */
@@ -54,6 +60,11 @@ size_t rlock__owner_field_of(const void *client_id, uint64_t owner, char *buf);
  * Redisson does); owned by the caller. NULL if out of memory.
  */
 char *rlock__lock_channel(const char *name, size_t len, size_t *out_len);
+/*
+ * Redisson's prefixName(): "<prefix>:{<name>}", or "<prefix>:<name>" for a
+ * name with '{'; owned by the caller. NULL if out of memory.
+ */
+char *rlock__prefixed_name(const char *prefix, const char *name, size_t len, size_t *out_len);
 
 /* ---- the kind table ---------------------------------------------------------------- */
 
@@ -87,10 +98,13 @@ struct rlock__kind {
     /*
      * Sends one attempt for owner, which believes it holds `expected` holds
      * (the idempotence key of re-sends), with a lease of lease_ms (a TTL, not
-     * RLOCK_LEASE_WATCHDOG). RLOCK_OK with *answer, or an error.
+     * RLOCK_LEASE_WATCHDOG), for an acquire that waits wait_ms (-1: for
+     * ever, 0: not at all; a kind with a queue joins it when wait_ms != 0).
+     * RLOCK_OK with *answer, or an error.
      */
     int (*attempt)(const rlock *lock, const rlock__owner *owner, long long lease_ms,
-                   long long expected, int64_t deadline_ms, rlock__attempt *answer);
+                   long long expected, long long wait_ms, int64_t deadline_ms,
+                   rlock__attempt *answer);
     /*
      * Reads the reply of an attempt the waiters' machinery sent ahead
      * (wait->send_ahead). RLOCK_OK only for HELD or BUSY; RLOCK_EIO when the
@@ -115,10 +129,35 @@ struct rlock__kind {
     const rlock__wait_ops *wait;
     int renew_script;           /* index in the script set (the watchdog's renewer) */
     int renew_node_script;      /* the same for locks of many slots of one Cluster node */
+    /*
+     * The channel owner's waiter sleeps on, owned by the caller (NULL if out
+     * of memory); NULL function: the handle's channel, shared by all its
+     * waiters.
+     */
+    char *(*waiter_channel)(const rlock *lock, const rlock__owner *owner, size_t *len);
+    /*
+     * An acquire of owner that waited wait_ms ends without the lock (timed
+     * out, cancelled, closed, failed): owner leaves the kind's queue in
+     * Redis. Best effort, no error. NULL: the kind has no queue.
+     */
+    void (*give_up)(const rlock *lock, const rlock__owner *owner, long long wait_ms);
 };
 
 /* reentrant.c: Redisson's RLock. */
 extern const rlock__kind rlock__reentrant;
+/* fair.c: Redisson's RedissonFairLock (getFairLock). */
+extern const rlock__kind rlock__fair;
+/*
+ * reentrant.c, shared with the fair kind (same hash, same answers): the
+ * read-only questions, an attempt's reply (ACQUIRE's and FAIR_ACQUIRE's), a
+ * reply read ahead, and the release (RELEASE, or FAIR_RELEASE when
+ * lock->queue is set).
+ */
+int rlock__hash_ask(const rlock *lock, int question, const rlock__owner *owner, long long *value);
+int rlock__read_attempt(const redisReply *reply, void *arg);
+int rlock__hash_read_ahead(const rlock *lock, rlock__conn *ahead, rlock__attempt *answer);
+int rlock__hash_release(const rlock *lock, const rlock__owner *owner, long long expected,
+                        int64_t deadline_ms, rlock__released *out);
 /* reentrant_lua.c: the script set every client loads (its indexes are RLOCK__SCRIPT_*). */
 enum {
     RLOCK__SCRIPT_ACQUIRE,
@@ -127,9 +166,16 @@ enum {
     RLOCK__SCRIPT_RENEW,
     RLOCK__SCRIPT_RENEW_NODE,
     RLOCK__SCRIPT_FORCE_UNLOCK,
+    RLOCK__SCRIPT_FAIR_ACQUIRE,
+    RLOCK__SCRIPT_FAIR_RELEASE,
+    RLOCK__SCRIPT_FAIR_LEAVE,
+    RLOCK__SCRIPT_FAIR_FORCE_UNLOCK,
     RLOCK__SCRIPT_COUNT
 };
 extern const rlock__script rlock__scripts[RLOCK__SCRIPT_COUNT];
+/* fair_lua.c: the fair lock's scripts (entries of rlock__scripts). */
+extern const char rlock__fair_acquire_lua[], rlock__fair_release_lua[], rlock__fair_leave_lua[],
+    rlock__fair_force_unlock_lua[];
 /* The Lua text of a script (the bench baseline runs the very same). */
 const char *rlock__script_body(int script);
 

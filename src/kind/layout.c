@@ -4,6 +4,8 @@
  *   the owner field  "<client uuid>:<owner id>" (Redisson: "<uuid>:<thread id>")
  *   the channel      "redisson_lock__channel:{<name>}"; a name with '{' is used
  *                    as it is (Redisson's rule), so "X" and "{X}" share one.
+ *   the fair lock's  "redisson_lock_queue:{<name>}", "redisson_lock_timeout:{<name>}"
+ *                    (same rule), and a waiter's channel "<channel>:<owner field>"
  *
  * Pure functions: any thread, no shared state.
  */
@@ -21,18 +23,18 @@ size_t rlock__owner_field_of(const void *client_id, uint64_t owner, char *buf) {
     return rlock__owner_field(client_id, owner, buf);
 }
 
-#define CHANNEL_PREFIX "redisson_lock__channel:"
-
-char *rlock__lock_channel(const char *name, size_t len, size_t *out_len) {
-    size_t prefix = sizeof(CHANNEL_PREFIX) - 1;
+/* Redisson's prefixName(): a name with '{' is used as it is, else wrapped in one. */
+char *rlock__prefixed_name(const char *prefix, const char *name, size_t len, size_t *out_len) {
+    size_t prefix_len = strlen(prefix);
     int tagged = memchr(name, '{', len) != NULL;
-    size_t total = prefix + len + (tagged ? 0 : 2);
-    char *channel = rlock__malloc(total + 1);
-    if (channel == NULL)
+    size_t total = prefix_len + 1 + len + (tagged ? 0 : 2);
+    char *out = rlock__malloc(total + 1);
+    if (out == NULL)
         return NULL;
-    char *p = channel;
-    memcpy(p, CHANNEL_PREFIX, prefix);
-    p += prefix;
+    char *p = out;
+    memcpy(p, prefix, prefix_len);
+    p += prefix_len;
+    *p++ = ':';
     if (!tagged)
         *p++ = '{';
     memcpy(p, name, len);
@@ -41,5 +43,9 @@ char *rlock__lock_channel(const char *name, size_t len, size_t *out_len) {
         *p++ = '}';
     *p = '\0';
     *out_len = total;
-    return channel;
+    return out;
+}
+
+char *rlock__lock_channel(const char *name, size_t len, size_t *out_len) {
+    return rlock__prefixed_name("redisson_lock__channel", name, len, out_len);
 }

@@ -19,7 +19,7 @@
 /* ACQUIRE's answers: {1, count}, {0, pttl} or {2, true count}. */
 enum { ACQUIRE_BUSY = 0, ACQUIRE_HELD = 1, ACQUIRE_STALE = 2 };
 
-static int read_acquire(const redisReply *reply, void *arg) {
+int rlock__read_attempt(const redisReply *reply, void *arg) {
     rlock__attempt *answer = arg;
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
         reply->element[0]->type != REDIS_REPLY_INTEGER ||
@@ -58,11 +58,13 @@ static void acquire_cmd_init(acquire_cmd *a, const rlock *lock, uint64_t owner,
 }
 
 static int attempt(const rlock *lock, const rlock__owner *owner, long long lease_ms,
-                   long long expected, int64_t deadline_ms, rlock__attempt *answer) {
+                   long long expected, long long wait_ms, int64_t deadline_ms,
+                   rlock__attempt *answer) {
     acquire_cmd a;
+    (void)wait_ms; /* no queue: every waiter tries alike */
     acquire_cmd_init(&a, lock, owner->id, lease_ms, expected);
     answer->outcome = RLOCK__ATTEMPT_NONE;
-    return rlock__exec_read(lock->engine->net, &a.cmd, deadline_ms, NULL, read_acquire, answer);
+    return rlock__exec_read(lock->engine->net, &a.cmd, deadline_ms, NULL, rlock__read_attempt, answer);
 }
 
 /*
@@ -79,14 +81,14 @@ static rlock__conn *send_ahead(const rlock__waiter *w) {
     return rlock__send_ahead(e->net, &a.cmd);
 }
 
-static int read_ahead(const rlock *lock, rlock__conn *ahead, rlock__attempt *answer) {
+int rlock__hash_read_ahead(const rlock *lock, rlock__conn *ahead, rlock__attempt *answer) {
     redisReply *reply = NULL;
     int64_t deadline_ms = rlock__deadline_after(lock->engine->settings->command_timeout_ms);
     int status = rlock__read_ahead(ahead, deadline_ms, &reply);
     if (status == RLOCK_OK && reply->type == REDIS_REPLY_ERROR)
         status = RLOCK_EREDIS; /* NOSCRIPT and the like: an ordinary attempt follows */
     if (status == RLOCK_OK)
-        status = read_acquire(reply, answer);
+        status = rlock__read_attempt(reply, answer);
     if (status == RLOCK_OK && answer->outcome == RLOCK__ATTEMPT_STALE)
         status = RLOCK_EREDIS;
     if (reply != NULL)
@@ -97,7 +99,11 @@ static int read_ahead(const rlock *lock, rlock__conn *ahead, rlock__attempt *ans
 /* A stale expected count is re-based at most this often in one release. */
 #define MAX_REBASES 3
 
-/* RELEASE's answers: remaining count, nil (field gone), {true count} (stale). */
+/*
+ * RELEASE's answers: remaining count, nil (field gone), {true count} (stale).
+ * A fair lock's (lock->queue set) FAIR_RELEASE takes RELEASE's arguments
+ * plus its queue keys and the wall clock, and answers alike (fair_lua.c).
+ */
 typedef struct release_answer {
     long long count;
     int stale, gone;
@@ -122,16 +128,30 @@ static int read_release(const redisReply *reply, void *arg) {
     return RLOCK_OK;
 }
 
+/*
+ * RELEASE, or for a fair lock (lock->queue set) FAIR_RELEASE: the same
+ * arguments plus its queue keys and the wall clock (fair_lua.c), the same
+ * answers.
+ */
 static int send_release(const rlock *lock, const char *owner, size_t owner_len,
                         long long expected, int64_t deadline_ms, rlock__exec_info *info,
                         release_answer *answer) {
-    char expected_str[24];
+    char expected_str[24], now[24];
     const char *publish = lock->publish_verb;
-    const char *argv[] = {lock->name, owner, expected_str, lock->channel, publish};
-    size_t argvlen[] = {lock->name_len, owner_len, rlock__fmt_i64(expected_str, expected),
-                        lock->channel_len, strlen(publish)};
+    size_t expected_len = rlock__fmt_i64(expected_str, expected);
+    size_t now_len = lock->queue != NULL ? rlock__fmt_i64(now, rlock__wall_ms()) : 0;
+    const char *plain[] = {lock->name, owner, expected_str, lock->channel, publish};
+    size_t plain_len[] = {lock->name_len, owner_len, expected_len, lock->channel_len,
+                          strlen(publish)};
+    const char *fair[] = {lock->name, lock->queue, lock->timeouts, owner, expected_str,
+                          lock->channel, publish, now};
+    size_t fair_len[] = {lock->name_len, lock->queue_len, lock->timeouts_len, owner_len,
+                         expected_len, lock->channel_len, strlen(publish), now_len};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_RELEASE, .flags = RLOCK__CMD_WRITE, .argc = 5,
-                      .nkeys = 1, .argv = argv, .argvlen = argvlen};
+                      .nkeys = 1, .argv = plain, .argvlen = plain_len};
+    if (lock->queue != NULL)
+        cmd = (rlock__cmd){.script = RLOCK__SCRIPT_FAIR_RELEASE, .flags = RLOCK__CMD_WRITE,
+                           .argc = 8, .nkeys = 3, .argv = fair, .argvlen = fair_len};
     answer->read = 0;
     return rlock__exec_read(lock->engine->net, &cmd, deadline_ms, info, read_release, answer);
 }
@@ -153,8 +173,8 @@ static void republish_if_asked(const rlock *lock, const rlock__exec_info *info,
     rlock__error_restore(&saved);
 }
 
-static int release(const rlock *lock, const rlock__owner *owner, long long expected,
-                   int64_t deadline_ms, rlock__released *out) {
+int rlock__hash_release(const rlock *lock, const rlock__owner *owner, long long expected,
+                        int64_t deadline_ms, rlock__released *out) {
     char field[RLOCK__OWNER_MAX];
     size_t field_len = rlock__owner_field(lock->client_id, owner->id, field);
     release_answer answer = {.stale = 1};
@@ -257,7 +277,7 @@ static int read_number(const redisReply *reply, void *arg) {
 }
 
 /* HLEN (WRONGTYPE for a key that is not a hash), HEXISTS, HGET, PTTL. */
-static int ask(const rlock *lock, int question, const rlock__owner *owner, long long *value) {
+int rlock__hash_ask(const rlock *lock, int question, const rlock__owner *owner, long long *value) {
     static const char *const verbs[] = {[RLOCK__ASK_LOCKED] = "HLEN", [RLOCK__ASK_HELD] = "HEXISTS",
                                         [RLOCK__ASK_COUNT] = "HGET", [RLOCK__ASK_TTL] = "PTTL"};
     char field[RLOCK__OWNER_MAX];
@@ -276,11 +296,11 @@ static const rlock__wait_ops reentrant_wait = {.send_ahead = send_ahead};
 const rlock__kind rlock__reentrant = {
     .name = "reentrant",
     .attempt = attempt,
-    .read_ahead = read_ahead,
-    .release = release,
+    .read_ahead = rlock__hash_read_ahead,
+    .release = rlock__hash_release,
     .transfer = transfer,
     .force_unlock = force_unlock,
-    .ask = ask,
+    .ask = rlock__hash_ask,
     .wait = &reentrant_wait,
     .renew_script = RLOCK__SCRIPT_RENEW,
     .renew_node_script = RLOCK__SCRIPT_RENEW_NODE,

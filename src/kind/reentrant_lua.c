@@ -29,39 +29,7 @@
  * Threads: any; constant data.
  */
 #include "kind.h"
-
-/*
- * Every mutating script keeps one rule: an error return means Redis is
- * unchanged. Redis does not roll a script back, so a script checks, before
- * its first write, everything that could make a later step fail: that the
- * key is a lock (not_a_lock), and that the ACL lets the caller run each
- * later write (redis.acl_check_cmd, Redis >= 7.0; older servers have no
- * per-command channel or key rules that could refuse half a script). A
- * PUBLISH goes before the DEL it announces: a refused PUBLISH (no channel
- * permission) then fails the unlock before anything changed, and the
- * message still reaches subscribers after the script, when the key is gone.
- *
- * A lock, ours or Redisson's, is a hash with a TTL whose fields are all
- * "<id>:<thread>". A hash without a TTL, or with another field, is somebody's
- * data under the same name: NOTALOCK, untouched.
- */
-#define PRELUDE_LUA                                                                               \
-    "local function not_a_lock(key)\n"                                                            \
-    "  if redis.call('pttl', key) == -1 then return true end\n"                                   \
-    "  for _, field in ipairs(redis.call('hkeys', key)) do\n"                                     \
-    "    if not string.find(field, '^.+:%d+$') then return true end\n"                       \
-    "  end\n"                                                                                     \
-    "  return false\n"                                                                            \
-    "end\n"                                                                                       \
-    "local function not_a_lock_error(key)\n"                                                      \
-    "  return redis.error_reply('NOTALOCK the hash ' .. key .. ' has no TTL or a field that is '" \
-    " .. 'not <id>:<thread>: not a lock, left untouched')\n"                                      \
-    "end\n"                                                                                       \
-    "local function refused(...)\n"                                                               \
-    "  if redis.acl_check_cmd == nil or redis.acl_check_cmd(...) then return nil end\n"           \
-    "  return redis.error_reply('NOPERM this user has no permissions to run ' .. select(1, ...)\n" \
-    "    .. ' on the lock (rlock checked before changing anything)')\n"                           \
-    "end\n"
+#include "lua_prelude.h"
 
 /*
  * ACQUIRE  KEYS[1] = name
@@ -252,6 +220,10 @@ const rlock__script rlock__scripts[RLOCK__SCRIPT_COUNT] = {
     [RLOCK__SCRIPT_RENEW] = {"RENEW", renew_lua},
     [RLOCK__SCRIPT_RENEW_NODE] = {"RENEW_NODE", renew_node_lua},
     [RLOCK__SCRIPT_FORCE_UNLOCK] = {"FORCE_UNLOCK", force_unlock_lua},
+    [RLOCK__SCRIPT_FAIR_ACQUIRE] = {"FAIR_ACQUIRE", rlock__fair_acquire_lua},
+    [RLOCK__SCRIPT_FAIR_RELEASE] = {"FAIR_RELEASE", rlock__fair_release_lua},
+    [RLOCK__SCRIPT_FAIR_LEAVE] = {"FAIR_LEAVE", rlock__fair_leave_lua},
+    [RLOCK__SCRIPT_FAIR_FORCE_UNLOCK] = {"FAIR_FORCE_UNLOCK", rlock__fair_force_unlock_lua},
 };
 
 const char *rlock__script_body(int script) {

@@ -25,6 +25,10 @@
  *                               unlock (non-atomic on purpose: only the lock
  *                               makes it exact); value: iterations done
  *
+ * Any command on a name may be prefixed with "fair": it then runs on the
+ * worker's rlock_get_fair() handle of NAME (Redisson's getFairLock) instead
+ * of its rlock_get() handle, e.g. "3 fair lock NAME".
+ *
  * Each command is answered by one line (in completion order, which is why it
  * repeats the thread):
  *
@@ -72,6 +76,7 @@ struct worker {
     /* This worker's lock handles, by name (handles outlive their commands so
      * that a freed handle never races the lock it names). */
     rlock *handles[MAX_HANDLES];
+    int fair[MAX_HANDLES];      /* handles[i] came from rlock_get_fair */
     int nhandles;
 };
 
@@ -105,13 +110,15 @@ static void on_event(const rlock_event *ev, void *arg) {
         atomic_fetch_add(&lost_events, 1);
 }
 
-static rlock *handle(struct worker *w, const char *name) {
+static rlock *handle(struct worker *w, const char *name, int fair) {
     rlock *l;
     for (int i = 0; i < w->nhandles; i++)
-        if (strcmp(rlock_name(w->handles[i]), name) == 0)
+        if (w->fair[i] == fair && strcmp(rlock_name(w->handles[i]), name) == 0)
             return w->handles[i];
-    if (w->nhandles == MAX_HANDLES || rlock_get(client, name, &l) != RLOCK_OK)
+    if (w->nhandles == MAX_HANDLES ||
+        (fair ? rlock_get_fair(client, name, &l) : rlock_get(client, name, &l)) != RLOCK_OK)
         return NULL;
+    w->fair[w->nhandles] = fair;
     w->handles[w->nhandles++] = l;
     return l;
 }
@@ -173,6 +180,9 @@ static void run(struct worker *w, char *rest) {
     int rc;
     rlock *l;
 
+    int fair = op != NULL && strcmp(op, "fair") == 0;
+    if (fair)
+        op = word(&rest);
     if (op == NULL) {
         reply(w->id, RLOCK_EINVAL, 0, t0, t0);
         return;
@@ -195,7 +205,7 @@ static void run(struct worker *w, char *rest) {
         }
         num = strtoll(a, NULL, 10);
     }
-    if ((l = handle(w, rest)) == NULL) {
+    if ((l = handle(w, rest, fair)) == NULL) {
         reply(w->id, RLOCK_EINVAL, 0, t0, now_us());
         return;
     }
