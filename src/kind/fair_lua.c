@@ -150,25 +150,7 @@ const char rlock__fair_acquire_lua[] =
  */
 const char rlock__fair_release_lua[] =
     FAIR_PRELUDE_LUA
-    "local count = redis.call('hget', KEYS[1], ARGV[1])\n"
-    "if count == false then\n"
-    "  if redis.call('exists', KEYS[1]) == 1 and not_a_lock(KEYS[1]) then\n"
-    "    return not_a_lock_error(KEYS[1])\n"
-    "  end\n"
-    "  return nil\n"
-    "end\n"
-    "count = tonumber(count)\n"
-    "local expected = tonumber(ARGV[2])\n"
-    "if count == expected - 1 then\n"
-    "  return count\n"
-    "end\n"
-    "if count < expected then\n"
-    "  return {count}\n"
-    "end\n"
-    "if expected > 1 then\n"
-    "  redis.call('hset', KEYS[1], ARGV[1], expected - 1)\n"
-    "  return expected - 1\n"
-    "end\n"
+    RELEASE_HEAD_LUA
     "local stale, head = stale_heads(tonumber(ARGV[5]))\n"
     "local no = refused('del', KEYS[1]) or refused('lpop', KEYS[2]) or refused('zrem', KEYS[3], 'x')\n"
     "if not no and head then no = refused(ARGV[4], ARGV[3] .. ':' .. head, '0') end\n"

@@ -38,4 +38,32 @@
     "    .. ' on the lock (rlock checked before changing anything)')\n"                           \
     "end\n"
 
+/*
+ * The start of every release (KEYS[1] the lock, ARGV[1] the owner field,
+ * ARGV[2] the holds the caller believes it has): not ours -> nil (NOTALOCK
+ * for a hash that is not a lock); already released (a re-send) -> the count;
+ * fewer than expected -> {count} (stale); more than one -> one fewer. What
+ * follows runs only for the last hold (count == expected == 1).
+ */
+#define RELEASE_HEAD_LUA                                                                          \
+    "local count = redis.call('hget', KEYS[1], ARGV[1])\n"                                        \
+    "if count == false then\n"                                                                    \
+    "  if redis.call('exists', KEYS[1]) == 1 and not_a_lock(KEYS[1]) then\n"                      \
+    "    return not_a_lock_error(KEYS[1])\n"                                                      \
+    "  end\n"                                                                                     \
+    "  return nil\n"                                                                              \
+    "end\n"                                                                                       \
+    "count = tonumber(count)\n"                                                                   \
+    "local expected = tonumber(ARGV[2])\n"                                                        \
+    "if count == expected - 1 then\n"                                                             \
+    "  return count\n"                                                                            \
+    "end\n"                                                                                       \
+    "if count < expected then\n"                                                                  \
+    "  return {count}\n"                                                                          \
+    "end\n"                                                                                       \
+    "if expected > 1 then\n"                                                                      \
+    "  redis.call('hset', KEYS[1], ARGV[1], expected - 1)\n"                                      \
+    "  return expected - 1\n"                                                                     \
+    "end\n"
+
 #endif /* RLOCK_LUA_PRELUDE_H */

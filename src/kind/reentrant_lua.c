@@ -85,25 +85,7 @@ static const char acquire_lua[] =
  */
 static const char release_lua[] =
     PRELUDE_LUA
-    "local count = redis.call('hget', KEYS[1], ARGV[1])\n"
-    "if count == false then\n"
-    "  if redis.call('exists', KEYS[1]) == 1 and not_a_lock(KEYS[1]) then\n"
-    "    return not_a_lock_error(KEYS[1])\n"
-    "  end\n"
-    "  return nil\n"
-    "end\n"
-    "count = tonumber(count)\n"
-    "local expected = tonumber(ARGV[2])\n"
-    "if count == expected - 1 then\n"
-    "  return count\n"
-    "end\n"
-    "if count < expected then\n"
-    "  return {count}\n"
-    "end\n"
-    "if expected > 1 then\n"
-    "  redis.call('hset', KEYS[1], ARGV[1], expected - 1)\n"
-    "  return expected - 1\n"
-    "end\n"
+    RELEASE_HEAD_LUA
     "local no = refused(ARGV[4], ARGV[3], '0') or refused('del', KEYS[1])\n"
     "if no then return no end\n"
     "redis.call(ARGV[4], ARGV[3], '0')\n"
