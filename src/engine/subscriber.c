@@ -228,6 +228,11 @@ static int send_changes(rlock__waiters *ps, subscriber *s, sub_link *l) {
     return rlock__io_flush(l->ctx, rlock__deadline_after(s->engine->settings->command_timeout_ms));
 }
 
+/* A back-off pause doubled, up to BACKOFF_MAX_MS. */
+static int doubled(int pause_ms) {
+    return pause_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : pause_ms * 2;
+}
+
 /*
  * A subscription answered "not here" (MOVED: the route patches its table,
  * choose again now; ASK: after a pause) or "not now" (CLUSTERDOWN,
@@ -241,10 +246,8 @@ static void reroute_later(subscriber *s, sub_link *l, rlock__channel *ch, const 
     if (!again)
         s->reroute_backoff_ms = 0;
     else
-        s->reroute_backoff_ms = s->reroute_backoff_ms == 0 ? REROUTE_PAUSE_MS
-                                : s->reroute_backoff_ms * 2 > BACKOFF_MAX_MS
-                                    ? BACKOFF_MAX_MS
-                                    : s->reroute_backoff_ms * 2;
+        s->reroute_backoff_ms =
+            s->reroute_backoff_ms == 0 ? REROUTE_PAUSE_MS : doubled(s->reroute_backoff_ms);
     s->reroute_after_ms = rlock__now_ms() + (moved   ? 0
                                              : again ? s->reroute_backoff_ms
                                                      : REROUTE_PAUSE_MS);
@@ -363,7 +366,7 @@ static void try_connect(rlock__waiters *ps, subscriber *s, sub_link *l) {
     unsigned seed = (unsigned)rlock__now_ms();
     l->next_connect_ms =
         rlock__now_ms() + l->backoff_ms / 2 + rand_r(&seed) % (l->backoff_ms / 2 + 1);
-    l->backoff_ms = l->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : l->backoff_ms * 2;
+    l->backoff_ms = doubled(l->backoff_ms);
 }
 
 /* Connects the links that need it and are due; sends what changed on the others. */
