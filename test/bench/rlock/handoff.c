@@ -15,7 +15,8 @@
  * stamps CLOCK_MONOTONIC and unlocks. The waiter's latency is its return
  * time minus the stamp. The releaser then waits for the waiter to report
  * the lock before it turns waiter itself. Shared memory works for both the
- * thread and the process variant.
+ * thread and the process variant. --fair does the same with an
+ * rlock_get_fair handle (the waiter queues; the unlock wakes the head).
  */
 typedef struct handoff_shm {
     atomic_long ready, go, errors;
@@ -77,9 +78,14 @@ static void *handoff_main(void *arg) {
     return NULL;
 }
 
+/* rlock_get, or rlock_get_fair with --fair. */
+static int get_handle(const options *o, rlock_client *c, const char *name, rlock **out) {
+    return o->fair ? rlock_get_fair(c, name, out) : rlock_get(c, name, out);
+}
+
 static void handoff_run(const options *o, handoff_shm *sh) {
     char name[64];
-    snprintf(name, sizeof name, "bench:handoff:%d", (int)getpid());
+    snprintf(name, sizeof name, "bench:%shandoff:%d", o->fair ? "fair" : "", (int)getpid());
     pid_t child = -1;
     pthread_t tid;
     handoff_party peer = {sh, NULL, 1};
@@ -89,7 +95,7 @@ static void handoff_run(const options *o, handoff_shm *sh) {
         if (child == 0) { /* party 1, with a client of its own */
             rlock_client *cc = open_client(o, 0, 0);
             handoff_party p = {sh, NULL, 1};
-            if (check(rlock_get(cc, name, &p.lock), "rlock_get") < 0)
+            if (check(get_handle(o, cc, name, &p.lock), "rlock_get") < 0)
                 _exit(1);
             handoff_main(&p);
             rlock_free(p.lock);
@@ -99,7 +105,7 @@ static void handoff_run(const options *o, handoff_shm *sh) {
     }
     c = open_client(o, 0, 0);
     handoff_party self = {sh, NULL, 0};
-    if (check(rlock_get(c, name, &self.lock), "rlock_get") < 0)
+    if (check(get_handle(o, c, name, &self.lock), "rlock_get") < 0)
         exit(1);
     if (o->same_process) {
         peer.lock = self.lock; /* one handle, shared by both threads */
@@ -127,8 +133,8 @@ int bench_handoff(const options *o) {
     sh->n = o->count;
     sh->settle_us = o->settle_us;
     const char *where = o->same_process ? "thread" : "process";
-    fprintf(stderr, "handoff: %ld hand-offs to a waiter in another %s (settle %d us)\n", o->count,
-            where, o->settle_us);
+    fprintf(stderr, "handoff: %ld hand-offs of %s lock to a waiter in another %s (settle %d us)\n",
+            o->count, o->fair ? "a fair" : "an rlock", where, o->settle_us);
     uint64_t t0 = raw_now_ns();
     handoff_run(o, sh);
     double secs = (double)(raw_now_ns() - t0) / 1e9;
@@ -140,6 +146,7 @@ int bench_handoff(const options *o) {
     jsonw j;
     j_begin(&j, "handoff");
     j_str(&j, "waiter", where);
+    j_str(&j, "kind", o->fair ? "fair" : "rlock");
     j_int(&j, "handoffs", (long long)s.n);
     j_int(&j, "settle_us", o->settle_us);
     put_latency(&j, &s);
