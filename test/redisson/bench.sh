@@ -37,7 +37,7 @@ failed=0
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
     D=0.5 R=2 N=300 WARM=1 WARMN=100
 else
-    D=1.5 R=3 N=2000 WARM=3 WARMN=300
+    D=1.5 R=3 N=2000 WARM=3 WARMN=1000
 fi
 
 # run NAME CMD...: as test/bench/run.sh's run(): keeps CMD's JSON line with the
@@ -121,16 +121,18 @@ if [ "$rc" -ne 0 ] && grep -qE 'Could not (resolve|transfer)|[Nn]on-resolvable|c
     exit 1
 fi
 [ "$rc" -ne 0 ] && { echo "bench.sh: FAILED: the Java side (mvn exit $rc)" >&2; failed=1; }
-j_unc1='{}' j_unc8='{}' j_ho='{}' j_hofair='{}'
+j_unc1='{}' j_unc8='{}' j_ho='{}' j_hofair='{}' j_ho2='{}' j_hofair2='{}'
 while IFS= read -r line; do
     case "$line" in
     *'"redisson_uncontended"'*'"threads":1,'*) record j_unc1 "$line" "$jcmd" ;;
     *'"redisson_uncontended"'*'"threads":8,'*) record j_unc8 "$line" "$jcmd" ;;
-    *'"redisson_handoff"'*'"kind":"rlock"'*) record j_ho "$line" "$jcmd" ;;
-    *'"redisson_handoff"'*'"kind":"fair"'*) record j_hofair "$line" "$jcmd" ;;
+    *'"redisson_handoff"'*'"kind":"rlock","waiter":"process"'*) record j_ho "$line" "$jcmd" ;;
+    *'"redisson_handoff"'*'"kind":"fair","waiter":"process"'*) record j_hofair "$line" "$jcmd" ;;
+    *'"redisson_handoff"'*'"kind":"rlock","waiter":"client"'*) record j_ho2 "$line" "$jcmd" ;;
+    *'"redisson_handoff"'*'"kind":"fair","waiter":"client"'*) record j_hofair2 "$line" "$jcmd" ;;
     esac
 done <"$jout"
-for v in j_unc1 j_unc8 j_ho j_hofair; do
+for v in j_unc1 j_unc8 j_ho j_hofair j_ho2 j_hofair2; do
     e=$(get "${!v}" errors)
     [ -n "$e" ] && [ "$e" != 0 ] && { echo "bench.sh: $v: $e errors" >&2; failed=1; }
 done
@@ -147,29 +149,29 @@ out_row "  p50 / p99 ms" "$(fmt "$(get "$c_unc1" p50_ms)")/$(fmt "$(get "$c_unc1
 u8=$(ratio "$(get "$c_unc8" ops_per_s)" "$(get "$j_unc8" ops_per_s)")
 out_row "uncontended, 8 threads: cycles/s" "$(fmt "$(get "$c_unc8" ops_per_s)")" \
     "$(fmt "$(get "$j_unc8" ops_per_s)")" "$u8" ">= 1.5" "$(verdict "$u8" '>=' 1.5)"
-# handoff_rows LABEL C_PROCESS C_CLIENTS JAVA TARGET_OP TARGET: p50 and p99
-# rows, the waiter in another process and in another client of one process.
+# handoff_rows LABEL C_PROCESS JAVA_PROCESS C_CLIENT JAVA_CLIENT OP TARGET: p50
+# and p99 rows, the waiter in another process (another JVM for Redisson) and
+# a thread with a client of its own in the holder's process.
 handoff_rows() {
-    local label=$1 cp=$2 cc=$3 j=$4 jp50 r
-    jp50=$(get "$j" p50_ms)
-    r=$(ratio "$(get "$cp" p50_ms)" "$jp50")
-    out_row "$label p50 ms, C waiter: other process" "$(fmt "$(get "$cp" p50_ms)")" "$(fmt "$jp50")" \
-        "$r" "$5 $6" "$(verdict "$r" "$5" "$6")"
-    r=$(ratio "$(get "$cc" p50_ms)" "$jp50")
-    out_row "$label p50 ms, C waiter: other client" "$(fmt "$(get "$cc" p50_ms)")" "$(fmt "$jp50")" \
-        "$r" "$5 $6" "$(verdict "$r" "$5" "$6")"
-    out_row "$label p99 ms, other process" "$(fmt "$(get "$cp" p99_ms)")" "$(fmt "$(get "$j" p99_ms)")" \
-        "$(ratio "$(get "$cp" p99_ms)" "$(get "$j" p99_ms)")" "" ""
-    out_row "$label p99 ms, other client" "$(fmt "$(get "$cc" p99_ms)")" "$(fmt "$(get "$j" p99_ms)")" \
-        "$(ratio "$(get "$cc" p99_ms)" "$(get "$j" p99_ms)")" "" ""
+    local label=$1 r
+    r=$(ratio "$(get "$2" p50_ms)" "$(get "$3" p50_ms)")
+    out_row "$label p50 ms, waiter: other process" "$(fmt "$(get "$2" p50_ms)")" \
+        "$(fmt "$(get "$3" p50_ms)")" "$r" "$6 $7" "$(verdict "$r" "$6" "$7")"
+    out_row "$label p99 ms, waiter: other process" "$(fmt "$(get "$2" p99_ms)")" \
+        "$(fmt "$(get "$3" p99_ms)")" "$(ratio "$(get "$2" p99_ms)" "$(get "$3" p99_ms)")" "" ""
+    r=$(ratio "$(get "$4" p50_ms)" "$(get "$5" p50_ms)")
+    out_row "$label p50 ms, waiter: other client" "$(fmt "$(get "$4" p50_ms)")" \
+        "$(fmt "$(get "$5" p50_ms)")" "$r" "$6 $7" "$(verdict "$r" "$6" "$7")"
+    out_row "$label p99 ms, waiter: other client" "$(fmt "$(get "$4" p99_ms)")" \
+        "$(fmt "$(get "$5" p99_ms)")" "$(ratio "$(get "$4" p99_ms)" "$(get "$5" p99_ms)")" "" ""
 }
-handoff_rows "hand-off" "$c_ho" "$c_ho2" "$j_ho" '<=' 0.5
-handoff_rows "fair hand-off" "$c_hofair" "$c_hofair2" "$j_hofair" '<=' 0.5
+handoff_rows "hand-off" "$c_ho" "$j_ho" "$c_ho2" "$j_ho2" '<=' 0.5
+handoff_rows "fair hand-off" "$c_hofair" "$j_hofair" "$c_hofair2" "$j_hofair2" '<=' 0.5
 fp=$(get "$c_hofair" p50_ms)
 out_row "fair hand-off p50 ms (issue: <= 0.3 ms)" "$(fmt "$fp")" "" "" "<= 0.3" "$(verdict "$fp" '<=' 0.3)"
 {
-    echo "  (Redisson's hand-offs are between two RedissonClients of one JVM; rlock's to a waiter"
-    echo "   in another process, and to a thread with another rlock_client of the same process."
+    echo "  (other process: Redisson's waiter is a second JVM; other client: a thread of the"
+    echo "   holder's process with a client of its own, no in-process hand-off on either side."
     echo "   Ratio = rlock / Redisson. Load after: $(cut -d' ' -f1-3 /proc/loadavg))"
     for v in c_unc1 c_unc8 c_ho c_hofair c_ho2 c_hofair2; do printf '  $ %s\n' "$(get "${!v}" cmd)"; done
     printf '  $ %s\n' "$jcmd"

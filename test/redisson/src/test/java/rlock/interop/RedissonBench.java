@@ -3,10 +3,19 @@ package rlock.interop;
 import java.io.FileWriter;
 import java.io.IOException;
 import java.io.PrintWriter;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
+import java.nio.MappedByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
@@ -30,17 +39,18 @@ import org.redisson.config.Config;
  *     loop on one RedissonClient (watchdog locks, as bench_rlock's default);
  *     WARMUP_S of warm-up (JIT), then ROUNDS rounds of SECS; cycles/s is the
  *     median of the rounds, p50/p99 over the cycles of all rounds.
- *   handoff: bench_rlock handoff's protocol (test/bench/rlock/handoff.c) with
- *     two RedissonClients (two connection sets and pub/sub connections, one
- *     JVM) as the two parties: for hand-off i, party i % 2 announces itself
+ *   handoff: bench_rlock handoff's protocol (test/bench/rlock/handoff.c),
+ *     the two parties each with a RedissonClient of its own, the second one
+ *     in another JVM (this class's main(); state shared through a mapped
+ *     file) or in a thread of this JVM: for hand-off i, party i % 2 announces itself
  *     and calls lock(); the holder waits for the announcement plus 1 ms
  *     (settle: the waiter is subscribed and parked), stamps System.nanoTime()
  *     and calls unlock(); the waiter's latency is its lock() return time minus
  *     the stamp. The releaser then waits (polling every 0.5 ms) for the waiter
- *     to report the lock before it turns waiter. WARMUP_HANDOFFS hand-offs
- *     first are not recorded (JIT).
+ *     to report the lock before it turns waiter. The first WARMUP_HANDOFFS
+ *     hand-offs of the run are not recorded (JIT).
  */
-class RedissonBench {
+public class RedissonBench {
     private static final String URL = env("RLOCK_TEST_URL", null);
     private static final String OUT = env("RLOCK_BENCH_OUT", null);
     private static final double SECS = Double.parseDouble(env("RLOCK_BENCH_SECS", "1.5"));
@@ -73,8 +83,10 @@ class RedissonBench {
         List<String> lines = new ArrayList<>();
         lines.add(uncontended(1));
         lines.add(uncontended(8));
-        lines.add(handoff(false));
-        lines.add(handoff(true));
+        lines.add(handoff(false, true));
+        lines.add(handoff(true, true));
+        lines.add(handoff(false, false));
+        lines.add(handoff(true, false));
         try (PrintWriter w = new PrintWriter(new FileWriter(OUT))) {
             for (String l : lines)
                 w.println(l);
@@ -185,14 +197,41 @@ class RedissonBench {
 
     // ---- hand-off --------------------------------------------------------------
 
-    /** What the two parties share (handoff_shm in handoff.c). */
-    private static final class Shared {
-        final AtomicLong waiting = new AtomicLong(), got = new AtomicLong(), errors = new AtomicLong();
-        volatile long releasedNs;
-        final long[] lat;
+    /**
+     * What the two parties share (handoff_shm in handoff.c): longs in a file
+     * mapped by both, so that the second party can be another JVM. Slots:
+     * 0, 1 ready flags of party 0 and 1; 2 waiting; 3 got; 4 errors;
+     * 5 releasedNs (System.nanoTime: CLOCK_MONOTONIC, one clock for all
+     * processes on Linux); 8.. the latencies.
+     */
+    private static final class Shared implements AutoCloseable {
+        static final int WAITING = 2, GOT = 3, ERRORS = 4, RELEASED = 5, LAT = 8;
+        private static final VarHandle LONGS =
+                MethodHandles.byteBufferViewVarHandle(long[].class, ByteOrder.nativeOrder());
+        private final FileChannel ch;
+        private final MappedByteBuffer buf;
 
-        Shared(int n) {
-            lat = new long[n];
+        Shared(Path file, int n) throws IOException {
+            ch = FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.READ,
+                    StandardOpenOption.WRITE);
+            buf = ch.map(FileChannel.MapMode.READ_WRITE, 0, 8L * (LAT + n));
+        }
+
+        long get(int slot) {
+            return (long) LONGS.getVolatile(buf, slot * 8);
+        }
+
+        void set(int slot, long v) {
+            LONGS.setVolatile(buf, slot * 8, v);
+        }
+
+        void error() {
+            LONGS.getAndAdd(buf, ERRORS * 8, 1L);
+        }
+
+        @Override
+        public void close() throws IOException {
+            ch.close();
         }
     }
 
@@ -200,73 +239,124 @@ class RedissonBench {
         LockSupport.parkNanos(ns);
     }
 
-    private static void party(Shared sh, RLock lock, int me, int n, java.util.concurrent.CyclicBarrier go) {
+    /** One party of n hand-offs (handoff_main in handoff.c). */
+    static void party(Shared sh, RLock lock, int me, int n) {
         try {
             if (me == 1)
                 lock.lock();
-            go.await();
-            for (int i = 0; i < n && sh.errors.get() == 0; i++) {
+            sh.set(me, 1);
+            long end = System.nanoTime() + 60_000_000_000L;
+            while (sh.get(1 - me) == 0 && sh.get(Shared.ERRORS) == 0) {
+                if (System.nanoTime() > end)
+                    throw new IllegalStateException("the other party did not start within 60 s");
+                sleepNs(200_000);
+            }
+            for (int i = 0; i < n && sh.get(Shared.ERRORS) == 0; i++) {
                 if (i % 2 == me) {
-                    sh.waiting.set(i + 1);
+                    sh.set(Shared.WAITING, i + 1);
                     lock.lock();
-                    sh.lat[i] = System.nanoTime() - sh.releasedNs;
-                    sh.got.set(i + 1);
+                    sh.set(Shared.LAT + i, System.nanoTime() - sh.get(Shared.RELEASED));
+                    sh.set(Shared.GOT, i + 1);
                 } else {
-                    while (sh.waiting.get() != i + 1 && sh.errors.get() == 0)
+                    while (sh.get(Shared.WAITING) != i + 1 && sh.get(Shared.ERRORS) == 0)
                         sleepNs(20_000);
                     sleepNs(SETTLE_NS);
-                    sh.releasedNs = System.nanoTime();
+                    sh.set(Shared.RELEASED, System.nanoTime());
                     lock.unlock();
-                    while (sh.got.get() != i + 1 && sh.errors.get() == 0)
+                    while (sh.get(Shared.GOT) != i + 1 && sh.get(Shared.ERRORS) == 0)
                         sleepNs(500_000);
                 }
             }
-            if ((n - 1) % 2 == me && sh.errors.get() == 0)
+            if ((n - 1) % 2 == me && sh.get(Shared.ERRORS) == 0)
                 lock.unlock();
         } catch (Throwable e) {
             System.err.println("redisson handoff party " + me + ": " + e);
-            sh.errors.incrementAndGet();
+            sh.error();
         }
     }
 
-    private static Shared handoffRun(boolean fair, int n, int seq) throws Exception {
-        RedissonClient a = client(0), b = client(0);
-        try {
-            String name = "bench:redisson:" + (fair ? "fairhandoff:" : "handoff:") + RUN + ":" + seq;
-            RLock la = fair ? a.getFairLock(name) : a.getLock(name);
-            RLock lb = fair ? b.getFairLock(name) : b.getLock(name);
-            Shared sh = new Shared(n);
-            java.util.concurrent.CyclicBarrier go = new java.util.concurrent.CyclicBarrier(2);
-            Thread t0 = new Thread(() -> party(sh, la, 0, n, go), "party-0");
-            Thread t1 = new Thread(() -> party(sh, lb, 1, n, go), "party-1");
-            t0.start();
-            t1.start();
-            t0.join();
-            t1.join();
-            return sh;
+    /**
+     * The second party in a JVM of its own: java -cp ... rlock.interop.RedissonBench
+     * FILE NAME fair|plain N (started by handoffRun).
+     */
+    public static void main(String[] args) throws Exception {
+        int n = Integer.parseInt(args[3]);
+        RedissonClient r = client(0);
+        try (Shared sh = new Shared(Path.of(args[0]), n)) {
+            RLock lock = args[2].equals("fair") ? r.getFairLock(args[1]) : r.getLock(args[1]);
+            party(sh, lock, 1, n);
+            System.exit(sh.get(Shared.ERRORS) == 0 ? 0 : 1);
         } finally {
-            a.shutdown();
-            b.shutdown();
+            r.shutdown();
         }
     }
 
-    private String handoff(boolean fair) throws Exception {
+    private static String classPath() {
+        String cp = System.getProperty("surefire.test.class.path");
+        return cp != null && !cp.isEmpty() ? cp : System.getProperty("java.class.path");
+    }
+
+    /** n hand-offs; returns their latencies (ns) after the first skip, and adds errors. */
+    private static long[] handoffRun(boolean fair, boolean twoJvms, int n, int skip, long[] errors)
+            throws Exception {
+        String name = "bench:redisson:" + (fair ? "fairhandoff:" : "handoff:") + RUN + ":"
+                + (twoJvms ? "jvms" : "clients");
+        Path file = Files.createTempFile("rlock-redisson-handoff", ".shm");
+        RedissonClient a = client(0), b = twoJvms ? null : client(0);
+        Process child = null;
+        try (Shared sh = new Shared(file, n)) {
+            RLock la = fair ? a.getFairLock(name) : a.getLock(name);
+            Thread t1 = null;
+            if (twoJvms) {
+                String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+                child = new ProcessBuilder(java, "-cp", classPath(),
+                        "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", RedissonBench.class.getName(),
+                        file.toString(), name, fair ? "fair" : "plain", Integer.toString(n))
+                        .inheritIO().start();
+            } else {
+                RLock lb = fair ? b.getFairLock(name) : b.getLock(name);
+                t1 = new Thread(() -> party(sh, lb, 1, n), "party-1");
+                t1.start();
+            }
+            party(sh, la, 0, n);
+            if (t1 != null)
+                t1.join();
+            if (child != null && (!child.waitFor(60, TimeUnit.SECONDS) || child.exitValue() != 0)) {
+                System.err.println("redisson handoff: the second JVM failed");
+                sh.error();
+            }
+            errors[0] += sh.get(Shared.ERRORS);
+            long[] lat = new long[Math.max(0, n - skip)];
+            for (int i = skip; i < n; i++)
+                lat[i - skip] = sh.get(Shared.LAT + i);
+            return lat;
+        } finally {
+            if (child != null)
+                child.destroyForcibly();
+            a.shutdown();
+            if (b != null)
+                b.shutdown();
+            Files.deleteIfExists(file);
+        }
+    }
+
+    private String handoff(boolean fair, boolean twoJvms) throws Exception {
         String kind = fair ? "fair" : "rlock";
-        System.err.printf("redisson handoff (%s lock): %d warm-up + %d hand-offs between two"
-                + " RedissonClients (settle 1000 us)%n", fair ? "fair" : "plain", WARMUP_HANDOFFS, HANDOFFS);
-        long errors = handoffRun(fair, WARMUP_HANDOFFS, 0).errors.get();
+        String where = twoJvms ? "process" : "client";
+        System.err.printf("redisson handoff (%s lock): %d warm-up + %d hand-offs between %s"
+                + " (settle 1000 us)%n", fair ? "fair" : "plain", WARMUP_HANDOFFS, HANDOFFS,
+                twoJvms ? "two JVMs" : "two RedissonClients of one JVM");
+        long[] errors = {0};
         long t0 = System.nanoTime();
-        Shared sh = handoffRun(fair, HANDOFFS, 1);
+        long[] lat = handoffRun(fair, twoJvms, WARMUP_HANDOFFS + HANDOFFS, WARMUP_HANDOFFS, errors);
         double secs = (System.nanoTime() - t0) / 1e9;
-        errors += sh.errors.get();
-        long[] lat = sh.lat.clone();
         Arrays.sort(lat);
         return String.format(Locale.ROOT,
-                "{\"bench\":\"redisson_handoff\",\"redisson\":\"%s\",\"kind\":\"%s\",\"waiter\":\"client\","
-                        + "\"handoffs\":%d,\"settle_us\":1000,\"p50_ms\":%.6g,\"p90_ms\":%.6g,"
-                        + "\"p99_ms\":%.6g,\"max_ms\":%.6g,\"run_s\":%.6g,\"errors\":%d}",
-                version(), kind, lat.length, pct(lat, 50), pct(lat, 90), pct(lat, 99), pct(lat, 100), secs,
-                errors);
+                "{\"bench\":\"redisson_handoff\",\"redisson\":\"%s\",\"kind\":\"%s\",\"waiter\":\"%s\","
+                        + "\"handoffs\":%d,\"warmup_handoffs\":%d,\"settle_us\":1000,\"p50_ms\":%.6g,"
+                        + "\"p90_ms\":%.6g,\"p99_ms\":%.6g,\"max_ms\":%.6g,\"run_s\":%.6g,\"errors\":%d}",
+                version(), kind, where, lat.length, WARMUP_HANDOFFS, pct(lat, 50), pct(lat, 90), pct(lat, 99),
+                pct(lat, 100), secs, errors[0]);
     }
 
     // ---- helpers -----------------------------------------------------------------
