@@ -12,6 +12,8 @@
 #                        redis-server; installs Java 17 and Maven from Debian if missing
 #   make demo            the "don't oversell" demo against a throwaway redis-server
 #   make bench           benchmarks against a raw-hiredis baseline
+#   make bench-redisson  rlock beside Java Redisson (RLock, fair lock), one throwaway
+#                        redis-server; installs Java 17 and Maven from Debian if missing
 #   make install PREFIX=/usr/local DESTDIR=     (make uninstall with the same PREFIX)
 #   make check-install   install to a temp prefix, build and run the README example
 #
@@ -84,7 +86,7 @@ BENCH_SRCS := $(wildcard test/bench/*.c)
 BENCH_BINS := $(patsubst test/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 DEMO := $(BUILD)/demo
 
-.PHONY: all deps test check test-sentinel test-cluster test-redisson test-faults valgrind demo bench soak install uninstall clean noopt cppcheck tools check-install check-layers
+.PHONY: all deps test check test-sentinel test-cluster test-redisson test-faults valgrind demo bench bench-redisson soak install uninstall clean noopt cppcheck tools check-install check-layers
 
 all: $(STLIB) $(DYLIB) $(PCFILE)
 
@@ -244,6 +246,13 @@ demo: deps
 bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH_BINS)
 	@scripts/with-redis.sh test/bench/run.sh $(BUILD)
+
+# rlock's bench_rlock rows and Redisson's (test/redisson/bench.sh) against one server.
+# REDISSON_VERSION picks the Redisson version (default 3.52.0).
+bench-redisson: deps
+	@scripts/deps.sh openjdk-17-jdk-headless maven
+	@$(MAKE) --no-print-directory all $(BUILD)/bench/bench_rlock
+	@scripts/with-redis.sh test/redisson/bench.sh $(BUILD)
 
 MINUTES ?= 5
 soak: deps

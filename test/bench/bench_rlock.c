@@ -108,7 +108,7 @@ static void usage(FILE *out) {
     fprintf(out,
             "usage: bench_rlock SUBCOMMAND [--url URL] [options]\n"
             "  uncontended [-t THREADS] [-d SECONDS] [-r ROUNDS] [--lease MS]\n"
-            "  handoff     [-n HANDOFFS] [--same-process] [--settle-us US] [--samples FILE]\n"
+            "  handoff     [-n HANDOFFS] [--same-process | --two-clients] [--fair] [--settle-us US] [--samples FILE]\n"
             "  contention  [-p PROCS] [-t THREADS] [-d SECONDS] [--monitor SECONDS] [--samples FILE]\n"
             "  herd        [-w WAITERS] [-r ROUNDS]\n"
             "  watchdog    [-n LOCKS] [-t THREADS] [--timeout MS] [-r ROUNDS]\n"
@@ -123,7 +123,9 @@ static void parse_options(int argc, char **argv, options *o) {
         {"same-process", no_argument, NULL, 'S'},      {"settle-us", required_argument, NULL, 'U'},
         {"samples", required_argument, NULL, 'F'},     {"monitor", required_argument, NULL, 'M'},
         {"timeout", required_argument, NULL, 'T'},     {"help", no_argument, NULL, 'h'},
-        {"local-handoffs", required_argument, NULL, 'H'}, {NULL, 0, NULL, 0}};
+        {"local-handoffs", required_argument, NULL, 'H'}, {"fair", no_argument, NULL, 'f'},
+        {"two-clients", no_argument, NULL, 'C'},
+        {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "t:p:d:r:n:w:h", longopts, NULL)) != -1) {
         switch (ch) {
@@ -136,6 +138,8 @@ static void parse_options(int argc, char **argv, options *o) {
         case 'w': o->waiters = (int)arg_num("-w", optarg, 1, 10000); break;
         case 'L': o->lease = (long long)arg_num("--lease", optarg, 1, 1e12); break;
         case 'S': o->same_process = 1; break;
+        case 'f': o->fair = 1; break;
+        case 'C': o->two_clients = 1; break;
         case 'U': o->settle_us = (int)arg_num("--settle-us", optarg, 0, 1e6); break;
         case 'F': o->samples = optarg; break;
         case 'M': o->monitor_secs = arg_num("--monitor", optarg, 0, 600); break;

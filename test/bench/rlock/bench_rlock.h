@@ -21,6 +21,8 @@ typedef struct options {
     long long timeout; /* watchdog_timeout_ms */
     int settle_us;    /* handoff: pause before releasing to a waiter */
     int same_process;
+    int two_clients;  /* handoff: the waiter is a thread with a client of its own */
+    int fair;         /* handoff: rlock_get_fair instead of rlock_get */
     int local_handoffs;  /* rlock_config.local_handoffs; -1 = the library's default */
     const char *samples; /* file for the latency distribution, or NULL */
 } options;

@@ -15,7 +15,10 @@
  * stamps CLOCK_MONOTONIC and unlocks. The waiter's latency is its return
  * time minus the stamp. The releaser then waits for the waiter to report
  * the lock before it turns waiter itself. Shared memory works for both the
- * thread and the process variant.
+ * thread and the process variant. --fair does the same with an
+ * rlock_get_fair handle (the waiter queues; the unlock wakes the head).
+ * --two-clients: the waiter is a thread of this process with an rlock_client
+ * of its own (as two Redisson clients in one JVM: no in-process hand-off).
  */
 typedef struct handoff_shm {
     atomic_long ready, go, errors;
@@ -77,19 +80,25 @@ static void *handoff_main(void *arg) {
     return NULL;
 }
 
+/* rlock_get, or rlock_get_fair with --fair. */
+static int get_handle(const options *o, rlock_client *c, const char *name, rlock **out) {
+    return o->fair ? rlock_get_fair(c, name, out) : rlock_get(c, name, out);
+}
+
 static void handoff_run(const options *o, handoff_shm *sh) {
     char name[64];
-    snprintf(name, sizeof name, "bench:handoff:%d", (int)getpid());
+    snprintf(name, sizeof name, "bench:%shandoff:%d", o->fair ? "fair" : "", (int)getpid());
+    int in_process = o->same_process || o->two_clients;
     pid_t child = -1;
     pthread_t tid;
     handoff_party peer = {sh, NULL, 1};
-    rlock_client *c;
-    if (!o->same_process) {
+    rlock_client *c, *c2 = NULL;
+    if (!in_process) {
         child = fork_child();
         if (child == 0) { /* party 1, with a client of its own */
             rlock_client *cc = open_client(o, 0, 0);
             handoff_party p = {sh, NULL, 1};
-            if (check(rlock_get(cc, name, &p.lock), "rlock_get") < 0)
+            if (check(get_handle(o, cc, name, &p.lock), "rlock_get") < 0)
                 _exit(1);
             handoff_main(&p);
             rlock_free(p.lock);
@@ -99,24 +108,33 @@ static void handoff_run(const options *o, handoff_shm *sh) {
     }
     c = open_client(o, 0, 0);
     handoff_party self = {sh, NULL, 0};
-    if (check(rlock_get(c, name, &self.lock), "rlock_get") < 0)
+    if (check(get_handle(o, c, name, &self.lock), "rlock_get") < 0)
         exit(1);
-    if (o->same_process) {
+    if (o->two_clients) { /* party 1: a thread with a client of its own */
+        c2 = open_client(o, 0, 0);
+        if (check(get_handle(o, c2, name, &peer.lock), "rlock_get") < 0)
+            exit(1);
+    } else if (o->same_process) {
         peer.lock = self.lock; /* one handle, shared by both threads */
-        pthread_create(&tid, NULL, handoff_main, &peer);
     }
+    if (in_process)
+        pthread_create(&tid, NULL, handoff_main, &peer);
     pthread_t me;
     pthread_create(&me, NULL, handoff_main, &self);
     wait_at_least(&sh->ready, 2, &sh->errors);
     atomic_store(&sh->go, 1);
     pthread_join(me, NULL);
-    if (o->same_process)
+    if (in_process)
         pthread_join(tid, NULL);
     else if (child > 0) {
         int ws;
         waitpid(child, &ws, 0);
         if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
             atomic_fetch_add(&sh->errors, 1);
+    }
+    if (c2 != NULL) {
+        rlock_free(peer.lock);
+        rlock_client_close(c2);
     }
     rlock_free(self.lock);
     rlock_client_close(c);
@@ -126,9 +144,9 @@ int bench_handoff(const options *o) {
     handoff_shm *sh = shared_alloc(sizeof *sh + (size_t)o->count * sizeof(uint64_t));
     sh->n = o->count;
     sh->settle_us = o->settle_us;
-    const char *where = o->same_process ? "thread" : "process";
-    fprintf(stderr, "handoff: %ld hand-offs to a waiter in another %s (settle %d us)\n", o->count,
-            where, o->settle_us);
+    const char *where = o->two_clients ? "client" : o->same_process ? "thread" : "process";
+    fprintf(stderr, "handoff: %ld hand-offs of %s lock to a waiter in another %s (settle %d us)\n",
+            o->count, o->fair ? "a fair" : "an rlock", where, o->settle_us);
     uint64_t t0 = raw_now_ns();
     handoff_run(o, sh);
     double secs = (double)(raw_now_ns() - t0) / 1e9;
@@ -140,6 +158,7 @@ int bench_handoff(const options *o) {
     jsonw j;
     j_begin(&j, "handoff");
     j_str(&j, "waiter", where);
+    j_str(&j, "kind", o->fair ? "fair" : "rlock");
     j_int(&j, "handoffs", (long long)s.n);
     j_int(&j, "settle_us", o->settle_us);
     put_latency(&j, &s);
