@@ -23,6 +23,9 @@ typedef struct options {
     int procs;
     int threads;
     long stock;
+    long work_us;        /* time a sale takes while the lock is held (the "payment call") */
+    int local_handoffs;  /* rlock_config.local_handoffs; -1: the library's default */
+    int fair;            /* 1: the lock is rlock_get_fair()'s (FIFO across processes) */
 } options;
 
 /*
@@ -41,9 +44,11 @@ typedef struct shared {
     atomic_long min_seen; /* lowest stock read under the lock */
     atomic_long errors;
     atomic_long nhandoffs;
+    atomic_int holder_proc;       /* process of the latest outer acquisition (+1; 0: none yet) */
     atomic_long proc_sold[256]; /* sales per process: who got the lock */
     long handoff_cap;
     _Atomic uint64_t *handoff_ns; /* handoff_cap latencies */
+    atomic_char *handoff_local;   /* [i] = 1: hand-off i stayed in its process */
     atomic_int *item_sales;       /* [k] = sales of the item numbered k (1..N) */
 } shared;
 

@@ -11,7 +11,10 @@
  *
  * Each buyer takes the lock twice (once in the loop, once more in the buy
  * path) to show reentrancy: a thread that already holds the lock does not
- * deadlock on itself, and must unlock as many times as it locked.
+ * deadlock on itself, and must unlock as many times as it locked. A sale
+ * takes WORK_US microseconds while the lock is held (the payment call a real
+ * shop would make between reading and writing the stock), so the default run
+ * lasts about ten seconds, long enough to watch the processes take turns.
  *
  * Every process opens its OWN rlock_client after fork(): a client inherited
  * across fork() is unusable by contract. The processes share one anonymous
@@ -21,7 +24,8 @@
  * moment the next owner returns from rlock_lock(); CLOCK_MONOTONIC is
  * system-wide, so stamps from different processes compare.
  *
- *   demo [--url URL] [-p PROCS] [-t THREADS] [-n STOCK]
+ *   demo [--url URL] [-p PROCS] [-t THREADS] [-n STOCK] [-w WORK_US]
+ *        [--local-handoffs N] [--fair]
  *
  * Exits 0 only if nothing was oversold and every count is exact.
  *
@@ -37,28 +41,36 @@
 
 #include "demo.h"
 
-#define PROGRESS_MS 500
+#define PROGRESS_MS 1000
 
 /* ---- options -------------------------------------------------------------- */
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: demo [--url URL] [-p PROCS] [-t THREADS] [-n STOCK]\n"
+            "usage: demo [--url URL] [-p PROCS] [-t THREADS] [-n STOCK] [-w WORK_US]\n"
+            "            [--local-handoffs N] [--fair]\n"
             "  Sells STOCK items from PROCS processes x THREADS threads, each sale under\n"
             "  the rlock \"" LOCK_NAME "\", and checks that none was oversold.\n"
             "  --url URL    Redis url (default $RLOCK_TEST_URL, else redis://127.0.0.1:6379)\n"
             "  -p PROCS     processes (default 4)\n"
             "  -t THREADS   threads per process (default 4)\n"
-            "  -n STOCK     items in stock (default 2000)\n"
+            "  -n STOCK     items in stock (default 10000)\n"
+            "  -w WORK_US   microseconds a sale takes with the lock held (default 1000; 0: none)\n"
+            "  --local-handoffs N\n"
+            "               rlock_config.local_handoffs: unlocks in a row that may hand the\n"
+            "               lock to a waiting thread of the same process (default: the\n"
+            "               library's, 4; 0: every unlock releases to all, as Redisson)\n"
+            "  --fair       use a fair lock (rlock_get_fair): buyers of every process are\n"
+            "               served in the order they asked\n"
             "  --help       this text\n");
 }
 
-/* Parses a positive decimal no larger than max, or exits with usage. */
-static long positive(const char *arg, long max) {
+/* Parses a decimal in min..max, or exits with usage. */
+static long number(const char *arg, long min, long max) {
     char *end;
     long v = strtol(arg, &end, 10);
-    if (*end != '\0' || v < 1 || v > max) {
-        fprintf(stderr, "demo: bad number '%s' (1..%ld)\n", arg, max);
+    if (end == arg || *end != '\0' || v < min || v > max) {
+        fprintf(stderr, "demo: bad number '%s' (%ld..%ld)\n", arg, min, max);
         usage(stderr);
         exit(2);
     }
@@ -66,17 +78,23 @@ static long positive(const char *arg, long max) {
 }
 
 static void parse_options(int argc, char **argv, options *opt) {
-    static const struct option longopts[] = {
-        {"url", required_argument, NULL, 'u'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"url", required_argument, NULL, 'u'},
+                                             {"local-handoffs", required_argument, NULL, 'l'},
+                                             {"fair", no_argument, NULL, 'f'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
     const char *env = getenv("RLOCK_TEST_URL");
-    *opt = (options){env && *env ? env : "redis://127.0.0.1:6379", 4, 4, 2000};
+    *opt = (options){env && *env ? env : "redis://127.0.0.1:6379", 4, 4, 10000, 1000, -1, 0};
     int ch;
-    while ((ch = getopt_long(argc, argv, "p:t:n:h", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "p:t:n:w:h", longopts, NULL)) != -1) {
         switch (ch) {
         case 'u': opt->url = optarg; break;
-        case 'p': opt->procs = (int)positive(optarg, 256); break;
-        case 't': opt->threads = (int)positive(optarg, 256); break;
-        case 'n': opt->stock = positive(optarg, 100000000); break;
+        case 'p': opt->procs = (int)number(optarg, 1, 256); break;
+        case 't': opt->threads = (int)number(optarg, 1, 256); break;
+        case 'n': opt->stock = number(optarg, 1, 100000000); break;
+        case 'w': opt->work_us = number(optarg, 0, 1000000); break;
+        case 'l': opt->local_handoffs = (int)number(optarg, 0, 1000); break;
+        case 'f': opt->fair = 1; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
@@ -107,16 +125,21 @@ static int wait_ready(shared *sh, int procs) {
     return atomic_load(&sh->ready) == procs ? 0 : -1;
 }
 
-static void print_progress(shared *sh, redisContext *redis, double *last_ops, uint64_t *last_ns) {
+/* One line a second: overall progress, then each process's sales so far. */
+static void print_progress(const options *opt, shared *sh, redisContext *redis, double *last_ops,
+                           uint64_t *last_ns) {
     uint64_t now = raw_now_ns();
     long long remaining = -1;
     if (redis != NULL)
         raw_int(redis, &remaining, "GET " STOCK_KEY);
     double ops = (double)atomic_load(&sh->acquisitions);
     double rate = (ops - *last_ops) / ((double)(now - *last_ns) / 1e9);
-    fprintf(stderr, "[%5.1f s] sold %6ld  remaining %6lld  lock ops/s %8.0f\n",
+    fprintf(stderr, "[%5.1f s] sold %6ld  left %6lld  lock ops/s %6.0f  per process:",
             (double)(now - atomic_load(&sh->start_ns)) / 1e9, atomic_load(&sh->sold), remaining,
             rate);
+    for (int p = 0; p < opt->procs; p++)
+        fprintf(stderr, " %ld", atomic_load(&sh->proc_sold[p]));
+    fprintf(stderr, "\n");
     *last_ops = ops;
     *last_ns = now;
 }
@@ -138,7 +161,7 @@ static int watch_children(shared *sh, const options *opt, pid_t *pids, int n) {
             }
         }
         if (raw_now_ns() >= next) {
-            print_progress(sh, redis, &last_ops, &last_ns);
+            print_progress(opt, sh, redis, &last_ops, &last_ns);
             next += PROGRESS_MS * 1000000ull;
         }
     }

@@ -30,6 +30,7 @@ shared *make_shared(const options *opt) {
      * last acquisition to see the stock at 0: that bounds the hand-offs. */
     sh->handoff_cap = opt->stock + (long)opt->procs * opt->threads + 16;
     sh->handoff_ns = map_shared((size_t)sh->handoff_cap * sizeof *sh->handoff_ns);
+    sh->handoff_local = map_shared((size_t)sh->handoff_cap * sizeof *sh->handoff_local);
     sh->item_sales = map_shared((size_t)(opt->stock + 1) * sizeof *sh->item_sales);
     atomic_store(&sh->min_seen, opt->stock);
     return sh;
@@ -56,17 +57,21 @@ static void fail(shared *sh, const char *what, int status) {
 
 /*
  * Records how long the lock took to reach us after its previous holder let
- * go. Only acquisitions that really waited count: if the previous release
- * was stamped before we even called rlock_lock(), the lock was free (or was
+ * go, and whether that holder was a thread of our own process. Only
+ * acquisitions that really waited count: if the previous release was
+ * stamped before we even called rlock_lock(), the lock was free (or was
  * being released) when we asked, and no hand-off to a waiter took place.
  */
-static void record_handoff(shared *sh, uint64_t called_ns, uint64_t got_ns) {
+static void record_handoff(shared *sh, int proc, uint64_t called_ns, uint64_t got_ns) {
+    int previous = atomic_exchange(&sh->holder_proc, proc + 1); /* we hold the lock */
     uint64_t released = atomic_load(&sh->released_ns);
     if (released <= called_ns || released > got_ns) /* the latter only if the lock is broken */
         return;
     long i = atomic_fetch_add(&sh->nhandoffs, 1);
-    if (i < sh->handoff_cap)
+    if (i < sh->handoff_cap) {
         atomic_store(&sh->handoff_ns[i], got_ns - released);
+        atomic_store(&sh->handoff_local[i], previous == proc + 1);
+    }
 }
 
 /* Books one sale of the item numbered `item` (the stock value it was sold at). */
@@ -98,12 +103,16 @@ static int buy_one(buyer *b, redisContext *redis) {
     } else if (stock <= 0) {
         atomic_min(&sh->min_seen, (long)stock);
         result = 1;
-    } else if (raw_ok(redis, "SET " STOCK_KEY " %lld", stock - 1) < 0 ||
-               raw_ok(redis, "INCR " SOLD_KEY) < 0) {
-        fail(sh, "SET stock", 0);
     } else {
-        record_sale(b, stock);
-        result = 0;
+        if (b->opt->work_us > 0) /* the payment call, made between the read and the write */
+            raw_sleep_ms((double)b->opt->work_us / 1000.0);
+        if (raw_ok(redis, "SET " STOCK_KEY " %lld", stock - 1) < 0 ||
+            raw_ok(redis, "INCR " SOLD_KEY) < 0) {
+            fail(sh, "SET stock", 0);
+        } else {
+            record_sale(b, stock);
+            result = 0;
+        }
     }
     status = rlock_unlock(b->lock);
     if (status != RLOCK_OK) {
@@ -131,7 +140,7 @@ static void *buyer_main(void *arg) {
             fail(sh, "rlock_lock", status);
             break;
         }
-        record_handoff(sh, called, raw_now_ns());
+        record_handoff(sh, b->proc, called, raw_now_ns());
         atomic_fetch_add(&sh->acquisitions, 1);
         int result = buy_one(b, redis);
         atomic_store(&sh->released_ns, raw_now_ns());
@@ -157,9 +166,12 @@ static void child_main(const options *opt, shared *sh, int proc) {
     rlock *lock = NULL;
     rlock_config_init(&cfg);
     cfg.url = opt->url;
+    if (opt->local_handoffs >= 0)
+        cfg.local_handoffs = opt->local_handoffs;
     int status = rlock_client_open(&cfg, &client);
     if (status == RLOCK_OK)
-        status = rlock_get(client, LOCK_NAME, &lock);
+        status = opt->fair ? rlock_get_fair(client, LOCK_NAME, &lock)
+                           : rlock_get(client, LOCK_NAME, &lock);
     atomic_fetch_add(&sh->ready, 1);
     if (status != RLOCK_OK) {
         fail(sh, "rlock_client_open", status);
