@@ -91,11 +91,15 @@ static inline void samples_write_cdf(const samples *s, const char *path) {
     FILE *f = path ? fopen(path, "w") : NULL;
     if (f == NULL)
         return;
-    size_t step = s->n > 2000 ? s->n / 2000 : 1; /* a few thousand points draw the same curve */
-    for (size_t i = 0; i < s->n; i += step)
-        fprintf(f, "%.4f %.6f\n", 100.0 * (double)(i + 1) / (double)s->n, (double)s->v[i] / 1e6);
-    if (s->n > 0)
-        fprintf(f, "100 %.6f\n", (double)s->v[s->n - 1] / 1e6);
+    /* A few thousand points draw the body; every point of the top 1 % is kept,
+     * so the tail drawn on a log-percentile axis is the measured one. Each
+     * sample sits at its plotting position (i + 0.5) / n: never 100 %, which
+     * a log-percentile axis cannot show. */
+    size_t step = s->n > 2000 ? s->n / 2000 : 1, tail = s->n - s->n / 100;
+    for (size_t i = 0; i < s->n; i++)
+        if (i % step == 0 || i >= tail || i + 1 == s->n)
+            fprintf(f, "%.5f %.6f\n", 100.0 * ((double)i + 0.5) / (double)s->n,
+                    (double)s->v[i] / 1e6);
     fclose(f);
 }
 
@@ -295,6 +299,7 @@ typedef struct cycle_ops {
 
 typedef struct cycle_result {
     double ops_per_s, p50_ms, p99_ms, p999_ms; /* medians over the rounds */
+    double ops_min, ops_max, p99_min, p99_max; /* their spread over the rounds (error bars) */
     long long cycles;                          /* all rounds */
     long long all_cycles;                      /* with the warm-up: for per-cycle Redis counts */
     long long errors;
@@ -366,6 +371,29 @@ static inline void cycle_round(cycle_run *run, cycle_thread *th, int nthreads, d
     samples_free(&all);
 }
 
+/* The smallest and largest of v[n] (0 and 0 when n is 0). */
+static inline void spread(const double *v, int n, double *lo, double *hi) {
+    *lo = *hi = n > 0 ? v[0] : 0;
+    for (int i = 1; i < n; i++) {
+        *lo = v[i] < *lo ? v[i] : *lo;
+        *hi = v[i] > *hi ? v[i] : *hi;
+    }
+}
+
+/* A cycle_result's figures, as every cycles row reports them. */
+static inline void j_cycle_result(jsonw *j, const cycle_result *res) {
+    j_num(j, "ops_per_s", res->ops_per_s);
+    j_num(j, "ops_min", res->ops_min);
+    j_num(j, "ops_max", res->ops_max);
+    j_num(j, "p50_ms", res->p50_ms);
+    j_num(j, "p99_ms", res->p99_ms);
+    j_num(j, "p99_min_ms", res->p99_min);
+    j_num(j, "p99_max_ms", res->p99_max);
+    j_num(j, "p999_ms", res->p999_ms);
+    j_int(j, "cycles", res->cycles);
+    j_int(j, "errors", res->errors);
+}
+
 /*
  * Runs ops on nthreads threads: a 0.3 s warm-up, then rounds of secs each.
  * Fills *res with the medians over the rounds. Returns 0, or -1 if a thread
@@ -405,6 +433,8 @@ static inline int run_cycles(const cycle_ops *ops, int nthreads, double secs, in
     res->p50_ms = median(p50, rounds);
     res->p99_ms = median(p99, rounds);
     res->p999_ms = median(p999, rounds);
+    spread(ops_s, rounds, &res->ops_min, &res->ops_max);
+    spread(p99, rounds, &res->p99_min, &res->p99_max);
     res->errors = atomic_load(&run.errors);
     pthread_barrier_destroy(&run.start);
     pthread_barrier_destroy(&run.done);

@@ -85,12 +85,43 @@ verdict() {
 }
 
 table=$out/table.txt
-: >"$table"
-row() { printf '  %-44s %14s  %-16s %s\n' "$1" "$(fmt "$2")" "$3" "$4" | tee -a "$table"; }
-section() { printf '\n%s\n' "$1" | tee -a "$table"; }
-cmd() { printf '  $ %s\n' "$1" | tee -a "$table"; }
+# The table is collected line by line (TYPE, then tab-separated fields) and
+# printed at the end with each column as wide as its widest entry, so no
+# label, however long, pushes its row out of line.
+lines=$out/table.lines
+: >"$lines"
+row() { printf 'row\t%s\t%s\t%s\t%s\n' "$1" "$(fmt "$2")" "$3" "$4" >>"$lines"; }
+section() { printf 'section\t%s\n' "$1" >>"$lines"; }
+cmd() { printf 'cmd\t%s\n' "$1" >>"$lines"; }
+# note TEXT: a line of explanation under the rows it explains.
+note() { printf 'note\t%s\n' "$1" >>"$lines"; }
 # textrow LABEL TEXT: a row whose value is not one number (per-master lists).
-textrow() { printf '  %-44s %14s\n' "$1" "${2:--}" | tee -a "$table"; }
+textrow() { printf 'row\t%s\t%s\t\t\n' "$1" "${2:--}" >>"$lines"; }
+
+# render_table: the collected lines, aligned, on stdout and in $table.
+render_table() {
+    awk -F '\t' '
+        { type[NR] = $1; a[NR] = $2; b[NR] = $3; c[NR] = $4; d[NR] = $5 }
+        $1 == "row" || $1 == "head" {
+            if (length($2) > wl) wl = length($2)
+            if (length($3) > wv) wv = length($3)
+            if (length($4) > wt) wt = length($4)
+        }
+        END {
+            for (i = 1; i <= NR; i++) {
+                if (type[i] == "section") printf "\n%s\n", a[i]
+                else if (type[i] == "cmd") printf "    $ %s\n", a[i]
+                else if (type[i] == "note") printf "    (%s)\n", a[i]
+                else if (type[i] == "title") printf "%s\n", a[i]
+                else {
+                    line = sprintf("  %-" wl "s  %" wv "s  %-" wt "s  %s", a[i], b[i], c[i], d[i])
+                    sub(/ +$/, "", line)
+                    print line
+                }
+            }
+        }' "$lines" | tee "$table"
+    rm -f "$lines"
+}
 
 
 # ---- the runs ------------------------------------------------------------------
@@ -145,11 +176,12 @@ run clus "$bin/bench_cluster" $CLA
 
 redis_version=$(redis-cli -u "$url" INFO server 2>/dev/null | tr -d '\r' | sed -n 's/^redis_version://p')
 cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
-{
-    printf '\nrlock %s benchmarks, %s\n' "$(sed -n 's/^#define RLOCK_VERSION_STRING "\(.*\)"/\1/p' "$root/include/rlock.h" 2>/dev/null)" "$(date -u '+%Y-%m-%d %H:%M UTC')"
-    printf 'machine: %s cores, %s; redis %s on localhost\n' "$(nproc)" "${cpu_model:-unknown cpu}" "${redis_version:-?}"
-    printf '  %-44s %14s  %-16s %s\n' "figure" "value" "target" "status"
-} | tee -a "$table"
+printf 'title\t\ntitle\trlock %s benchmarks, %s\n' \
+    "$(sed -n 's/^#define RLOCK_VERSION_STRING "\(.*\)"/\1/p' "$root/include/rlock.h" 2>/dev/null)" \
+    "$(date -u '+%Y-%m-%d %H:%M UTC')" >>"$lines"
+printf 'title\tmachine: %s cores, %s; redis %s on localhost\n' "$(nproc)" "${cpu_model:-unknown cpu}" \
+    "${redis_version:-?}" >>"$lines"
+printf 'head\t%s\t%s\t%s\t%s\n' "figure" "value" "target" "status" >>"$lines"
 
 b1=$(get "$base1" ops_per_s) u1=$(get "$unc1" ops_per_s)
 b8=$(get "$base8" ops_per_s) u8=$(get "$unc8" ops_per_s)
@@ -208,7 +240,7 @@ row "max acquisitions per thread" "$(get "$cont" max_per_thread)" "" ""
 crt_all=$(awk -v x="$crt" 'BEGIN { printf "%.3f", x + 2 }')
 row "round trips per acquisition, incl. GET+SET" "$crt_all" "<= 5" "$(verdict "$crt_all" '<=' 5)"
 row "  of which lock commands (lock, unlock, retries)" "$crt" "" ""
-printf '  %s\n' "  (MONITOR sample, by command: $(get "$cont" client_cmds_breakdown))" | tee -a "$table"
+note "MONITOR sample, by command: $(get "$cont" client_cmds_breakdown)"
 row "script calls per acquisition" "$(get "$cont" script_calls_per_acq)" "" ""
 row "Redis cmds per acquisition (lock, incl. Lua)" "$(get "$cont" redis_cmds_per_acq)" "" ""
 row "Redis CPU ms per 1000 acquisitions" "$(get "$cont" redis_cpu_ms_per_1000_acq)" "" ""
@@ -266,7 +298,7 @@ row "replica_acks 0: p99 ms" "$(get "$sent" nowait_p99_ms)" "" ""
 ta=$(get "$sent" to_acquire_ms) tr=$(get "$sent" to_renew_ms)
 row "failover: new master writable -> waiter's lock, ms" "$ta" "<= 300" "$(verdict "$ta" '<=' 300)"
 row "failover: new master writable -> renewal, ms" "$tr" "<= 300" "$(verdict "$tr" '<=' 300)"
-printf '  %s\n' "  (median of $(get "$sent" failovers) SENTINEL FAILOVERs)" | tee -a "$table"
+note "median of $(get "$sent" failovers) SENTINEL FAILOVERs"
 cmd "$(cmd_of "$sent")"
 
 section "9. Redis Cluster: 3 masters + 3 replicas of its own (redis-cluster://)"
@@ -290,7 +322,7 @@ for m in sharded classic; do
     row "hand-off, $m: p99 ms" "$p99" "<= 2" "$(verdict "$p99" '<=' 2)"
     row "hand-off, $m: max ms" "$(get "$clus" "ho_${m}_max_ms")" "" ""
 done
-printf '  %s\n' "  ($(get "$clus" ho_n) hand-offs each; the single-server figures are in section 3)" | tee -a "$table"
+note "$(get "$clus" ho_n) hand-offs each; the single-server figures are in section 3"
 wl=$(get "$clus" wd_locks)
 row "watchdog: locks held by one client" "$wl" "" ""
 row "watchdog: seconds to acquire them (4 threads)" "$(get "$clus" wd_acquire_s)" "" ""
@@ -322,6 +354,8 @@ row "migration: held lock in the slot lost" "$(get "$clus" mig_lost)" "<= 0" "$(
 textrow "migration: MOVED / ASK / TRYAGAIN seen" "$(get "$clus" mig_moved) / $(get "$clus" mig_ask) / $(get "$clus" mig_tryagain)"
 cmd "$(cmd_of "$clus")"
 
+render_table
+
 # ---- results.json ------------------------------------------------------------------
 
 {
@@ -341,10 +375,17 @@ if ! command -v gnuplot >/dev/null 2>&1; then
     exit "$failed"
 fi
 
-printf '"1 thread" %s %s\n"8 threads" %s %s\n' "$b1" "$u1" "$b8" "$u8" >"$out/uncontended.dat"
-printf '"1 thread" %s %s\n"8 threads" %s %s\n' \
-    "$(get "$base1" p99_ms)" "$(get "$unc1" p99_ms)" "$(get "$base8" p99_ms)" "$(get "$unc8" p99_ms)" \
-    >"$out/uncontended-p99.dat"
+# uncontended.dat: per thread count, baseline then rlock, each as median, min
+# and max over the rounds (the error bars).
+spread_of() { printf '%s %s %s' "$(get "$1" "$2")" "$(get "$1" "$3")" "$(get "$1" "$4")"; }
+{
+    for t in 1 8; do
+        b=base$t u=unc$t
+        printf '"%s thread%s" %s %s %s %s\n' "$t" "$([ "$t" = 1 ] || echo s)" \
+            "$(spread_of "${!b}" ops_per_s ops_min ops_max)" "$(spread_of "${!u}" ops_per_s ops_min ops_max)" \
+            "$(spread_of "${!b}" p99_ms p99_min_ms p99_max_ms)" "$(spread_of "${!u}" p99_ms p99_min_ms p99_max_ms)"
+    done
+} >"$out/uncontended.dat"
 for v in herd1 herd10 herd100; do
     printf '%s %s\n' "$(get "${!v}" waiters)" "$(get "${!v}" scripts_per_handoff)"
 done >"$out/herd.dat"
@@ -354,74 +395,88 @@ for v in $wd_rows; do
 done >"$out/watchdog.dat"
 
 gnuplot 2>"$out/gnuplot.log" <<EOF || echo "gnuplot failed: see $out/gnuplot.log" >&2
-set terminal pngcairo size 900,420 font "sans,10" noenhanced
-set grid ytics
+set terminal pngcairo size 1000,480 font "sans,11" noenhanced
+set grid xtics ytics
+set key box opaque samplen 2
+# Every axis starts and ends at the data (a little margin), not at zero.
+set autoscale fix
+set offsets graph 0.05, graph 0.05, graph 0.1, graph 0.1
 
 set output "$out/uncontended.png"
-set multiplot layout 1,2 title "Uncontended lock + unlock: rlock vs raw hiredis baseline"
-set style data histograms
-set style histogram clustered gap 1
-set style fill solid 0.8 border -1
+set multiplot layout 1,2 title "Uncontended lock + unlock: rlock vs raw hiredis (median of the rounds; bars: min to max)"
+set xrange [-0.5:1.5]
+set offsets 0, 0, graph 0.15, graph 0.15
+set key outside bottom center horizontal
 set ylabel "cycles/s"
-set yrange [0:*]
-plot "$out/uncontended.dat" using 2:xtic(1) title "baseline", "" using 3 title "rlock"
-set ylabel "p99 latency (ms)"
-plot "$out/uncontended-p99.dat" using 2:xtic(1) title "baseline", "" using 3 title "rlock"
-unset multiplot
-
-set output "$out/handoff.png"
-set style data lines
-set title "Hand-off latency: unlock call to the waiter's return"
-set xlabel "percentile"
-set ylabel "ms"
+plot "$out/uncontended.dat" using (\$0-0.08):2:3:4:xtic(1) with yerrorbars pt 7 ps 1.2 lw 2 title "raw hiredis", \
+     "" using (\$0+0.08):5:6:7 with yerrorbars pt 5 ps 1.2 lw 2 title "rlock"
 set logscale y
-set yrange [*:*]
-set key top left
-plot "$out/handoff-process.dat" using 1:2 title "waiter in another process" lw 2, \
-     "$out/handoff-thread.dat" using 1:2 title "waiter in the same process" lw 2, \
-     "$out/handoff-floor.dat" using 1:2 title "raw hiredis floor (process)" lw 2, \
-     0.25 title "target p50 (process)" dt 2, 2 title "target p99 (process)" dt 3
+set ylabel "p99 latency, ms (log scale)"
+plot "$out/uncontended.dat" using (\$0-0.08):8:9:10:xtic(1) with yerrorbars pt 7 ps 1.2 lw 2 title "raw hiredis", \
+     "" using (\$0+0.08):11:12:13 with yerrorbars pt 5 ps 1.2 lw 2 title "rlock"
+unset multiplot
 unset logscale y
+set key inside top left vertical
+set xrange [*:*]
+set offsets graph 0.05, graph 0.05, graph 0.1, graph 0.1
+
+# Percentiles on a log scale ("nines"): 90, 99, 99.9 are equally spaced, so
+# the tail, where a lock's trouble shows, gets as much room as the median.
+nines(p) = p >= 100 ? NaN : -log10(1 - p / 100.0)
+set output "$out/handoff.png"
+set title "Hand-off latency: unlock call to the waiter's return, by percentile"
+set xlabel "percentile (log scale: each step ten times rarer)"
+set ylabel "ms (log scale)"
+set xtics ("10" nines(10), "50" nines(50), "90" nines(90), "99" nines(99), "99.9" nines(99.9), "99.99" nines(99.99))
+set logscale y
+set key top left
+plot "$out/handoff-process.dat" using (nines(\$1)):2 with lines lw 2 title "waiter in another process", \
+     "$out/handoff-thread.dat" using (nines(\$1)):2 with lines lw 2 title "waiter in the same process", \
+     "$out/handoff-floor.dat" using (nines(\$1)):2 with lines lw 2 dt 4 title "raw hiredis floor (process)", \
+     "< printf '50 0.25\n99 2\n'" using (nines(\$1)):2 with points pt 3 ps 2.5 lw 2 lc rgb "red" \
+         title "targets, another process: p50 0.25 ms, p99 2 ms"
+unset logscale y
+set xtics autofreq
 
 set output "$out/contention.png"
 set title "Contention: acquisitions per thread (4 processes x 4 threads, one lock)"
 set style data boxes
 set style fill solid 0.7
 set boxwidth 0.8
-set xlabel "thread (4 per process)"
+set xlabel "thread (4 per process; colour = process)"
 set ylabel "acquisitions"
+set offsets 0, 0, graph 0.1, 0
 set yrange [0:*]
 set xrange [-1:$(wc -l <"$out/contention-threads.dat")]
 unset key
 plot "$out/contention-threads.dat" using 2:3:(0.8):(\$1+1) lc variable
+set yrange [*:*]
+set xrange [*:*]
+set offsets graph 0.05, graph 0.05, graph 0.1, graph 0.1
 
 set output "$out/herd.png"
 set title "Herd: script calls per hand-off vs waiting threads (one process)"
 set style data linespoints
 set logscale x
-set xlabel "waiting threads W"
+set xlabel "waiting threads W (log scale)"
 set ylabel "EVALSHA+EVAL per hand-off"
-set xrange [*:*]
-set yrange [0:4]
 set key top left
-plot "$out/herd.dat" using 1:2 title "rlock" lw 2 pt 7, 3 title "target (2 + processes)" dt 2
+plot "$out/herd.dat" using 1:2 title "rlock" lw 2 pt 7, 3 title "target: at most 3" dt 2 lw 2
 unset logscale x
 
 set output "$out/watchdog.png"
 set title "Watchdog renewal cost per round (watchdog_timeout 3000 ms)"
 set logscale xy
-set xlabel "held locks"
-set ylabel "script calls per round"
-set xrange [*:*]
+set xlabel "held locks (log scale)"
+set ylabel "script calls per round (log scale)"
 set y2label "client CPU, % of one core"
 set y2tics
 set ytics nomirror
-set yrange [*:*]
 set y2range [0:*]
 set key top left
 plot "$out/watchdog.dat" using 1:2 title "script calls per round" lw 2 pt 7, \
-     "" using 1:(\$1/100) title "target: locks / 100" dt 2, \
-     "" using 1:3 axes x1y2 title "client CPU %" lw 2 pt 5
+     "" using 1:(\$1/100) title "target: at most locks / 100" dt 2 lw 2, \
+     "" using 1:3 axes x1y2 title "client CPU % (target at most 5)" lw 2 pt 5
 EOF
 ls "$out"/*.png 2>/dev/null | sed 's/^/chart: /'
 exit "$failed"

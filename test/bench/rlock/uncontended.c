@@ -58,16 +58,11 @@ int bench_uncontended(const options *o) {
     j_begin(&j, "uncontended");
     j_int(&j, "threads", o->threads);
     j_int(&j, "lease_ms", o->lease);
-    j_num(&j, "ops_per_s", res.ops_per_s);
-    j_num(&j, "p50_ms", res.p50_ms);
-    j_num(&j, "p99_ms", res.p99_ms);
-    j_num(&j, "p999_ms", res.p999_ms);
-    j_int(&j, "cycles", res.cycles);
+    j_cycle_result(&j, &res);
     j_num(&j, "client_cpu_us_per_cycle", cpu * 1e6 / (double)res.all_cycles);
     j_num(&j, "scripts_per_cycle", (double)(rstats_scripts(&s1) - rstats_scripts(&s0)) / (double)res.all_cycles);
     j_int(&j, "rounds", o->rounds);
     j_num(&j, "round_s", o->secs);
-    j_int(&j, "errors", res.errors);
     j_end(&j);
     return rc < 0 ? 1 : 0;
 }
