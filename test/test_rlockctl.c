@@ -29,8 +29,6 @@
 
 #include <cmocka.h>
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -431,65 +429,23 @@ static void test_clients(void **state) {
 
 /* ---- watch ------------------------------------------------------------------------- */
 
-typedef struct churn {
-    rlock *lock;
-    atomic_int stop;
-    atomic_long rounds;
-} churn;
-
-/* Locks and unlocks, over and over: every unlock publishes (two clients, no hand-offs). */
-static void *churn_main(void *arg) {
-    churn *ch = arg;
-    while (!atomic_load(&ch->stop)) {
-        if (rlock_lock(ch->lock) != RLOCK_OK)
-            break;
-        h_sleep_ms(5);
-        rlock_unlock(ch->lock);
-        atomic_fetch_add(&ch->rounds, 1);
-    }
-    return NULL;
-}
-
 static void test_watch(void **state) {
     (void)state;
     char *name = name_for("ctl-watch"), *pattern = pattern_of(name);
     rlock_client *a = h_open(30000, 2000), *b = h_open(30000, 2000);
-    churn ca = {.lock = h_get(a, name)}, cb = {.lock = h_get(b, name)};
-    pthread_t ta, tb;
-    pthread_create(&ta, NULL, churn_main, &ca);
-    pthread_create(&tb, NULL, churn_main, &cb);
-    H_WAIT_FOR(atomic_load(&ca.rounds) + atomic_load(&cb.rounds) > 10, 10000);
+    rlock *la = h_get(a, name), *lb = h_get(b, name);
+    h_churn *churn = h_churn_start(la, lb);
     h_tool t;
     h_tool_run(&t, h_url(), "watch", pattern, "--interval", "500", "-n", "3", NULL);
-    atomic_store(&ca.stop, 1);
-    atomic_store(&cb.stop, 1);
-    pthread_join(ta, NULL);
-    pthread_join(tb, NULL);
+    h_churn_stop(churn);
     h_tool_expect(&t, 0, "HAND-OFFS/S");
-    /* three screens, the last one with a rate > 0 for the lock */
-    int screens = 0;
-    const char *last = t.out;
-    for (const char *p = t.out; (p = strstr(p, "-- rlockctl watch ")) != NULL; p++, screens++)
-        last = p;
-    assert_int_equal(screens, 3);
-    char row_start[200];
-    snprintf(row_start, sizeof(row_start), "\n%s ", name);
-    const char *row = strstr(last, row_start);
-    if (row == NULL)
-        H_FAIL("the last screen has no row for %s:\n%s", name, t.out);
-    char kind[16], state_[16], ttl[32], waiters[16];
-    double rate = 0;
     long long total = 0;
- int n = sscanf(row + strlen(row_start), " %15s %15s %31s %15s %lf %lld", kind, state_, ttl, waiters,
-                   &rate, &total);
-    if (n != 6 || rate <= 0 || total <= 0) {
-        fprintf(stderr, "%s", t.out);
-        H_FAIL("no hand-offs counted (%d fields, rate %.1f, total %lld):\n%s", n, rate, total,
-               t.out);
-    }
+    double rate = h_watch_rate(&t, 3, name, &total);
+    if (rate <= 0 || total <= 0)
+        H_FAIL("no hand-offs counted (rate %.1f, total %lld):\n%s", rate, total, t.out);
     h_tool_free(&t);
-    rlock_free(ca.lock);
-    rlock_free(cb.lock);
+    rlock_free(la);
+    rlock_free(lb);
     rlock_client_close(a);
     rlock_client_close(b);
     free(pattern);

@@ -8,6 +8,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -234,4 +236,69 @@ void h_register_client(redisContext *r, const char *id, const char *host, long p
                 "url redis://127.0.0.1:6379 watchdog_timeout_ms 30000",
              id, id, host, pid, program, RLOCK_VERSION_STRING, started);
     h_cmd_ok(r, "PEXPIRE rlock:client:%s 60000", id);
+}
+
+double h_watch_rate(const h_tool *t, int screens, const char *name, long long *total) {
+    int seen = 0;
+    const char *last = t->out;
+    for (const char *p = t->out; (p = strstr(p, "-- rlockctl watch ")) != NULL; p++, seen++)
+        last = p;
+    if (seen != screens)
+        H_FAIL("%d screens, expected %d:\n%s", seen, screens, t->out);
+    char start[300], kind[16], state[16], ttl[32], waiters[16];
+    snprintf(start, sizeof(start), "\n%s ", name);
+    const char *row = strstr(last, start);
+    double rate = 0;
+    if (row == NULL || sscanf(row + strlen(start), " %15s %15s %31s %15s %lf %lld", kind, state,
+                              ttl, waiters, &rate, total) != 6)
+        H_FAIL("no row with a rate for %s on the last screen:\n%s", name, t->out);
+    return rate;
+}
+
+struct h_churn {
+    struct rlock *lock[2];
+    pthread_t th[2];
+    atomic_int stop;
+    atomic_long rounds;
+};
+
+typedef struct churn_arg {
+    h_churn *churn;
+    int i;
+} churn_arg;
+
+static void *churn_main(void *arg) {
+    h_churn *ch = ((churn_arg *)arg)->churn;
+    struct rlock *lock = ch->lock[((churn_arg *)arg)->i];
+    free(arg);
+    while (!atomic_load(&ch->stop) && rlock_lock(lock) == RLOCK_OK) {
+        h_sleep_ms(5);
+        rlock_unlock(lock);
+        atomic_fetch_add(&ch->rounds, 1);
+    }
+    return NULL;
+}
+
+h_churn *h_churn_start(struct rlock *a, struct rlock *b) {
+    h_churn *ch = calloc(1, sizeof(*ch));
+    if (ch == NULL)
+        H_FAIL("out of memory");
+    ch->lock[0] = a;
+    ch->lock[1] = b;
+    for (int i = 0; i < 2; i++) {
+        churn_arg *arg = malloc(sizeof(*arg));
+        if (arg == NULL)
+            H_FAIL("out of memory");
+        *arg = (churn_arg){.churn = ch, .i = i};
+        pthread_create(&ch->th[i], NULL, churn_main, arg);
+    }
+    H_WAIT_FOR(atomic_load(&ch->rounds) > 10, 10000);
+    return ch;
+}
+
+void h_churn_stop(h_churn *ch) {
+    atomic_store(&ch->stop, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(ch->th[i], NULL);
+    free(ch);
 }

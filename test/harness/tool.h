@@ -35,6 +35,22 @@ char *h_jq(const char *json, const char *filter);
 void h_jq_expect(const char *json, const char *filter, const char *want);
 
 /*
+ * From the output of `rlockctl watch ... -n screens`: checks there are that
+ * many screens and returns the HAND-OFFS/S of name's row on the last one
+ * (*total: its TOTAL); fails the test if the row is missing.
+ */
+double h_watch_rate(const h_tool *t, int screens, const char *name, long long *total);
+
+/*
+ * Two threads, one per handle (of two clients: every unlock publishes),
+ * locking and unlocking the same lock over and over until h_churn_stop,
+ * which joins them; started once each has done a few rounds.
+ */
+typedef struct h_churn h_churn;
+h_churn *h_churn_start(struct rlock *a, struct rlock *b);
+void h_churn_stop(h_churn *churn);
+
+/*
  * A client registration as rlock >= 0.5 writes it (the hash
  * rlock:client:<id>, fields id host pid program version started_ms url
  * watchdog_timeout_ms, PEXPIRE 60 s), made by hand on connection r.
