@@ -238,7 +238,7 @@ void h_register_client(redisContext *r, const char *id, const char *host, long p
     h_cmd_ok(r, "PEXPIRE rlock:client:%s 60000", id);
 }
 
-double h_watch_rate(const h_tool *t, int screens, const char *name, long long *total) {
+void h_watch_expect_heard(const h_tool *t, int screens, const char *name) {
     int seen = 0;
     const char *last = t->out;
     for (const char *p = t->out; (p = strstr(p, "-- rlockctl watch ")) != NULL; p++, seen++)
@@ -249,10 +249,13 @@ double h_watch_rate(const h_tool *t, int screens, const char *name, long long *t
     snprintf(start, sizeof(start), "\n%s ", name);
     const char *row = strstr(last, start);
     double rate = 0;
+    long long total = 0;
     if (row == NULL || sscanf(row + strlen(start), " %15s %15s %31s %15s %lf %lld", kind, state,
-                              ttl, waiters, &rate, total) != 6)
+                              ttl, waiters, &rate, &total) != 6)
         H_FAIL("no row with a rate for %s on the last screen:\n%s", name, t->out);
-    return rate;
+    if (rate <= 0 || total < 3)
+        H_FAIL("no unlock messages counted for %s (rate %.1f, total %lld):\n%s", name, rate,
+               total, t->out);
 }
 
 struct h_churn {

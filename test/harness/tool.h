@@ -35,11 +35,12 @@ char *h_jq(const char *json, const char *filter);
 void h_jq_expect(const char *json, const char *filter, const char *want);
 
 /*
- * From the output of `rlockctl watch ... -n screens`: checks there are that
- * many screens and returns the HAND-OFFS/S of name's row on the last one
- * (*total: its TOTAL); fails the test if the row is missing.
+ * Checks the output of `rlockctl watch ... -n screens`: that many screens,
+ * and on the last one name's row shows a rate > 0 and a TOTAL of at least 3
+ * -- more than holder changes alone can give in two intervals (one each),
+ * so unlock messages were heard. Fails the test otherwise.
  */
-double h_watch_rate(const h_tool *t, int screens, const char *name, long long *total);
+void h_watch_expect_heard(const h_tool *t, int screens, const char *name);
 
 /*
  * Two threads, one per handle (of two clients: every unlock publishes),
