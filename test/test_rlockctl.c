@@ -114,6 +114,7 @@ static void test_connect_errors(void **state) {
 /* ---- plain ---------------------------------------------------------------------------- */
 
 /* A process that waits for the lock (its own client), told when to stop. */
+#if !defined(__SANITIZE_THREAD__)
 static int waiter_child(void *arg, int in_fd, int out_fd) {
     const char *name = arg;
     rlock_client *c = NULL;
@@ -134,19 +135,60 @@ static int waiter_child(void *arg, int in_fd, int out_fd) {
     rlock_client_close(c);
     return 0;
 }
+#endif
+
+/*
+ * Another process waiting for the lock. Under TSan, which cannot start
+ * threads in a forked child of a threaded process, a thread with a client of
+ * its own waits instead: one subscribed connection either way.
+ */
+typedef struct other_waiter {
+    h_child child;
+    rlock_client *client;
+    rlock *lock;
+    h_cwaiter *thread;
+} other_waiter;
+
+static void other_waiter_start(other_waiter *w, char *name) {
+#if defined(__SANITIZE_THREAD__)
+    w->client = h_open(30000, 2000);
+    w->lock = h_get(w->client, name);
+    w->thread = h_cwaiter_start(w->lock, h_scaled(30000));
+#else
+    char line[64];
+    h_child_start(&w->child, waiter_child, name);
+    h_child_recv(&w->child, line, sizeof(line), 10000);
+#endif
+}
+
+/* Waits until the waiter got the lock (and gave it back); ends it. */
+static void other_waiter_finish(other_waiter *w) {
+#if defined(__SANITIZE_THREAD__)
+    h_cwaiter_join(w->thread, 10000);
+    assert_int_equal(w->thread->rc, RLOCK_OK);
+    h_cwaiter_free(w->thread);
+    rlock_free(w->lock);
+    rlock_client_close(w->client);
+#else
+    char line[64];
+    h_child_recv(&w->child, line, sizeof(line), 10000);
+    assert_string_equal(line, "rc 0");
+    h_child_send(&w->child, "bye");
+    assert_int_equal(h_child_finish(&w->child, 10000), 0);
+#endif
+}
 
 static void test_plain(void **state) {
     (void)state;
-    char *name = name_for("ctl-plain"), *pattern = pattern_of(name), buf[256], line[64];
+    char *name = name_for("ctl-plain"), *pattern = pattern_of(name), buf[256];
     redisContext *r = h_redis();
     rlock_client *c = h_open(30000, 2000);
     rlock *l = h_get(c, name);
     H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
     H_ASSERT_RC(rlock_lock(l), RLOCK_OK); /* held twice */
     h_register_client(r, rlock_client_id(c), "host-a", (long)getpid(), "test_rlockctl");
-    h_child w;
-    h_child_start(&w, waiter_child, name);
-    h_child_recv(&w, line, sizeof(line), 10000);
+    other_waiter w;
+    other_waiter_start(&w, name);
     H_WAIT_FOR(h_numsub(r, name, strlen(name)) == 1, 10000);
 
     h_tool t;
@@ -182,10 +224,7 @@ static void test_plain(void **state) {
     /* The holder unlocks: the waiting process takes it and gives it back. */
     H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
     H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
-    h_child_recv(&w, line, sizeof(line), 10000);
-    assert_string_equal(line, "rc 0");
-    h_child_send(&w, "bye");
-    assert_int_equal(h_child_finish(&w, 10000), 0);
+    other_waiter_finish(&w);
     h_tool_run(&t, h_url(), "list", pattern, NULL);
     h_tool_expect(&t, 1, NULL);
     expect_in(t.err, "no lock matches");

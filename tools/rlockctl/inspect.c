@@ -543,7 +543,7 @@ static int read_batch(ctl *c, char **nv, const size_t *nlen, int n, ctl_locks *o
     int status = ctl_run(c, cmds, n * per, rs);
     for (int i = 0; i < n && status == RLOCK_OK; i++) {
         ctl_lock l;
-        ctl_lookup ignored, *lookup = lookups != NULL ? &lookups[i] : &ignored;
+        ctl_lookup ignored = {0}, *lookup = lookups != NULL ? &lookups[i] : &ignored;
         if (read_layout(nv[i], nlen[i], rs + i * per, &l, lookup))
             locks_push(out, &l);
     }
