@@ -219,6 +219,12 @@ static void test_plain(void **state) {
     expect_in(t.out, "program test_rlockctl");
     expect_in(t.out, "host host-a");
     expect_in(t.out, "1 subscribed");
+    expect_in(t.out, "renewal   on time");
+    h_tool_free(&t);
+    /* A TTL under two thirds of the owner's watchdog timeout: renewal late. */
+    h_cmd_ok(r, "HSET rlock:client:%s watchdog_timeout_ms 90000", rlock_client_id(c));
+    h_tool_run(&t, h_url(), "show", name, "--json", NULL);
+    h_jq_expect(t.out, ".renewal", "late");
     h_tool_free(&t);
 
     /* The holder unlocks: the waiting process takes it and gives it back. */

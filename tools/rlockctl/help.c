@@ -27,7 +27,8 @@ static const command_help command_helps[] = {
      "    belongs to (host, pid, program, version, from its client registration\n"
      "    rlock:client:<uuid>; \"unregistered\" for Java Redisson and rlock < 0.5),\n"
      "    the channels its waiters sleep on with their subscriber counts, a fair\n"
-     "    lock's queue with each waiter's deadline, a fenced lock's last token.\n"
+     "    lock's queue with each waiter's deadline, a fenced lock's last token, and\n"
+     "    whether renewal is on time (the TTL against the owner's watchdog timeout).\n"
      "    Exit status 1 if NAME is not locked (and no queue), 5 if it is not a lock.\n"},
     {"watch", "rlockctl watch NAME|PATTERN [--interval MS] [-n COUNT]",
      "    A live view, redrawn every --interval ms (default 1000), like top:\n"

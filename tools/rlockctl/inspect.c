@@ -117,6 +117,16 @@ long long ctl_lock_waiters(const ctl_lock *lock) {
     return n;
 }
 
+const char *ctl_renewal(const ctl_lock *lock, long long *wd_ms) {
+    *wd_ms = -1;
+    for (int i = 0; i < lock->nowners; i++)
+        if (lock->owners[i].process != NULL && lock->owners[i].process->watchdog_timeout_ms > 0)
+            *wd_ms = lock->owners[i].process->watchdog_timeout_ms;
+    if (!lock->held || lock->ttl_ms < 0 || *wd_ms <= 0)
+        return NULL;
+    return lock->ttl_ms * 3 >= *wd_ms * 2 ? "on time" : "late";
+}
+
 /* ---- names: SCAN on every master ---------------------------------------------- */
 
 typedef struct names {

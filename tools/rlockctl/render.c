@@ -175,7 +175,10 @@ void ctl_render_lock_json(FILE *f, const ctl_lock *l) {
         json_num_or_null(f, l->channels[k].sharded);
         fputs("}", f);
     }
-    fprintf(f, "],\"waiters\":%lld}", ctl_lock_waiters(l));
+    long long wd_ms;
+    fprintf(f, "],\"waiters\":%lld,\"renewal\":", ctl_lock_waiters(l));
+    json_str_or_null(f, ctl_renewal(l, &wd_ms));
+    fputc('}', f);
 }
 
 void ctl_render_list_json(ctl *c, const ctl_locks *locks) {
@@ -230,6 +233,12 @@ void ctl_render_show(ctl *c, const ctl_lock *l) {
         ctl_put_process(f, o->process);
         fputc('\n', f);
     }
+    long long wd_ms;
+    const char *renewal = ctl_renewal(l, &wd_ms);
+    if (renewal != NULL)
+        fprintf(f, "renewal   %s (TTL %s the last third of the owner's watchdog timeout %s%s)\n",
+                renewal, renewal[0] == 'o' ? "within" : "below", ctl_duration(wd_ms, ttl, sizeof(ttl)),
+                renewal[0] == 'o' ? "" : ": renewals missed, or a lock with a fixed lease");
     show_queue(f, l);
     for (int k = 0; k < l->nchannels; k++) {
         const ctl_channel *ch = &l->channels[k];

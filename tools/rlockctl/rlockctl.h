@@ -154,6 +154,13 @@ char *ctl_lock_channel(const char *name, size_t len, int kind, size_t *out_len);
 char *ctl_channel_lock(const char *channel, size_t len, size_t *out_len);
 /* Waiters: the fair queue's length, else the subscribers of its channels. */
 long long ctl_lock_waiters(const ctl_lock *lock);
+/*
+ * Renewal as the TTL tells it, for a held lock whose owner's registration
+ * names its watchdog timeout (*wd_ms): "on time" (TTL above two thirds of it:
+ * the watchdog renews every third), "late" (below: missed renewals, or a
+ * lock taken with a fixed lease), or NULL when it cannot be told.
+ */
+const char *ctl_renewal(const ctl_lock *lock, long long *wd_ms);
 /* Runs n commands through the inspection seam; frees nothing. CTL-style: RLOCK_OK or error. */
 int ctl_run(ctl *c, const rlock__inspect_cmd *cmds, int n, redisReply **replies);
 void ctl_free_replies(redisReply **replies, int n);
