@@ -63,6 +63,11 @@ const char *rlock__inspect_node_addr(const rlock__inspect_node *node, char *buf,
     return rlock__endpoint_str(&node->endpoint, buf, size);
 }
 
+char *rlock__inspect_prefixed(const char *prefix, const char *name, size_t len,
+                              size_t *out_len) {
+    return rlock__prefixed_name(prefix, name, len, out_len); /* rlock__malloc: free() */
+}
+
 int rlock__inspect_sharded(rlock_client *c) {
     return rlock__net_sharded(&c->net);
 }

@@ -48,6 +48,14 @@ int rlock__inspect_sharded(rlock_client *c);
 /* 1 if keys live on the master of their slot (a redis-cluster:// url). */
 int rlock__inspect_clustered(rlock_client *c);
 
+/*
+ * Redisson's name of a lock's companion key or channel, from the library's
+ * own layout (kind/layout.c): "<prefix>:{<name>}", or "<prefix>:<name>" when
+ * the name holds a '{'. The caller free()s it; NULL if out of memory.
+ */
+char *rlock__inspect_prefixed(const char *prefix, const char *name, size_t len,
+                              size_t *out_len);
+
 /* One read-only command. */
 typedef struct rlock__inspect_cmd {
     rlock__inspect_node *node; /* run there; NULL: at the master serving argv[1] (a key) */

@@ -238,7 +238,8 @@ void h_register_client(redisContext *r, const char *id, const char *host, long p
     h_cmd_ok(r, "PEXPIRE rlock:client:%s 60000", id);
 }
 
-void h_watch_expect_heard(const h_tool *t, int screens, const char *name) {
+/* The checks of h_watch_expect_heard on its output. */
+static void expect_heard(const h_tool *t, int screens, const char *name) {
     int seen = 0;
     const char *last = t->out;
     for (const char *p = t->out; (p = strstr(p, "-- rlockctl watch ")) != NULL; p++, seen++)
@@ -258,12 +259,13 @@ void h_watch_expect_heard(const h_tool *t, int screens, const char *name) {
                total, t->out);
 }
 
-struct h_churn {
+/* Two threads locking and unlocking one lock over and over, one per handle. */
+typedef struct h_churn {
     struct rlock *lock[2];
     pthread_t th[2];
     atomic_int stop;
     atomic_long rounds;
-};
+} h_churn;
 
 typedef struct churn_arg {
     h_churn *churn;
@@ -282,7 +284,7 @@ static void *churn_main(void *arg) {
     return NULL;
 }
 
-h_churn *h_churn_start(struct rlock *a, struct rlock *b) {
+static h_churn *churn_start(struct rlock *a, struct rlock *b) {
     h_churn *ch = calloc(1, sizeof(*ch));
     if (ch == NULL)
         H_FAIL("out of memory");
@@ -299,9 +301,20 @@ h_churn *h_churn_start(struct rlock *a, struct rlock *b) {
     return ch;
 }
 
-void h_churn_stop(h_churn *ch) {
+static void churn_stop(h_churn *ch) {
     atomic_store(&ch->stop, 1);
     for (int i = 0; i < 2; i++)
         pthread_join(ch->th[i], NULL);
     free(ch);
+}
+
+void h_watch_expect_heard(const char *url, const char *target, const char *name, struct rlock *a,
+                          struct rlock *b, const char *expect) {
+    h_tool t;
+    h_churn *churn = churn_start(a, b);
+    h_tool_run(&t, url, "watch", target, "--interval", "500", "-n", "3", NULL);
+    churn_stop(churn);
+    h_tool_expect(&t, 0, expect);
+    expect_heard(&t, 3, name);
+    h_tool_free(&t);
 }

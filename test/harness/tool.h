@@ -35,21 +35,16 @@ char *h_jq(const char *json, const char *filter);
 void h_jq_expect(const char *json, const char *filter, const char *want);
 
 /*
- * Checks the output of `rlockctl watch ... -n screens`: that many screens,
- * and on the last one name's row shows a rate > 0 and a TOTAL of at least 3
- * -- more than holder changes alone can give in two intervals (one each),
- * so unlock messages were heard. Fails the test otherwise.
+ * Runs `rlockctl --url url watch target --interval 500 -n 3` while two
+ * threads hand the lock name back and forth through handles a and b (of two
+ * clients: every unlock publishes), and checks its output: three screens,
+ * header containing `expect`, and on the last one name's row a rate > 0 and
+ * a TOTAL of at least 3 -- more than holder changes alone can give in two
+ * intervals (one each), so unlock messages were heard. Fails the test
+ * otherwise.
  */
-void h_watch_expect_heard(const h_tool *t, int screens, const char *name);
-
-/*
- * Two threads, one per handle (of two clients: every unlock publishes),
- * locking and unlocking the same lock over and over until h_churn_stop,
- * which joins them; started once each has done a few rounds.
- */
-typedef struct h_churn h_churn;
-h_churn *h_churn_start(struct rlock *a, struct rlock *b);
-void h_churn_stop(h_churn *churn);
+void h_watch_expect_heard(const char *url, const char *target, const char *name, struct rlock *a,
+                          struct rlock *b, const char *expect);
 
 /*
  * A client registration as rlock >= 0.5 writes it (the hash

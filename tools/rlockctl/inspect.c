@@ -44,22 +44,13 @@ void ctl_free_replies(redisReply **replies, int n) {
             freeReplyObject(replies[i]);
 }
 
-/* Redisson's prefixName(): "<prefix>:{<name>}", or "<prefix>:<name>" for a name with '{'. */
+/* Redisson's prefixName(), the library's own (kind/layout.c). */
 static char *prefixed(const char *prefix, const char *name, size_t len, size_t *out_len) {
-    int tagged = memchr(name, '{', len) != NULL;
-    size_t plen = strlen(prefix), total = plen + 1 + len + (tagged ? 0 : 2);
-    char *out = xmalloc(total + 1), *p = out;
-    memcpy(p, prefix, plen);
-    p += plen;
-    *p++ = ':';
-    if (!tagged)
-        *p++ = '{';
-    memcpy(p, name, len);
-    p += len;
-    if (!tagged)
-        *p++ = '}';
-    *p = '\0';
-    *out_len = total;
+    char *out = rlock__inspect_prefixed(prefix, name, len, out_len);
+    if (out == NULL) {
+        fprintf(stderr, "rlockctl: out of memory\n");
+        exit(CTL_REDIS);
+    }
     return out;
 }
 

@@ -42,31 +42,25 @@ static const command *find_command(const char *name) {
     return NULL;
 }
 
-void *xmalloc(size_t size) {
-    void *p = malloc(size > 0 ? size : 1);
+/* An allocation's result: exits with a message when memory ran out. */
+static void *checked(void *p) {
     if (p == NULL) {
         fprintf(stderr, "rlockctl: out of memory\n");
         exit(CTL_REDIS);
     }
     return p;
+}
+
+void *xmalloc(size_t size) {
+    return checked(malloc(size > 0 ? size : 1));
 }
 
 void *xcalloc(size_t n, size_t size) {
-    void *p = calloc(n > 0 ? n : 1, size > 0 ? size : 1);
-    if (p == NULL) {
-        fprintf(stderr, "rlockctl: out of memory\n");
-        exit(CTL_REDIS);
-    }
-    return p;
+    return checked(calloc(n > 0 ? n : 1, size > 0 ? size : 1));
 }
 
 void *xrealloc(void *p, size_t size) {
-    void *q = realloc(p, size > 0 ? size : 1);
-    if (q == NULL) {
-        fprintf(stderr, "rlockctl: out of memory\n");
-        exit(CTL_REDIS);
-    }
-    return q;
+    return checked(realloc(p, size > 0 ? size : 1));
 }
 
 char *xstrndup(const char *s, size_t len) {

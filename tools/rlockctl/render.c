@@ -95,26 +95,30 @@ static void json_num_or_null(FILE *f, long long v) {
         fprintf(f, "%lld", v);
 }
 
+/* ,"key":"value" (or null). */
+static void json_key_str(FILE *f, const char *key, const char *v) {
+    fprintf(f, ",\"%s\":", key);
+    json_str_or_null(f, v);
+}
+
+/* ,"key":n (or null when n < 0). */
+static void json_key_num(FILE *f, const char *key, long long n) {
+    fprintf(f, ",\"%s\":", key);
+    json_num_or_null(f, n);
+}
+
 /* A registration's fields, without the braces. */
 static void json_process_fields(FILE *f, const ctl_process *p) {
     fputs("\"id\":", f);
     json_str_or_null(f, p->id);
-    fputs(",\"host\":", f);
-    json_str_or_null(f, p->host);
-    fputs(",\"pid\":", f);
-    json_num_or_null(f, p->pid);
-    fputs(",\"program\":", f);
-    json_str_or_null(f, p->program);
-    fputs(",\"version\":", f);
-    json_str_or_null(f, p->version);
-    fputs(",\"started_ms\":", f);
-    json_num_or_null(f, p->started_ms);
-    fputs(",\"url\":", f);
-    json_str_or_null(f, p->url);
-    fputs(",\"watchdog_timeout_ms\":", f);
-    json_num_or_null(f, p->watchdog_timeout_ms);
-    fputs(",\"ttl_ms\":", f);
-    json_num_or_null(f, p->ttl_ms);
+    json_key_str(f, "host", p->host);
+    json_key_num(f, "pid", p->pid);
+    json_key_str(f, "program", p->program);
+    json_key_str(f, "version", p->version);
+    json_key_num(f, "started_ms", p->started_ms);
+    json_key_str(f, "url", p->url);
+    json_key_num(f, "watchdog_timeout_ms", p->watchdog_timeout_ms);
+    json_key_num(f, "ttl_ms", p->ttl_ms);
 }
 
 static void json_process(FILE *f, const ctl_process *p) {
@@ -130,10 +134,8 @@ static void json_process(FILE *f, const ctl_process *p) {
 static void json_party(FILE *f, const ctl_owner *o) {
     fputs("\"owner\":", f);
     ctl_put_json(f, o->field, o->field_len);
-    fputs(",\"client_id\":", f);
-    json_str_or_null(f, o->client_id);
-    fputs(",\"thread\":", f);
-    json_str_or_null(f, o->thread);
+    json_key_str(f, "client_id", o->client_id);
+    json_key_str(f, "thread", o->thread);
     fputs(",\"process\":", f);
     json_process(f, o->process);
 }
@@ -158,8 +160,7 @@ void ctl_render_lock_json(FILE *f, const ctl_lock *l) {
     for (int k = 0; k < l->nqueue; k++) {
         fputs(k > 0 ? ",{" : "{", f);
         json_party(f, &l->queue[k].who);
-        fputs(",\"deadline_ms\":", f);
-        json_num_or_null(f, l->queue[k].deadline_ms);
+        json_key_num(f, "deadline_ms", l->queue[k].deadline_ms);
         fputs(",\"due_in_ms\":", f);
         if (l->queue[k].deadline_ms < 0)
             fputs("null", f);

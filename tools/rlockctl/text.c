@@ -28,47 +28,51 @@ static size_t utf8_seq(const unsigned char *s, size_t left) {
     return n;
 }
 
-void ctl_put_text(FILE *f, const char *s, size_t len) {
+/* Writes s: valid UTF-8 sequences as they are, every other byte through escape(). */
+static void put_escaped(FILE *f, const char *s, size_t len, void (*escape)(FILE *, unsigned char)) {
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < len;) {
         size_t seq = u[i] >= 0x80 ? utf8_seq(u + i, len - i) : 0;
         if (seq > 0) {
             fwrite(u + i, 1, seq, f);
             i += seq;
-            continue;
+        } else {
+            escape(f, u[i++]);
         }
-        if (u[i] >= 0x20 && u[i] < 0x7f && u[i] != '\\')
-            fputc(u[i], f);
-        else if (u[i] == '\\')
-            fputs("\\\\", f);
-        else
-            fprintf(f, "\\x%02x", u[i]);
-        i++;
     }
 }
 
+/* Printable ASCII as it is, a backslash doubled, anything else \xNN. */
+static void escape_text(FILE *f, unsigned char c) {
+    if (c == '\\')
+        fputs("\\\\", f);
+    else if (c >= 0x20 && c < 0x7f)
+        fputc(c, f);
+    else
+        fprintf(f, "\\x%02x", c);
+}
+
+/* JSON's escapes; a byte that is not UTF-8 as \u00NN (read back as Latin-1). */
+static void escape_json(FILE *f, unsigned char c) {
+    if (c == '"' || c == '\\')
+        fprintf(f, "\\%c", c);
+    else if (c == '\n')
+        fputs("\\n", f);
+    else if (c == '\t')
+        fputs("\\t", f);
+    else if (c < 0x20 || c >= 0x7f)
+        fprintf(f, "\\u%04x", c);
+    else
+        fputc(c, f);
+}
+
+void ctl_put_text(FILE *f, const char *s, size_t len) {
+    put_escaped(f, s, len, escape_text);
+}
+
 void ctl_put_json(FILE *f, const char *s, size_t len) {
-    const unsigned char *u = (const unsigned char *)s;
     fputc('"', f);
-    for (size_t i = 0; i < len;) {
-        size_t seq = u[i] >= 0x80 ? utf8_seq(u + i, len - i) : 0;
-        if (seq > 0) {
-            fwrite(u + i, 1, seq, f);
-            i += seq;
-            continue;
-        }
-        if (u[i] == '"' || u[i] == '\\')
-            fprintf(f, "\\%c", u[i]);
-        else if (u[i] == '\n')
-            fputs("\\n", f);
-        else if (u[i] == '\t')
-            fputs("\\t", f);
-        else if (u[i] < 0x20 || u[i] >= 0x7f)
-            fprintf(f, "\\u%04x", u[i]); /* a byte that is not UTF-8: as Latin-1 */
-        else
-            fputc(u[i], f);
-        i++;
-    }
+    put_escaped(f, s, len, escape_json);
     fputc('"', f);
 }
 
