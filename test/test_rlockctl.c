@@ -78,7 +78,8 @@ static void test_usage(void **state) {
     static const char *const bad[][5] = {
         {"help", "nope", NULL}, {NULL}, {"frobnicate", NULL}, {"show", NULL},
         {"show", "a", "b", NULL}, {"list", "--yes", NULL}, {"unlock", "x", "--json", NULL},
-        {"list", "--bogus", NULL}, {"watch", "x", "-n", "0", NULL}, {"--timeout", "zero", "list", NULL},
+        {"list", "--bogus", NULL}, {"watch", "x", "-n", "0", NULL},
+        {"--timeout", "zero", "list", NULL},
         {"show", "", NULL},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

@@ -112,9 +112,9 @@ static int scan_registrations(ctl *c, rlock__inspect_node *node, char ***ids, in
         for (size_t i = 0; i < keys->elements; i++) {
             size_t plen = strlen(REGISTRATION_PREFIX);
             /* rlockctl's own client registers too: it is not what the operator asks about */
-            if (keys->element[i]->len > plen &&
-                strcmp(keys->element[i]->str + plen, rlock_client_id(c->client)) != 0)
-                (*ids)[(*n)++] = xstrndup(keys->element[i]->str + plen, keys->element[i]->len - plen);
+            const redisReply *k = keys->element[i];
+            if (k->len > plen && strcmp(k->str + plen, rlock_client_id(c->client)) != 0)
+                (*ids)[(*n)++] = xstrndup(k->str + plen, k->len - plen);
         }
         freeReplyObject(r);
     } while (strcmp(cursor, "0") != 0);

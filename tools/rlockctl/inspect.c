@@ -103,8 +103,10 @@ long long ctl_lock_waiters(const ctl_lock *lock) {
     long long n = 0;
     if (lock->kind == KIND_FAIR)
         return lock->nqueue;
-    for (int i = 0; i < lock->nchannels; i++)
-        n += lock->channels[i].classic + (lock->channels[i].sharded > 0 ? lock->channels[i].sharded : 0);
+    for (int i = 0; i < lock->nchannels; i++) {
+        const ctl_channel *ch = &lock->channels[i];
+        n += ch->classic + (ch->sharded > 0 ? ch->sharded : 0);
+    }
     return n;
 }
 

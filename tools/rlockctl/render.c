@@ -238,7 +238,8 @@ void ctl_render_show(ctl *c, const ctl_lock *l) {
     const char *renewal = ctl_renewal(l, &wd_ms);
     if (renewal != NULL)
         fprintf(f, "renewal   %s (TTL %s the last third of the owner's watchdog timeout %s%s)\n",
-                renewal, renewal[0] == 'o' ? "within" : "below", ctl_duration(wd_ms, ttl, sizeof(ttl)),
+                renewal, renewal[0] == 'o' ? "within" : "below",
+                ctl_duration(wd_ms, ttl, sizeof(ttl)),
                 renewal[0] == 'o' ? "" : ": renewals missed, or a lock with a fixed lease");
     show_queue(f, l);
     for (int k = 0; k < l->nchannels; k++) {

@@ -153,7 +153,8 @@ static void listen_sharded(watch *w, const ctl_locks *locks) {
 
 /* Counts one message or subscription reply. */
 static void take_message(watch *w, const redisReply *r) {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->element[0]->type != REDIS_REPLY_STRING)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+        r->element[0]->type != REDIS_REPLY_STRING)
         return;
     const char *kind = r->element[0]->str;
     int at = strcmp(kind, "pmessage") == 0                                        ? 2
