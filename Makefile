@@ -15,6 +15,7 @@
 #   make bench-redisson  rlock beside Java Redisson (RLock, fair lock), one throwaway
 #                        redis-server; installs Java 17 and Maven from Debian if missing
 #   make install PREFIX=/usr/local DESTDIR=     (make uninstall with the same PREFIX)
+#                        (the library, rlock.h, rlock.pc, and bin/rlockctl)
 #   make check-install   install to a temp prefix, build and run the README example
 #
 # The user's CC, CFLAGS, LDFLAGS, PREFIX and DESTDIR are honoured; our flags are added
@@ -33,6 +34,7 @@ PREFIX ?= /usr/local
 # never redirect an install; override them on the command line.
 INCLUDEDIR = include
 LIBDIR = lib
+BINDIR = bin
 PKGCONFDIR = pkgconfig
 INSTALL ?= install
 
@@ -85,10 +87,13 @@ HARNESS_HDRS := test/harness.h $(wildcard test/harness/*.h)
 BENCH_SRCS := $(wildcard test/bench/*.c)
 BENCH_BINS := $(patsubst test/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 DEMO := $(BUILD)/demo
+# rlockctl, the operator's tool (tools/rlockctl/, docs/rlockctl.md).
+RLOCKCTL_SRCS := $(wildcard tools/rlockctl/*.c)
+RLOCKCTL := $(BUILD)/rlockctl
 
 .PHONY: all deps test check test-sentinel test-cluster test-redisson test-faults valgrind demo bench bench-redisson soak install uninstall clean noopt cppcheck tools check-install check-layers
 
-all: $(STLIB) $(DYLIB) $(PCFILE)
+all: $(STLIB) $(DYLIB) $(PCFILE) $(RLOCKCTL)
 
 # -MMD: the compiler writes each object's header dependencies (.d files); an
 # object without its .d (a tree built before) is rebuilt once to get one.
@@ -193,6 +198,16 @@ $(DEMO): $(DEMO_SRCS) test/demo/demo.h test/rawredis.h $(HARNESS_OBJS) $(STLIB)
 	$(if $(Q),@echo "  CC      $(DEMO_SRCS)")
 	$(Q)$(CC) $(REAL_CFLAGS) -Itest $(DEMO_SRCS) $(HARNESS_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lm
 
+# rlockctl links librlock.a statically: it uses the public API plus the read-only
+# inspection seam src/api/inspect.h, which librlock.so does not export (-Isrc for it).
+$(RLOCKCTL): $(RLOCKCTL_SRCS) tools/rlockctl/rlockctl.h src/api/inspect.h $(STLIB)
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC      $(RLOCKCTL_SRCS)")
+	$(Q)$(CC) $(REAL_CFLAGS) -Isrc $(RLOCKCTL_SRCS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS)
+
+# Its tests run it as a process: built first.
+$(BUILD)/test/test_rlockctl $(BUILD)/test/sentinel_rlockctl $(BUILD)/test/cluster_rlockctl: $(RLOCKCTL)
+
 # The C side of the Redisson interop suite: a process the Java tests drive over stdin.
 REDISSON_ACTOR := $(BUILD)/redisson/rlock_actor
 
@@ -265,13 +280,15 @@ check-layers:
 
 cppcheck:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability,performance \
-	  --std=c11 --inline-suppr -Iinclude -Isrc -D__GNUC__=12 --suppress=missingIncludeSystem src
+	  --std=c11 --inline-suppr -Iinclude -Isrc -D__GNUC__=12 --suppress=missingIncludeSystem src tools
 
 noopt:
 	$(MAKE) OPTIMIZATION=-O0
 
 install: all
-	$(INSTALL) -d $(DESTDIR)$(PREFIX)/$(INCLUDEDIR) $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(PKGCONFDIR)
+	$(INSTALL) -d $(DESTDIR)$(PREFIX)/$(INCLUDEDIR) $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(PKGCONFDIR) \
+	  $(DESTDIR)$(PREFIX)/$(BINDIR)
+	$(INSTALL) -m 755 $(RLOCKCTL) $(DESTDIR)$(PREFIX)/$(BINDIR)
 	$(INSTALL) -m 644 include/rlock.h $(DESTDIR)$(PREFIX)/$(INCLUDEDIR)
 	$(INSTALL) -m 644 $(STLIB) $(DESTDIR)$(PREFIX)/$(LIBDIR)
 	$(INSTALL) -m 755 $(DYLIB) $(DESTDIR)$(PREFIX)/$(LIBDIR)
@@ -286,7 +303,8 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/$(LIBDIR)/librlock.so.$(VERSION) \
 	  $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(SONAME) \
 	  $(DESTDIR)$(PREFIX)/$(LIBDIR)/librlock.so \
-	  $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(PKGCONFDIR)/rlock.pc
+	  $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(PKGCONFDIR)/rlock.pc \
+	  $(DESTDIR)$(PREFIX)/$(BINDIR)/rlockctl
 
 # Installs to a temp prefix from this tree, builds the README's example with
 # pkg-config and runs it against a throwaway redis-server.

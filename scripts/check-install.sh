@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # check-install.sh - proves the install a user relies on: `make install` to a
 # temporary PREFIX, then the README's first example built with pkg-config
-# against that prefix and run against a throwaway redis-server; then
+# against that prefix and run against a throwaway redis-server, and the
+# installed rlockctl's --help and `list` against that server; then
 # `make uninstall` leaves the prefix empty of rlock files. Cleans up after
 # itself, also on failure.
 set -euo pipefail
@@ -26,6 +27,19 @@ cc -o "$tmp/example" "$tmp/example.c" $(pkg-config --cflags --libs rlock) \
     -Wl,-rpath,"$prefix/lib"
 scripts/with-redis.sh sh -c '"$0" "$RLOCK_TEST_URL"' "$tmp/example"
 echo "check-install: README example built with pkg-config against $prefix and ran: OK"
+
+"$prefix/bin/rlockctl" --help | grep -q '^EXIT STATUS' || {
+    echo "check-install: $prefix/bin/rlockctl --help has no EXIT STATUS section" >&2
+    exit 1
+}
+# An empty server: nothing matches, exit status 1 (0 would mean it listed something).
+status=0
+scripts/with-redis.sh sh -c '"$0" --url "$RLOCK_TEST_URL" list' "$prefix/bin/rlockctl" 2>/dev/null || status=$?
+if [ "$status" -ne 1 ]; then
+    echo "check-install: installed rlockctl list on an empty server exited $status, expected 1" >&2
+    exit 1
+fi
+echo "check-install: $prefix/bin/rlockctl --help and list ran: OK"
 
 make --no-print-directory uninstall PREFIX="$prefix" >/dev/null
 left=$(find "$prefix" -type f -o -type l | grep -c . || true)

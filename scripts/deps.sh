@@ -19,6 +19,7 @@ PACKAGES=(
     valgrind
     cppcheck
     gnuplot-nox
+    jq
     "$@"
 )
 

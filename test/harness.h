@@ -18,6 +18,7 @@
  *            rule, slot migration in phases, kill, CLUSTER FAILOVER
  *   exclusion processes x threads contending for one lock, checking in
  *            shared memory that no two hold it at once (h_excl_*)
+ *   tool     rlockctl run as a process (h_tool_run*), jq on its --json
  *
  * The harness does not depend on cmocka (the benchmarks and the demo link it
  * without -lcmocka). When the program is linked with cmocka, a harness
@@ -51,5 +52,6 @@
 #include "harness/sentinel.h"
 #include "harness/cluster.h"
 #include "harness/exclusion.h"
+#include "harness/tool.h"
 
 #endif /* RLOCK_TEST_HARNESS_H */

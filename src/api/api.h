@@ -7,6 +7,7 @@
  *   registry.c  the open clients, for thread exit and fork
  *   handle.c    lock handles (rlock_get, rlock_get_fair, rlock_free, rlock_name)
  *   lock.c      the lock calls: lock, try_lock, unlock, queries
+ *   inspect.c   rlockctl's read-only inspection seam (inspect.h; tool-only)
  *
  * Calls go down only: api uses kind (kind.h) and, through it, the engine,
  * net and core.

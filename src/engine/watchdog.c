@@ -239,12 +239,11 @@ static int build_pass(rlock__engine *e, round_buffers *b, const rlock__renewal *
         k = by_node ? node_batch(r, first, n) : slot_batch(r, first, n);
         firsts[ncmds] = first;
         rlock__cmd *cmd = &cmds[ncmds++];
-        cmd->script = by_node ? rn->node_script : rn->script;
-        cmd->flags = RLOCK__CMD_WRITE | (by_node ? RLOCK__CMD_NO_ASK : 0);
-        cmd->nkeys = by_node ? 1 : (int)k;
-        cmd->argc = (int)(2 * k + 1);
-        cmd->argv = argv;
-        cmd->argvlen = argvlen;
+        /* every field set (routed by key: no node), the buffer is reused */
+        *cmd = (rlock__cmd){.script = by_node ? rn->node_script : rn->script,
+                            .flags = RLOCK__CMD_WRITE | (by_node ? RLOCK__CMD_NO_ASK : 0),
+                            .nkeys = by_node ? 1 : (int)k, .argc = (int)(2 * k + 1),
+                            .argv = argv, .argvlen = argvlen};
         fill_args(rn, &oc, b->owners.data, by_node, r + first, k, lease, lease_len, argv, argvlen);
         argv += cmd->argc;
         argvlen += cmd->argc;

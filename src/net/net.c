@@ -181,6 +181,16 @@ int rlock__net_hears(const rlock__net *net, const char *key, size_t key_len, con
            rlock__key_slot(key, key_len) == rlock__key_slot(channel, channel_len);
 }
 
+int rlock__net_masters(rlock__net *net, rlock__node **out, int max) {
+    rlock__route *route = net->route;
+    if (max <= 0)
+        return 0;
+    if (route->ops->masters != NULL)
+        return route->ops->masters(route, out, max);
+    out[0] = route->ops->node_for(route, NULL, 0);
+    return 1;
+}
+
 int rlock__net_slot_of(const rlock__net *net, const char *key, size_t len) {
     return net->route->slotted ? rlock__key_slot(key, len) : -1;
 }

@@ -140,6 +140,8 @@ typedef struct rlock__script_set {
  * after ASKING the importing node would answer for those of its slot as if it had them. */
 #define RLOCK__CMD_NO_ASK 4
 
+typedef struct rlock__node rlock__node;
+
 typedef struct rlock__cmd {
     int script;            /* index in the script set, or -1 for a plain command */
     int flags;             /* RLOCK__CMD_* */
@@ -147,6 +149,9 @@ typedef struct rlock__cmd {
     int nkeys;             /* for a script */
     const char **argv;
     const size_t *argvlen;
+    /* Run it on this node whatever its key (a command for every master, such as
+       SCAN; a channel's PUBSUB NUMSUB); NULL: the route names the node. Not owned. */
+    rlock__node *node;
 } rlock__cmd;
 
 /* SCRIPT LOAD of every script of set on ctx (one pipeline) by deadline_ms. */
@@ -159,8 +164,6 @@ int rlock__is_noscript(const redisReply *reply);
 const char *rlock__cmd_name(const rlock__script_set *set, const rlock__cmd *cmd);
 
 /* ---- pool.c: one node's connections ------------------------------------------ */
-
-typedef struct rlock__node rlock__node;
 
 typedef struct rlock__conn {
     redisContext *ctx;     /* NULL = not connected; written by the thread holding the slot */
@@ -246,6 +249,11 @@ typedef struct rlock__route_ops {
                     rlock__node **to, int *asking);
     /* An I/O failure on node: the route may re-resolve (NULL: nothing to do). */
     void (*suspect)(rlock__route *route, rlock__node *node);
+    /*
+     * The masters serving keys now (Cluster: every master with slots), at most
+     * max into out; returns how many. NULL: the one node node_for(NULL) names.
+     */
+    int (*masters)(rlock__route *route, rlock__node **out, int max);
     /* Close began: stop the route's own thread, abort commands on every node. */
     void (*abort)(rlock__route *route);
     /* Frees the route and its nodes (no command in flight). */
@@ -392,6 +400,13 @@ const char *rlock__net_publish_verb(const rlock__net *net, const char *key, size
  */
 int rlock__net_publish(rlock__net *net, const char *verb, const char *channel,
                        size_t channel_len, const char *payload, int64_t deadline_ms);
+
+/*
+ * The masters serving keys now, at most max into out (one server; the
+ * master Sentinel names; each Cluster master with slots); returns how many.
+ * Nodes live as long as the net.
+ */
+int rlock__net_masters(rlock__net *net, rlock__node **out, int max);
 
 /* The Cluster slot of key when the route puts keys by slot; -1 otherwise. */
 int rlock__net_slot_of(const rlock__net *net, const char *key, size_t len);

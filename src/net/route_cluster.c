@@ -95,6 +95,17 @@ static void cluster_suspect(rlock__route *route, rlock__node *node) {
     rlock__cluster_want_refresh((rlock__cluster *)route, NULL);
 }
 
+static int cluster_masters(rlock__route *route, rlock__node **out, int max) {
+    rlock__cluster *r = (rlock__cluster *)route;
+    int n = 0;
+    pthread_mutex_lock(&r->mutex);
+    for (size_t i = 0; i < r->nnodes && n < max; i++)
+        if (r->nodes[i].master)
+            out[n++] = r->nodes[i].node;
+    pthread_mutex_unlock(&r->mutex);
+    return n;
+}
+
 static void cluster_abort(rlock__route *route) {
     rlock__cluster *r = (rlock__cluster *)route;
     pthread_mutex_lock(&r->mutex);
@@ -130,6 +141,7 @@ static const rlock__route_ops cluster_ops = {
     .node_for = cluster_node_for,
     .on_error = cluster_on_error,
     .suspect = cluster_suspect,
+    .masters = cluster_masters,
     .abort = cluster_abort,
     .destroy = cluster_destroy,
 };

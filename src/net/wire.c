@@ -69,6 +69,8 @@ int rlock__round_trip(rlock__net *net, redisContext *ctx, const rlock__cmd *cmd,
 rlock__node *rlock__node_of(rlock__net *net, const rlock__cmd *cmd) {
     rlock__route *route = net->route;
     int i = cmd->script >= 0 ? 0 : 1;
+    if (cmd->node != NULL)
+        return cmd->node;
     if ((cmd->script >= 0 && cmd->nkeys == 0) || i >= cmd->argc)
         return route->ops->node_for(route, NULL, 0);
     return route->ops->node_for(route, cmd->argv[i], cmd->argvlen[i]);

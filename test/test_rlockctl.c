@@ -1,0 +1,530 @@
+/*
+ * test_rlockctl.c - rlockctl end to end: build/rlockctl run as a process
+ * against the throwaway redis-server (scripts/with-redis.sh), with real
+ * locks held by rlock clients of this test (threads) and of child
+ * processes, and Redisson's layout written by hand for the kinds librlock
+ * does not offer yet (read-write, fenced) and for Java owners.
+ *
+ *   usage          --help's sections, help COMMAND, usage errors (status 2),
+ *                  no server (3), a malformed url (2), $RLOCK_URL
+ *   plain          list / show / --json: kind, owner and hold count, TTL, the
+ *                  owning process from its registration, a waiting process
+ *                  counted on the channel; unregistered owners said so
+ *   fair           a queue of two waiting threads: order, deadlines, each
+ *                  waiter's channel; force unlock hands the lock to the head
+ *   unlock         refused without a terminal (4), answered "n" on a pty (4),
+ *                  "y" (0: gone, the holder's unlock finds it lost), --yes,
+ *                  not locked (1), not a lock (5: left untouched)
+ *   rw, fenced     Redisson's layouts: kind, mode, writer, token; rw cannot
+ *                  be force-unlocked by this build (5), fenced can (token kept)
+ *   clients        registrations and connections named rlock:*, --json
+ *   watch          screens, holders, hand-offs per second from unlock messages
+ *   names          quotes, newlines, bytes that are not UTF-8: --json stays
+ *                  valid (jq), the table shows escapes
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* A lock name of this test: "<h_unique_name>" with the test's prefix. */
+static char *name_for(const char *prefix) {
+    return strdup(h_unique_name(prefix));
+}
+
+/* "<name>*": a pattern that matches name and nothing of other tests. */
+static char *pattern_of(const char *name) {
+    size_t len = strlen(name);
+    char *p = malloc(len + 2);
+    memcpy(p, name, len);
+    p[len] = '*';
+    p[len + 1] = '\0';
+    return p;
+}
+
+static void expect_in(const char *text, const char *needle) {
+    if (strstr(text, needle) == NULL)
+        H_FAIL("\"%s\" not in:\n%s", needle, text);
+}
+
+/* ---- usage ------------------------------------------------------------------------- */
+
+static void test_usage(void **state) {
+    (void)state;
+    h_tool t;
+    static const char *const sections[] = {"NAME\n", "SYNOPSIS\n", "DESCRIPTION\n", "COMMANDS\n",
+                                           "OPTIONS\n", "EXIT STATUS\n", "EXAMPLES\n"};
+    h_tool_run(&t, NULL, "--help", NULL);
+    h_tool_expect(&t, 0, "rlockctl - inspect and manage");
+    for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++)
+        expect_in(t.out, sections[i]);
+    h_tool_free(&t);
+    h_tool_run(&t, NULL, "help", "unlock", NULL);
+    h_tool_expect(&t, 0, "rlockctl unlock NAME [--yes]");
+    h_tool_free(&t);
+    h_tool_run(&t, NULL, "show", "--help", NULL);
+    h_tool_expect(&t, 0, "rlockctl show NAME [--json]");
+    h_tool_free(&t);
+
+    static const char *const bad[][5] = {
+        {"help", "nope", NULL}, {NULL}, {"frobnicate", NULL}, {"show", NULL},
+        {"show", "a", "b", NULL}, {"list", "--yes", NULL}, {"unlock", "x", "--json", NULL},
+        {"list", "--bogus", NULL}, {"watch", "x", "-n", "0", NULL},
+        {"--timeout", "zero", "list", NULL},
+        {"show", "", NULL},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        h_tool_run(&t, NULL, bad[i][0], bad[i][1], bad[i][2], bad[i][3], bad[i][4], NULL);
+        h_tool_expect(&t, 2, NULL);
+        expect_in(t.err, "usage:");
+        h_tool_free(&t);
+    }
+}
+
+static void test_connect_errors(void **state) {
+    (void)state;
+    h_tool t;
+    char url[64];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", h_free_port());
+    h_tool_run(&t, url, "--timeout", "1000", "list", NULL);
+    h_tool_expect(&t, 3, NULL);
+    expect_in(t.err, "cannot connect");
+    h_tool_free(&t);
+    h_tool_run(&t, "redis://127.0.0.1:notaport", "list", NULL);
+    h_tool_expect(&t, 2, NULL);
+    expect_in(t.err, "malformed url");
+    h_tool_free(&t);
+    /* $RLOCK_URL when there is no --url: a name nobody holds is "not locked" (1), not 3 */
+    setenv("RLOCK_URL", h_url(), 1);
+    h_tool_run(&t, NULL, "show", "rlock-test:ctl:nobody-holds-this", NULL);
+    unsetenv("RLOCK_URL");
+    h_tool_expect(&t, 1, NULL);
+    expect_in(t.err, "not locked");
+    h_tool_free(&t);
+}
+
+/* ---- plain ---------------------------------------------------------------------------- */
+
+/* A process that waits for the lock (its own client), told when to stop. */
+#if !defined(__SANITIZE_THREAD__)
+static int waiter_child(void *arg, int in_fd, int out_fd) {
+    const char *name = arg;
+    rlock_client *c = NULL;
+    rlock *l = NULL;
+    rlock_config cfg;
+    char line[32];
+    (void)in_fd;
+    h_config(&cfg);
+    H_CHILD_CHECK(rlock_client_open(&cfg, &c) == RLOCK_OK, 10);
+    H_CHILD_CHECK(rlock_get(c, name, &l) == RLOCK_OK, 11);
+    h_line_send(out_fd, "waiting");
+    int rc = rlock_try_lock(l, h_scaled(30000), -1);
+    if (rc == RLOCK_OK)
+        rlock_unlock(l);
+    h_line_send(out_fd, "rc %d", rc);
+    h_line_recv(in_fd, line, sizeof(line), 30000);
+    rlock_free(l);
+    rlock_client_close(c);
+    return 0;
+}
+#endif
+
+/*
+ * Another process waiting for the lock. Under TSan, which cannot start
+ * threads in a forked child of a threaded process, a thread with a client of
+ * its own waits instead: one subscribed connection either way.
+ */
+typedef struct other_waiter {
+    h_child child;
+    rlock_client *client;
+    rlock *lock;
+    h_cwaiter *thread;
+} other_waiter;
+
+static void other_waiter_start(other_waiter *w, char *name) {
+#if defined(__SANITIZE_THREAD__)
+    w->client = h_open(30000, 2000);
+    w->lock = h_get(w->client, name);
+    w->thread = h_cwaiter_start(w->lock, h_scaled(30000));
+#else
+    char line[64];
+    h_child_start(&w->child, waiter_child, name);
+    h_child_recv(&w->child, line, sizeof(line), 10000);
+#endif
+}
+
+/* Waits until the waiter got the lock (and gave it back); ends it. */
+static void other_waiter_finish(other_waiter *w) {
+#if defined(__SANITIZE_THREAD__)
+    h_cwaiter_join(w->thread, 10000);
+    assert_int_equal(w->thread->rc, RLOCK_OK);
+    h_cwaiter_free(w->thread);
+    rlock_free(w->lock);
+    rlock_client_close(w->client);
+#else
+    char line[64];
+    h_child_recv(&w->child, line, sizeof(line), 10000);
+    assert_string_equal(line, "rc 0");
+    h_child_send(&w->child, "bye");
+    assert_int_equal(h_child_finish(&w->child, 10000), 0);
+#endif
+}
+
+static void test_plain(void **state) {
+    (void)state;
+    char *name = name_for("ctl-plain"), *pattern = pattern_of(name), buf[256];
+    redisContext *r = h_redis();
+    rlock_client *c = h_open(30000, 2000);
+    rlock *l = h_get(c, name);
+    H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock(l), RLOCK_OK); /* held twice */
+    h_register_client(r, rlock_client_id(c), "host-a", (long)getpid(), "test_rlockctl");
+    other_waiter w;
+    other_waiter_start(&w, name);
+    H_WAIT_FOR(h_numsub(r, name, strlen(name)) == 1, 10000);
+
+    h_tool t;
+    h_tool_run(&t, h_url(), "list", pattern, NULL);
+    snprintf(buf, sizeof(buf), "%.8s:", rlock_client_id(c));
+    h_tool_expect(&t, 0, buf);
+    expect_in(t.out, name);
+    expect_in(t.out, " plain ");
+    expect_in(t.out, " x2");
+    h_tool_free(&t);
+
+    h_tool_run(&t, h_url(), "list", pattern, "--json", NULL);
+    h_tool_expect(&t, 0, NULL);
+    h_jq_expect(t.out, ".locks | length", "1");
+    h_jq_expect(t.out, ".locks[0].name", name);
+    h_jq_expect(t.out, ".locks[0].kind", "plain");
+    h_jq_expect(t.out, ".locks[0].owners[0].holds", "2");
+    h_jq_expect(t.out, ".locks[0].owners[0].client_id", rlock_client_id(c));
+    h_jq_expect(t.out, ".locks[0].owners[0].process.host", "host-a");
+    snprintf(buf, sizeof(buf), "%ld", (long)getpid());
+    h_jq_expect(t.out, ".locks[0].owners[0].process.pid", buf);
+    h_jq_expect(t.out, ".locks[0].waiters", "1");
+    h_jq_expect(t.out, ".locks[0].ttl_ms > 20000 and .locks[0].ttl_ms <= 30000", "true");
+    h_tool_free(&t);
+
+    h_tool_run(&t, h_url(), "show", name, NULL);
+    h_tool_expect(&t, 0, "holds 2");
+    expect_in(t.out, "program test_rlockctl");
+    expect_in(t.out, "host host-a");
+    expect_in(t.out, "1 subscribed");
+    expect_in(t.out, "renewal   on time");
+    h_tool_free(&t);
+    /* A TTL under two thirds of the owner's watchdog timeout: renewal late. */
+    h_cmd_ok(r, "HSET rlock:client:%s watchdog_timeout_ms 90000", rlock_client_id(c));
+    h_tool_run(&t, h_url(), "show", name, "--json", NULL);
+    h_jq_expect(t.out, ".renewal", "late");
+    h_tool_free(&t);
+
+    /* The holder unlocks: the waiting process takes it and gives it back. */
+    H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
+    other_waiter_finish(&w);
+    h_tool_run(&t, h_url(), "list", pattern, NULL);
+    h_tool_expect(&t, 1, NULL);
+    expect_in(t.err, "no lock matches");
+    h_tool_free(&t);
+
+    /* A Java Redisson owner: no registration. */
+    h_foreign_lock(r, name, 20000);
+    h_tool_run(&t, h_url(), "show", name, NULL);
+    h_tool_expect(&t, 0, "unregistered (Redisson or rlock < 0.5)");
+    h_tool_free(&t);
+    h_tool_run(&t, h_url(), "show", name, "--json", NULL);
+    h_jq_expect(t.out, ".owners[0].owner", H_FOREIGN_OWNER);
+    h_jq_expect(t.out, ".owners[0].process", "null");
+    h_tool_free(&t);
+    h_cmd_ok(r, "DEL %s", name);
+    rlock_free(l);
+    rlock_client_close(c);
+    redisFree(r);
+    free(pattern);
+    free(name);
+}
+
+/* ---- fair --------------------------------------------------------------------------- */
+
+static void test_fair(void **state) {
+    (void)state;
+    char *name = name_for("ctl-fair"), field[256];
+    redisContext *r = h_redis();
+    rlock_client *a = h_open(30000, 2000), *b = h_open(30000, 2000);
+    rlock *la = NULL, *lb = NULL;
+    H_ASSERT_RC(rlock_get_fair(a, name, &la), RLOCK_OK);
+    H_ASSERT_RC(rlock_get_fair(b, name, &lb), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock(la), RLOCK_OK);
+    h_register_client(r, rlock_client_id(b), "host-b", 4242, "fair-waiter");
+    h_cwaiter *w1 = h_cwaiter_start(lb, h_scaled(60000));
+    char queue[200];
+    snprintf(queue, sizeof(queue), "redisson_lock_queue:{%s}", name);
+    H_WAIT_FOR(h_cmd_int(r, "LLEN %s", queue) == 1, 10000);
+    h_cwaiter *w2 = h_cwaiter_start(lb, h_scaled(60000));
+    H_WAIT_FOR(h_cmd_int(r, "LLEN %s", queue) == 2, 10000);
+
+    h_tool t;
+    h_tool_run(&t, h_url(), "show", name, "--json", NULL);
+    h_tool_expect(&t, 0, NULL);
+    h_jq_expect(t.out, ".kind", "fair");
+    h_jq_expect(t.out, ".held", "true");
+    h_jq_expect(t.out, ".owners[0].client_id", rlock_client_id(a));
+    h_jq_expect(t.out, ".queue | length", "2");
+    h_jq_expect(t.out, ".waiters", "2");
+    h_jq_expect(t.out, "[.queue[].client_id] | unique | .[0]", rlock_client_id(b));
+    h_jq_expect(t.out, ".queue[0].process.program", "fair-waiter");
+    h_jq_expect(t.out, "[.queue[].due_in_ms > 30000] | all", "true");
+    /* the head is w1 (queued first): its owner field is the queue's first entry */
+    char *head = h_cmd_str(r, "LINDEX %s 0", queue);
+    h_jq_expect(t.out, ".queue[0].owner", head);
+    snprintf(field, sizeof(field), "redisson_lock__channel:{%s}:%s", name, head);
+    h_jq_expect(t.out, ".channels[0].channel", field);
+    h_tool_free(&t);
+
+    h_tool_run(&t, h_url(), "show", name, NULL);
+    h_tool_expect(&t, 0, "kind      fair");
+    expect_in(t.out, "queue     1. ");
+    expect_in(t.out, "deadline in ");
+    h_tool_free(&t);
+
+    /* Force unlock through the tool: the fair handle wakes the queue's head. */
+    long long t0 = h_now_ms();
+    h_tool_run(&t, h_url(), "unlock", name, "--yes", NULL);
+    h_tool_expect(&t, 0, "force-unlocked");
+    H_WAIT_FOR(h_cwaiter_done_ms(w1) != 0, 10000);
+    assert_int_equal(w1->rc, RLOCK_OK);
+    H_ASSERT_BETWEEN(h_cwaiter_done_ms(w1) - t0, 0, h_scaled(10000));
+    h_tool_free(&t);
+    h_cwaiter_join(w1, 10000);
+    h_cwaiter_join(w2, 10000);
+    assert_int_equal(w2->rc, RLOCK_OK);
+    h_cwaiter_free(w1);
+    h_cwaiter_free(w2);
+    H_ASSERT_RC(rlock_unlock(la), RLOCK_ENOTOWNER); /* force-unlocked: its hold is gone */
+    free(head);
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    redisFree(r);
+    free(name);
+}
+
+/* ---- unlock ------------------------------------------------------------------------ */
+
+static void test_unlock(void **state) {
+    (void)state;
+    char *name = name_for("ctl-unlock");
+    redisContext *r = h_redis();
+    rlock_client *c = h_open(30000, 2000);
+    rlock *l = h_get(c, name);
+    H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
+    h_tool t;
+
+    h_tool_run(&t, h_url(), "unlock", name, NULL); /* stdin /dev/null: no terminal */
+    h_tool_expect(&t, 4, NULL);
+    expect_in(t.err, "no terminal to confirm on (pass --yes)");
+    h_tool_free(&t);
+    assert_int_equal(rlock_is_held_by_current_thread(l), 1);
+
+    h_tool_run_tty(&t, "n\n", h_url(), "unlock", name, NULL);
+    h_tool_expect(&t, 4, NULL);
+    expect_in(t.err, "force-unlock ");
+    expect_in(t.err, "? [y/N]");
+    expect_in(t.err, "not unlocked");
+    h_tool_free(&t);
+    assert_int_equal(rlock_is_held_by_current_thread(l), 1);
+
+    h_tool_run_tty(&t, "y\n", h_url(), "unlock", name, NULL);
+    h_tool_expect(&t, 0, "force-unlocked ");
+    h_tool_free(&t);
+    assert_int_equal(h_exists(r, name, strlen(name)), 0);
+    H_ASSERT_RC(rlock_unlock(l), RLOCK_ENOTOWNER);
+
+    h_tool_run(&t, h_url(), "unlock", name, "--yes", NULL);
+    h_tool_expect(&t, 1, NULL);
+    expect_in(t.err, "not locked");
+    h_tool_free(&t);
+
+    H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
+    h_tool_run(&t, h_url(), "unlock", "-y", name, NULL);
+    h_tool_expect(&t, 0, "force-unlocked ");
+    h_tool_free(&t);
+    assert_int_equal(h_exists(r, name, strlen(name)), 0);
+
+    /* Not a lock: a string, a hash without TTL; left as they are. */
+    h_cmd_ok(r, "SET %s keep", name);
+    h_tool_run(&t, h_url(), "unlock", name, "--yes", NULL);
+    h_tool_expect(&t, 5, NULL);
+    expect_in(t.err, "holds a string, not a lock");
+    h_tool_free(&t);
+    h_tool_run(&t, h_url(), "show", name, NULL);
+    h_tool_expect(&t, 5, NULL);
+    h_tool_free(&t);
+    char *kept = h_cmd_str(r, "GET %s", name);
+    assert_string_equal(kept, "keep");
+    free(kept);
+    h_cmd_ok(r, "DEL %s", name);
+    h_cmd_ok(r, "HSET %s a:1 1", name);
+    h_tool_run(&t, h_url(), "unlock", name, "--yes", NULL);
+    h_tool_expect(&t, 5, NULL);
+    expect_in(t.err, "not a lock (no TTL)");
+    h_tool_free(&t);
+    assert_int_equal(h_cmd_int(r, "HLEN %s", name), 1);
+    h_cmd_ok(r, "DEL %s", name);
+    rlock_free(l);
+    rlock_client_close(c);
+    redisFree(r);
+    free(name);
+}
+
+/* ---- read-write and fenced: Redisson's layouts, by hand ----------------------------- */
+
+#define JAVA_ID "0c0ffee0-1111-4222-8333-944445555666"
+
+static void test_rw_fenced(void **state) {
+    (void)state;
+    char *rw = name_for("ctl-rw"), *fenced = name_for("ctl-fenced");
+    redisContext *r = h_redis();
+    h_tool t;
+    h_cmd_ok(r, "HSET %s mode write " JAVA_ID ":7:write 2 " JAVA_ID ":7 1", rw);
+    h_cmd_ok(r, "PEXPIRE %s 20000", rw);
+    h_tool_run(&t, h_url(), "show", rw, "--json", NULL);
+    h_tool_expect(&t, 0, NULL);
+    h_jq_expect(t.out, ".kind", "rw");
+    h_jq_expect(t.out, ".mode", "write");
+    h_jq_expect(t.out, "[.owners[] | select(.write) | .holds] | .[0]", "2");
+    h_jq_expect(t.out, "[.owners[] | select(.write | not) | .holds] | .[0]", "1");
+    char want[200];
+    snprintf(want, sizeof(want), "redisson_rwlock:{%s}", rw);
+    h_jq_expect(t.out, ".channels[0].channel", want);
+    h_tool_free(&t);
+    h_tool_run(&t, h_url(), "unlock", rw, "--yes", NULL);
+    h_tool_expect(&t, 5, NULL);
+    expect_in(t.err, "read-write lock");
+    h_tool_free(&t);
+    assert_int_equal(h_exists(r, rw, strlen(rw)), 1);
+
+    h_cmd_ok(r, "HSET %s " JAVA_ID ":9 1", fenced);
+    h_cmd_ok(r, "PEXPIRE %s 20000", fenced);
+    h_cmd_ok(r, "SET redisson_lock_token:{%s} 42", fenced);
+    h_tool_run(&t, h_url(), "show", fenced, NULL);
+    h_tool_expect(&t, 0, "kind      fenced");
+    expect_in(t.out, "token     42");
+    h_tool_free(&t);
+    h_tool_run(&t, h_url(), "unlock", fenced, "--yes", NULL);
+    h_tool_expect(&t, 0, "force-unlocked");
+    h_tool_free(&t);
+    assert_int_equal(h_exists(r, fenced, strlen(fenced)), 0);
+    h_tool_run(&t, h_url(), "show", fenced, NULL);
+    h_tool_expect(&t, 1, NULL);
+    expect_in(t.err, "last token 42"); /* the token outlives the lock, as in Redisson */
+    h_tool_free(&t);
+    h_cmd_ok(r, "DEL %s redisson_lock_token:{%s}", rw, fenced);
+    redisFree(r);
+    free(rw);
+    free(fenced);
+}
+
+/* ---- clients ------------------------------------------------------------------------ */
+
+static void test_clients(void **state) {
+    (void)state;
+    redisContext *r = h_redis(), *named[3];
+    const char *id = "feedbeef-0000-4000-8000-000000000001";
+    char conn_name[128];
+    h_register_client(r, id, "host-c", 777, "billing");
+    snprintf(conn_name, sizeof(conn_name), "rlock:host-c:777:%.8s", id);
+    for (int i = 0; i < 2; i++) {
+        named[i] = h_redis();
+        h_cmd_ok(named[i], "CLIENT SETNAME %s", conn_name);
+    }
+    named[2] = h_redis();
+    h_cmd_ok(named[2], "CLIENT SETNAME rlock:host-z:1:abcdef12");
+    h_tool t;
+    h_tool_run(&t, h_url(), "clients", NULL);
+    h_tool_expect(&t, 0, "feedbeef  host-c");
+    expect_in(t.out, "billing");
+    expect_in(t.out, "without a registration");
+    expect_in(t.out, "rlock:host-z:1:abcdef12");
+    h_tool_free(&t);
+    h_tool_run(&t, h_url(), "clients", "--json", NULL);
+    h_tool_expect(&t, 0, NULL);
+    h_jq_expect(t.out, ".clients[] | select(.id == \"feedbeef-0000-4000-8000-000000000001\") "
+                       "| \"\\(.host) \\(.pid) \\(.program) \\(.connections)\"",
+                "host-c 777 billing 2");
+    h_jq_expect(t.out, ".connections[] | select(.name == \"rlock:host-z:1:abcdef12\") "
+                       "| \"\\(.count) \\(.registered)\"",
+                "1 false");
+    h_tool_free(&t);
+    for (int i = 0; i < 3; i++)
+        redisFree(named[i]);
+    h_cmd_ok(r, "DEL rlock:client:%s", id);
+    redisFree(r);
+}
+
+/* ---- watch ------------------------------------------------------------------------- */
+
+static void test_watch(void **state) {
+    (void)state;
+    char *name = name_for("ctl-watch"), *pattern = pattern_of(name);
+    rlock_client *a = h_open(30000, 2000), *b = h_open(30000, 2000);
+    rlock *la = h_get(a, name), *lb = h_get(b, name);
+    h_watch_expect_heard(h_url(), pattern, name, la, lb, "HAND-OFFS/S");
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    free(pattern);
+    free(name);
+}
+
+/* ---- names that are not plain text -------------------------------------------------- */
+
+static void test_odd_names(void **state) {
+    (void)state;
+    char base[160], name[200], pattern[200];
+    snprintf(base, sizeof(base), "%s", h_unique_name("ctl-odd"));
+    snprintf(name, sizeof(name), "%s\"q\nx\xff\x01 \xc3\xa9", base);
+    snprintf(pattern, sizeof(pattern), "%s*", base);
+    rlock_client *c = h_open(30000, 2000);
+    rlock *l = h_get(c, name);
+    H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
+    h_tool t;
+    h_tool_run(&t, h_url(), "list", pattern, "--json", NULL);
+    h_tool_expect(&t, 0, NULL);
+    char want[240];
+    snprintf(want, sizeof(want), "%s\"q\nx\xc3\xbf\x01 \xc3\xa9", base); /* 0xff as U+00FF */
+    h_jq_expect(t.out, ".locks[0].name", want);
+    h_tool_free(&t);
+    h_tool_run(&t, h_url(), "list", pattern, NULL);
+    h_tool_expect(&t, 0, "\"q\\x0ax\\xff\\x01 \xc3\xa9");
+    h_tool_free(&t);
+    h_tool_run(&t, h_url(), "unlock", name, "--yes", NULL);
+    h_tool_expect(&t, 0, "force-unlocked");
+    h_tool_free(&t);
+    H_ASSERT_RC(rlock_is_locked(l), 0);
+    rlock_free(l);
+    rlock_client_close(c);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_usage),    cmocka_unit_test(test_connect_errors),
+        cmocka_unit_test(test_plain),    cmocka_unit_test(test_fair),
+        cmocka_unit_test(test_unlock),   cmocka_unit_test(test_rw_fenced),
+        cmocka_unit_test(test_clients),  cmocka_unit_test(test_watch),
+        cmocka_unit_test(test_odd_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

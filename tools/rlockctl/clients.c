@@ -1,0 +1,229 @@
+/*
+ * clients.c - which process a client id is: the registration every rlock
+ * client (>= 0.5) keeps, a hash rlock:client:<uuid> with fields id, host,
+ * pid, program, version, started_ms, url (no credentials) and
+ * watchdog_timeout_ms, its TTL renewed by the client's watchdog; and the
+ * connections it names `CLIENT SETNAME rlock:<host>:<pid>:<uuid first 8>`,
+ * seen in CLIENT LIST on each master. Java Redisson registers nothing.
+ *
+ * Threads: the main thread.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rlockctl.h"
+
+#define REGISTRATION_PREFIX "rlock:client:"
+
+void ctl_process_free(ctl_process *p) {
+    if (p == NULL)
+        return;
+    free(p->id);
+    free(p->host);
+    free(p->program);
+    free(p->version);
+    free(p->url);
+    free(p);
+}
+
+static long long number_or(const redisReply *v, long long none) {
+    char *end = NULL;
+    long long n = strtoll(v->str, &end, 10);
+    return end != v->str && *end == '\0' ? n : none;
+}
+
+/* A registration's fields (HGETALL) and TTL; NULL if there is none. */
+static ctl_process *read_process(const char *id, const redisReply *h, const redisReply *ttl) {
+    if (h == NULL || h->type != REDIS_REPLY_ARRAY || h->elements == 0)
+        return NULL;
+    ctl_process *p = xcalloc(1, sizeof(*p));
+    p->id = xstrndup(id, strlen(id));
+    p->pid = p->started_ms = p->watchdog_timeout_ms = -1;
+    p->ttl_ms = ttl != NULL && ttl->type == REDIS_REPLY_INTEGER ? ttl->integer : -1;
+    for (size_t i = 0; i + 1 < h->elements; i += 2) {
+        const redisReply *f = h->element[i], *v = h->element[i + 1];
+        if (f->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
+            continue;
+        char **text = strcmp(f->str, "host") == 0      ? &p->host
+                      : strcmp(f->str, "program") == 0 ? &p->program
+                      : strcmp(f->str, "version") == 0 ? &p->version
+                      : strcmp(f->str, "url") == 0     ? &p->url : NULL;
+        if (text != NULL) {
+            free(*text);
+            *text = xstrndup(v->str, v->len);
+        } else if (strcmp(f->str, "pid") == 0) {
+            p->pid = number_or(v, -1);
+        } else if (strcmp(f->str, "started_ms") == 0) {
+            p->started_ms = number_or(v, -1);
+        } else if (strcmp(f->str, "watchdog_timeout_ms") == 0) {
+            p->watchdog_timeout_ms = number_or(v, -1);
+        }
+    }
+    return p;
+}
+
+int ctl_read_processes(ctl *c, char **ids, int n, ctl_process **out) {
+    if (n == 0)
+        return RLOCK_OK;
+    rlock__inspect_cmd *cmds = xcalloc((size_t)n * 2, sizeof(*cmds));
+    const char **argv = xcalloc((size_t)n * 4, sizeof(*argv));
+    char **keys = xcalloc((size_t)n, sizeof(*keys));
+    redisReply **rs = xcalloc((size_t)n * 2, sizeof(*rs));
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(REGISTRATION_PREFIX) + strlen(ids[i]);
+        keys[i] = xmalloc(len + 1);
+        snprintf(keys[i], len + 1, "%s%s", REGISTRATION_PREFIX, ids[i]);
+        argv[i * 4] = "HGETALL", argv[i * 4 + 1] = keys[i];
+        argv[i * 4 + 2] = "PTTL", argv[i * 4 + 3] = keys[i];
+        cmds[i * 2] = (rlock__inspect_cmd){.argc = 2, .argv = argv + i * 4};
+        cmds[i * 2 + 1] = (rlock__inspect_cmd){.argc = 2, .argv = argv + i * 4 + 2};
+    }
+    int status = ctl_run(c, cmds, n * 2, rs);
+    for (int i = 0; i < n && status == RLOCK_OK; i++)
+        out[i] = read_process(ids[i], rs[i * 2], rs[i * 2 + 1]);
+    ctl_free_replies(rs, n * 2);
+    for (int i = 0; i < n; i++)
+        free(keys[i]);
+    free(rs), free(keys), free(argv), free(cmds);
+    return status;
+}
+
+/* ---- every registration and connection ---------------------------------------------- */
+
+/* The ids of the registrations on one master (SCAN rlock:client:*), appended to *ids. */
+static int scan_registrations(ctl *c, rlock__inspect_node *node, char ***ids, int *n) {
+    char cursor[32] = "0";
+    do {
+        const char *argv[] = {"SCAN", cursor, "MATCH", REGISTRATION_PREFIX "*", "COUNT", "1000",
+                              "TYPE", "hash"};
+        rlock__inspect_cmd cmd = {.node = node, .argc = 8, .argv = argv};
+        redisReply *r = NULL;
+        int status = ctl_run(c, &cmd, 1, &r);
+        if (status != RLOCK_OK)
+            return status;
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+            fprintf(stderr, "rlockctl: SCAN: %s\n", r->type == REDIS_REPLY_ERROR ? r->str : "?");
+            freeReplyObject(r);
+            return RLOCK_EREDIS;
+        }
+        snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
+        const redisReply *keys = r->element[1];
+        *ids = xrealloc(*ids, (size_t)(*n + (int)keys->elements + 1) * sizeof(**ids));
+        for (size_t i = 0; i < keys->elements; i++) {
+            size_t plen = strlen(REGISTRATION_PREFIX);
+            /* rlockctl's own client registers too: it is not what the operator asks about */
+            const redisReply *k = keys->element[i];
+            if (k->len > plen && strcmp(k->str + plen, rlock_client_id(c->client)) != 0)
+                (*ids)[(*n)++] = xstrndup(k->str + plen, k->len - plen);
+        }
+        freeReplyObject(r);
+    } while (strcmp(cursor, "0") != 0);
+    return RLOCK_OK;
+}
+
+static void add_conn(ctl_clients *cl, const char *name, size_t len, const char *addr) {
+    for (int i = 0; i < cl->nconns; i++)
+        if (strlen(cl->conns[i].name) == len && memcmp(cl->conns[i].name, name, len) == 0 &&
+            strcmp(cl->conns[i].addr, addr) == 0) {
+            cl->conns[i].count++;
+            return;
+        }
+    cl->conns = xrealloc(cl->conns, (size_t)(cl->nconns + 1) * sizeof(*cl->conns));
+    cl->conns[cl->nconns++] = (ctl_conns){.name = xstrndup(name, len),
+                                           .addr = xstrndup(addr, strlen(addr)), .count = 1};
+}
+
+/* Whether a connection name "rlock:<host>:<pid>:<id8>" is this rlockctl's own client's. */
+static int is_own(const char *name, size_t len, const char *own_id) {
+    return len > 9 && name[len - 9] == ':' && memcmp(name + len - 8, own_id, 8) == 0;
+}
+
+/* CLIENT LIST's lines whose name= starts with rlock: (not ours) are counted per name. */
+static void read_client_list(ctl_clients *cl, const char *text, const char *addr,
+                             const char *own_id) {
+    for (const char *line = text; line != NULL && *line != '\0';) {
+        const char *end = strchr(line, '\n');
+        size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
+        const char *name = NULL;
+        for (const char *p = line; p < line + len; p++)
+            if ((p == line || p[-1] == ' ') && strncmp(p, "name=rlock:", 11) == 0)
+                name = p + 5;
+        if (name != NULL) {
+            size_t nlen = 0;
+            while (name + nlen < line + len && name[nlen] != ' ' && name[nlen] != '\r')
+                nlen++;
+            if (!is_own(name, nlen, own_id))
+                add_conn(cl, name, nlen, addr);
+        }
+        line = end != NULL ? end + 1 : NULL;
+    }
+}
+
+static int list_connections(ctl *c, rlock__inspect_node **masters, int n, ctl_clients *cl) {
+    for (int i = 0; i < n; i++) {
+        const char *argv[] = {"CLIENT", "LIST"};
+        rlock__inspect_cmd cmd = {.node = masters[i], .argc = 2, .argv = argv};
+        redisReply *r = NULL;
+        char addr[300];
+        int status = ctl_run(c, &cmd, 1, &r);
+        if (status != RLOCK_OK)
+            return status;
+        rlock__inspect_node_addr(masters[i], addr, sizeof(addr));
+        if (r->type == REDIS_REPLY_STRING)
+            read_client_list(cl, r->str, addr, rlock_client_id(c->client));
+        else /* an ACL may refuse CLIENT LIST: the registrations still tell a lot */
+            fprintf(stderr, "rlockctl: CLIENT LIST at %s: %s\n", addr,
+                    r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        freeReplyObject(r);
+    }
+    return RLOCK_OK;
+}
+
+/* The connection name a registered client gives its connections. */
+static int names_process(const ctl_conns *conn, const ctl_process *p) {
+    char want[512];
+    snprintf(want, sizeof(want), "rlock:%s:%lld:%.8s", p->host != NULL ? p->host : "", p->pid,
+             p->id);
+    return strcmp(conn->name, want) == 0;
+}
+
+int ctl_find_clients(ctl *c, ctl_clients *out) {
+    rlock__inspect_node *masters[RLOCK__INSPECT_MAX_MASTERS];
+    char **ids = NULL;
+    int nmasters = 0, nids = 0;
+    *out = (ctl_clients){0};
+    int status = rlock__inspect_masters(c->client, masters, RLOCK__INSPECT_MAX_MASTERS, &nmasters);
+    for (int i = 0; i < nmasters && status == RLOCK_OK; i++)
+        status = scan_registrations(c, masters[i], &ids, &nids);
+    if (status == RLOCK_OK) {
+        out->v = xcalloc((size_t)nids, sizeof(*out->v));
+        status = ctl_read_processes(c, ids, nids, out->v);
+        for (int i = 0; i < nids; i++)
+            if (out->v[i] != NULL) /* gone between SCAN and HGETALL: skipped */
+                out->v[out->n++] = out->v[i];
+    }
+    if (status == RLOCK_OK)
+        status = list_connections(c, masters, nmasters, out);
+    for (int i = 0; i < out->n; i++)
+        for (int k = 0; k < out->nconns; k++)
+            if (names_process(&out->conns[k], out->v[i])) {
+                out->v[i]->connections += out->conns[k].count;
+                out->conns[k].registered = 1;
+            }
+    for (int i = 0; i < nids; i++)
+        free(ids[i]);
+    free(ids);
+    return status;
+}
+
+void ctl_clients_free(ctl_clients *clients) {
+    for (int i = 0; i < clients->n; i++)
+        ctl_process_free(clients->v[i]);
+    for (int i = 0; i < clients->nconns; i++) {
+        free(clients->conns[i].name);
+        free(clients->conns[i].addr);
+    }
+    free(clients->v);
+    free(clients->conns);
+    *clients = (ctl_clients){0};
+}

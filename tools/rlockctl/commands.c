@@ -1,0 +1,195 @@
+/*
+ * commands.c - list, show, unlock and clients: what each reads, prints and
+ * answers with (the exit statuses of rlockctl.h, CTL_*).
+ *
+ * unlock is the one command that changes anything, and it does so only
+ * through the public API: rlock_force_unlock() on a handle of the lock's
+ * kind (rlock_get, rlock_get_fair), after showing who holds it and being
+ * told yes (the terminal, or --yes).
+ *
+ * Threads: the main thread.
+ */
+#include <string.h>
+#include <unistd.h>
+
+#include "rlockctl.h"
+
+int ctl_cmd_list(ctl *c) {
+    const char *pattern = c->opt.argc > 1 ? c->opt.argv[1] : NULL;
+    ctl_locks locks;
+    int status = ctl_find_locks(c, pattern, &locks);
+    if (status != RLOCK_OK) {
+        ctl_locks_free(&locks);
+        return ctl_redis_error("list", status);
+    }
+    if (c->opt.json)
+        ctl_render_list_json(c, &locks);
+    else if (locks.n > 0)
+        ctl_render_list(c, &locks);
+    else
+        fprintf(stderr, "rlockctl: no lock matches %s\n", pattern != NULL ? pattern : "*");
+    int found = locks.n > 0;
+    ctl_locks_free(&locks);
+    return found ? CTL_OK : CTL_NOTHING;
+}
+
+static void put_name(FILE *f, const char *name) {
+    ctl_put_text(f, name, strlen(name));
+}
+
+/*
+ * Looks NAME up; CTL_OK with the lock in *locks (v[0]), or the exit status
+ * after saying on stderr why there is none (not locked, not a lock, an error).
+ */
+static int find_named(ctl *c, const char *name, ctl_locks *locks) {
+    ctl_lookup lookup;
+    int status = ctl_find_lock(c, name, strlen(name), &lookup, locks);
+    if (status != RLOCK_OK)
+        return ctl_redis_error(name, status);
+    if (lookup.found == FOUND_LOCK)
+        return CTL_OK;
+    fputs("rlockctl: ", stderr);
+    put_name(stderr, name);
+    if (lookup.found == FOUND_OTHER) {
+        fprintf(stderr, " holds %s, not a lock\n", lookup.what);
+        return CTL_NOT_LOCK;
+    }
+    if (lookup.token >= 0)
+        fprintf(stderr, ": not locked (fenced lock, last token %lld)\n", lookup.token);
+    else
+        fputs(": not locked\n", stderr);
+    return CTL_NOTHING;
+}
+
+int ctl_cmd_show(ctl *c) {
+    ctl_locks locks;
+    int status = find_named(c, c->opt.argv[1], &locks);
+    if (status == CTL_OK && c->opt.json) {
+        ctl_render_lock_json(c->out, &locks.v[0]);
+        fputc('\n', c->out);
+    } else if (status == CTL_OK) {
+        ctl_render_show(c, &locks.v[0]);
+    }
+    ctl_locks_free(&locks);
+    return status;
+}
+
+/* ---- unlock ------------------------------------------------------------------------- */
+
+/* "NAME held by 1a2b3c4d:17 x2 (host ... pid ...)[, ...]" */
+static void describe_holders(FILE *f, const ctl_lock *l) {
+    put_name(f, l->name);
+    fputs(" held by ", f);
+    for (int k = 0; k < l->nowners; k++) {
+        fputs(k > 0 ? ", " : "", f);
+        ctl_put_owner_short(f, &l->owners[k]);
+        fputs(" (", f);
+        ctl_put_process(f, l->owners[k].process);
+        fputc(')', f);
+    }
+}
+
+/* Asks on the terminal; CTL_OK if the answer is y or yes. */
+static int confirm(ctl *c, const ctl_lock *l) {
+    char answer[16] = "";
+    if (c->opt.yes)
+        return CTL_OK;
+    if (!isatty(STDIN_FILENO)) {
+        fputs("rlockctl: not force-unlocking ", stderr);
+        put_name(stderr, l->name);
+        fputs(": no terminal to confirm on (pass --yes)\n", stderr);
+        return CTL_REFUSED;
+    }
+    fputs("force-unlock ", stderr);
+    describe_holders(stderr, l);
+    fputs("? [y/N] ", stderr);
+    if (fgets(answer, sizeof(answer), stdin) == NULL ||
+        (strcmp(answer, "y\n") != 0 && strcmp(answer, "yes\n") != 0)) {
+        fputs("rlockctl: not unlocked\n", stderr);
+        return CTL_REFUSED;
+    }
+    return CTL_OK;
+}
+
+/*
+ * A handle of the lock's kind: rlock_get_fair for a fair lock, rlock_get for
+ * plain and fenced ones (a fenced lock's hash and channel are the plain
+ * lock's; its token stays). A read-write lock needs rlock_get_rw, which this
+ * build does not have: CTL_NOT_LOCK.
+ */
+static int handle_for(ctl *c, const ctl_lock *l, rlock **out) {
+    int status;
+    if (l->kind == KIND_RW) {
+        fputs("rlockctl: ", stderr);
+        put_name(stderr, l->name);
+        fprintf(stderr, " is a read-write lock: this build of librlock (%s) has no "
+                        "rlock_get_rw() to force-unlock it with\n", rlock_version());
+        return CTL_NOT_LOCK;
+    }
+    status = l->kind == KIND_FAIR ? rlock_get_fair(c->client, l->name, out)
+                                  : rlock_get(c->client, l->name, out);
+    return status == RLOCK_OK ? CTL_OK : ctl_redis_error("unlock", status);
+}
+
+static int force_unlock(ctl *c, const ctl_lock *l) {
+    rlock *handle = NULL;
+    int status = handle_for(c, l, &handle);
+    if (status != CTL_OK)
+        return status;
+    int rc = rlock_force_unlock(handle);
+    rlock_free(handle);
+    if (rc == 1) {
+        fputs("force-unlocked ", c->out);
+        describe_holders(c->out, l);
+        fputc('\n', c->out);
+        return CTL_OK;
+    }
+    if (rc == 0) {
+        fputs("rlockctl: ", stderr);
+        put_name(stderr, l->name);
+        fputs(": not locked any more (released or expired meanwhile)\n", stderr);
+        return CTL_NOTHING;
+    }
+    if (rc == RLOCK_ENOTLOCK) {
+        fprintf(stderr, "rlockctl: %s\n", rlock_last_error());
+        return CTL_NOT_LOCK;
+    }
+    return ctl_redis_error("force unlock", rc);
+}
+
+int ctl_cmd_unlock(ctl *c) {
+    ctl_locks locks;
+    int status = find_named(c, c->opt.argv[1], &locks);
+    if (status == CTL_OK && !locks.v[0].held) {
+        fputs("rlockctl: ", stderr);
+        put_name(stderr, locks.v[0].name);
+        fprintf(stderr, ": not locked (%d waiters queued)\n", locks.v[0].nqueue);
+        status = CTL_NOTHING;
+    }
+    if (status == CTL_OK)
+        status = confirm(c, &locks.v[0]);
+    if (status == CTL_OK)
+        status = force_unlock(c, &locks.v[0]);
+    ctl_locks_free(&locks);
+    return status;
+}
+
+/* ---- clients ------------------------------------------------------------------------ */
+
+int ctl_cmd_clients(ctl *c) {
+    ctl_clients clients;
+    int status = ctl_find_clients(c, &clients);
+    if (status != RLOCK_OK) {
+        ctl_clients_free(&clients);
+        return ctl_redis_error("clients", status);
+    }
+    int found = clients.n > 0 || clients.nconns > 0;
+    if (c->opt.json)
+        ctl_render_clients_json(c, &clients);
+    else if (found)
+        ctl_render_clients(c, &clients);
+    else
+        fputs("rlockctl: no rlock client registered, no connection named rlock:*\n", stderr);
+    ctl_clients_free(&clients);
+    return found ? CTL_OK : CTL_NOTHING;
+}

@@ -1,0 +1,311 @@
+/*
+ * render.c - what list, show and clients print: aligned tables for a
+ * person, and one JSON document per run for a script (--json). Names and
+ * owner fields are any bytes: text.c makes them safe for either.
+ *
+ * JSON fields (docs/rlockctl.md lists them): absent values are null, never
+ * left out, so a script may index them without checking first.
+ *
+ * Threads: the main thread.
+ */
+#include <string.h>
+
+#include "rlockctl.h"
+
+#define UNREGISTERED "unregistered (Redisson or rlock < 0.5)"
+
+void ctl_put_owner_short(FILE *f, const ctl_owner *o) {
+    fprintf(f, "%.8s:", o->client_id);
+    ctl_put_text(f, o->thread, strlen(o->thread));
+    fprintf(f, "%s x%lld", o->write ? ":write" : "", o->holds);
+}
+
+void ctl_put_process(FILE *f, const ctl_process *p) {
+    char age[32];
+    if (p == NULL) {
+        fputs(UNREGISTERED, f);
+        return;
+    }
+    fputs("host ", f);
+    ctl_put_text(f, p->host != NULL ? p->host : "?", p->host != NULL ? strlen(p->host) : 1);
+    fprintf(f, "  pid %lld  program ", p->pid);
+    ctl_put_text(f, p->program != NULL ? p->program : "?",
+                 p->program != NULL ? strlen(p->program) : 1);
+    if (p->version != NULL)
+        fprintf(f, "  rlock %s", p->version);
+    if (p->started_ms > 0)
+        fprintf(f, "  up %s", ctl_duration(ctl_wall_ms() - p->started_ms, age, sizeof(age)));
+}
+
+static int text_width(const char *s, size_t len) {
+    int w = 0; /* UTF-8 continuation bytes take no column */
+    for (size_t i = 0; i < len; i++)
+        w += ((unsigned char)s[i] & 0xc0) != 0x80;
+    return w;
+}
+
+static void pad(FILE *f, int n) {
+    for (; n > 0; n--)
+        fputc(' ', f);
+}
+
+static const char *state_of(const ctl_lock *l) {
+    return !l->held ? "free" : l->mode != NULL ? l->mode : "held";
+}
+
+/* ---- list ---------------------------------------------------------------------------- */
+
+void ctl_render_list(ctl *c, const ctl_locks *locks) {
+    FILE *f = c->out;
+    int width = 4;
+    char ttl[32];
+    for (int i = 0; i < locks->n; i++) {
+        int w = text_width(locks->v[i].name, locks->v[i].name_len);
+        width = w > width ? (w < 48 ? w : 48) : width;
+    }
+    fprintf(f, "%-*s  %-6s  %-5s  %-10s  %-7s  %s\n", width, "NAME", "KIND", "STATE", "TTL",
+            "WAITERS", "OWNERS");
+    for (int i = 0; i < locks->n; i++) {
+        const ctl_lock *l = &locks->v[i];
+        ctl_put_text(f, l->name, l->name_len);
+        pad(f, width - text_width(l->name, l->name_len));
+        fprintf(f, "  %-6s  %-5s  %-10s  %-7lld  ", ctl_kind_name(l->kind), state_of(l),
+                ctl_duration(l->ttl_ms, ttl, sizeof(ttl)), ctl_lock_waiters(l));
+        for (int k = 0; k < l->nowners; k++) {
+            fputs(k > 0 ? ", " : "", f);
+            ctl_put_owner_short(f, &l->owners[k]);
+        }
+        fputs(l->nowners == 0 ? "-\n" : "\n", f);
+    }
+}
+
+/* ---- JSON --------------------------------------------------------------------------- */
+
+static void json_str_or_null(FILE *f, const char *s) {
+    if (s == NULL)
+        fputs("null", f);
+    else
+        ctl_put_json(f, s, strlen(s));
+}
+
+static void json_num_or_null(FILE *f, long long v) {
+    if (v < 0)
+        fputs("null", f);
+    else
+        fprintf(f, "%lld", v);
+}
+
+/* ,"key":"value" (or null). */
+static void json_key_str(FILE *f, const char *key, const char *v) {
+    fprintf(f, ",\"%s\":", key);
+    json_str_or_null(f, v);
+}
+
+/* ,"key":n (or null when n < 0). */
+static void json_key_num(FILE *f, const char *key, long long n) {
+    fprintf(f, ",\"%s\":", key);
+    json_num_or_null(f, n);
+}
+
+/* A registration's fields, without the braces. */
+static void json_process_fields(FILE *f, const ctl_process *p) {
+    fputs("\"id\":", f);
+    json_str_or_null(f, p->id);
+    json_key_str(f, "host", p->host);
+    json_key_num(f, "pid", p->pid);
+    json_key_str(f, "program", p->program);
+    json_key_str(f, "version", p->version);
+    json_key_num(f, "started_ms", p->started_ms);
+    json_key_str(f, "url", p->url);
+    json_key_num(f, "watchdog_timeout_ms", p->watchdog_timeout_ms);
+    json_key_num(f, "ttl_ms", p->ttl_ms);
+}
+
+static void json_process(FILE *f, const ctl_process *p) {
+    if (p == NULL) {
+        fputs("null", f);
+        return;
+    }
+    fputc('{', f);
+    json_process_fields(f, p);
+    fputc('}', f);
+}
+
+static void json_party(FILE *f, const ctl_owner *o) {
+    fputs("\"owner\":", f);
+    ctl_put_json(f, o->field, o->field_len);
+    json_key_str(f, "client_id", o->client_id);
+    json_key_str(f, "thread", o->thread);
+    fputs(",\"process\":", f);
+    json_process(f, o->process);
+}
+
+void ctl_render_lock_json(FILE *f, const ctl_lock *l) {
+    long long now = ctl_wall_ms();
+    fputs("{\"name\":", f);
+    ctl_put_json(f, l->name, l->name_len);
+    fprintf(f, ",\"kind\":\"%s\",\"held\":%s,\"mode\":", ctl_kind_name(l->kind),
+            l->held ? "true" : "false");
+    json_str_or_null(f, l->mode);
+    fprintf(f, ",\"ttl_ms\":%lld,\"token\":", l->ttl_ms);
+    json_num_or_null(f, l->token);
+    fputs(",\"owners\":[", f);
+    for (int k = 0; k < l->nowners; k++) {
+        fputs(k > 0 ? ",{" : "{", f);
+        json_party(f, &l->owners[k]);
+        fprintf(f, ",\"write\":%s,\"holds\":%lld}", l->owners[k].write ? "true" : "false",
+                l->owners[k].holds);
+    }
+    fputs("],\"queue\":[", f);
+    for (int k = 0; k < l->nqueue; k++) {
+        fputs(k > 0 ? ",{" : "{", f);
+        json_party(f, &l->queue[k].who);
+        json_key_num(f, "deadline_ms", l->queue[k].deadline_ms);
+        fputs(",\"due_in_ms\":", f);
+        if (l->queue[k].deadline_ms < 0)
+            fputs("null", f);
+        else
+            fprintf(f, "%lld", l->queue[k].deadline_ms - now);
+        fputs("}", f);
+    }
+    fputs("],\"channels\":[", f);
+    for (int k = 0; k < l->nchannels; k++) {
+        fputs(k > 0 ? ",{\"channel\":" : "{\"channel\":", f);
+        ctl_put_json(f, l->channels[k].name, l->channels[k].len);
+        fprintf(f, ",\"subscribers\":%lld,\"sharded_subscribers\":", l->channels[k].classic);
+        json_num_or_null(f, l->channels[k].sharded);
+        fputs("}", f);
+    }
+    long long wd_ms;
+    fprintf(f, "],\"waiters\":%lld,\"renewal\":", ctl_lock_waiters(l));
+    json_str_or_null(f, ctl_renewal(l, &wd_ms));
+    fputc('}', f);
+}
+
+void ctl_render_list_json(ctl *c, const ctl_locks *locks) {
+    fputs("{\"locks\":[", c->out);
+    for (int i = 0; i < locks->n; i++) {
+        fputs(i > 0 ? ",\n" : "\n", c->out);
+        ctl_render_lock_json(c->out, &locks->v[i]);
+    }
+    fputs("\n]}\n", c->out);
+}
+
+/* ---- show ---------------------------------------------------------------------------- */
+
+static void show_queue(FILE *f, const ctl_lock *l) {
+    char due[32];
+    long long now = ctl_wall_ms();
+    for (int k = 0; k < l->nqueue; k++) {
+        const ctl_waiter *w = &l->queue[k];
+        fprintf(f, k == 0 ? "queue     %d. " : "          %d. ", k + 1);
+        ctl_put_text(f, w->who.field, w->who.field_len);
+        if (w->deadline_ms < 0)
+            fputs("  no deadline\n", f);
+        else if (w->deadline_ms < now)
+            fprintf(f, "  deadline passed %s ago (dead)\n",
+                    ctl_duration(now - w->deadline_ms, due, sizeof(due)));
+        else
+            fprintf(f, "  deadline in %s\n", ctl_duration(w->deadline_ms - now, due, sizeof(due)));
+        fputs("            ", f);
+        ctl_put_process(f, w->who.process);
+        fputc('\n', f);
+    }
+}
+
+void ctl_render_show(ctl *c, const ctl_lock *l) {
+    FILE *f = c->out;
+    char ttl[32];
+    fputs("name      ", f);
+    ctl_put_text(f, l->name, l->name_len);
+    fprintf(f, "\nkind      %s\n", ctl_kind_name(l->kind));
+    if (l->held)
+        fprintf(f, "state     %s, TTL %s\n", l->mode != NULL ? l->mode : "held",
+                ctl_duration(l->ttl_ms, ttl, sizeof(ttl)));
+    else
+        fputs("state     free (waiters queued)\n", f);
+    if (l->token >= 0)
+        fprintf(f, "token     %lld (the last fencing token given)\n", l->token);
+    for (int k = 0; k < l->nowners; k++) {
+        const ctl_owner *o = &l->owners[k];
+        fputs(k == 0 ? "owner     " : "          ", f);
+        ctl_put_text(f, o->field, o->field_len);
+        fprintf(f, "  holds %lld%s\n          ", o->holds, o->write ? "  (writer)" : "");
+        ctl_put_process(f, o->process);
+        fputc('\n', f);
+    }
+    long long wd_ms;
+    const char *renewal = ctl_renewal(l, &wd_ms);
+    if (renewal != NULL)
+        fprintf(f, "renewal   %s (TTL %s the last third of the owner's watchdog timeout %s%s)\n",
+                renewal, renewal[0] == 'o' ? "within" : "below",
+                ctl_duration(wd_ms, ttl, sizeof(ttl)),
+                renewal[0] == 'o' ? "" : ": renewals missed, or a lock with a fixed lease");
+    show_queue(f, l);
+    for (int k = 0; k < l->nchannels; k++) {
+        const ctl_channel *ch = &l->channels[k];
+        fputs(k == 0 ? "waiters   " : "          ", f);
+        ctl_put_text(f, ch->name, ch->len);
+        fprintf(f, "  %lld subscribed", ch->classic);
+        if (ch->sharded >= 0)
+            fprintf(f, ", %lld sharded", ch->sharded);
+        fputc('\n', f);
+    }
+}
+
+/* ---- clients ------------------------------------------------------------------------- */
+
+void ctl_render_clients(ctl *c, const ctl_clients *cl) {
+    FILE *f = c->out;
+    char up[32], wd[32];
+    if (cl->n > 0)
+        fprintf(f, "%-8s  %-20s  %-7s  %-16s  %-7s  %-9s  %-5s  %-9s  %s\n", "ID", "HOST", "PID",
+                "PROGRAM", "VERSION", "UP", "CONNS", "WATCHDOG", "URL");
+    for (int i = 0; i < cl->n; i++) {
+        const ctl_process *p = cl->v[i];
+        fprintf(f, "%-8.8s  ", p->id);
+        ctl_put_text(f, p->host != NULL ? p->host : "?", p->host != NULL ? strlen(p->host) : 1);
+        pad(f, 20 - (p->host != NULL ? text_width(p->host, strlen(p->host)) : 1));
+        fprintf(f, "  %-7lld  ", p->pid);
+        ctl_put_text(f, p->program != NULL ? p->program : "?",
+                     p->program != NULL ? strlen(p->program) : 1);
+        pad(f, 16 - (p->program != NULL ? text_width(p->program, strlen(p->program)) : 1));
+        fprintf(f, "  %-7s  %-9s  %-5d  %-9s  ", p->version != NULL ? p->version : "?",
+                ctl_duration(p->started_ms > 0 ? ctl_wall_ms() - p->started_ms : -1, up,
+                             sizeof(up)),
+                p->connections, ctl_duration(p->watchdog_timeout_ms, wd, sizeof(wd)));
+        ctl_put_text(f, p->url != NULL ? p->url : "?", p->url != NULL ? strlen(p->url) : 1);
+        fputc('\n', f);
+    }
+    int header = 0;
+    for (int k = 0; k < cl->nconns; k++) {
+        if (cl->conns[k].registered)
+            continue;
+        if (!header++)
+            fprintf(f, "%sconnections named rlock:* without a registration:\n%-40s  %-21s  %s\n",
+                    cl->n > 0 ? "\n" : "", "NAME", "MASTER", "COUNT");
+        ctl_put_text(f, cl->conns[k].name, strlen(cl->conns[k].name));
+        pad(f, 40 - text_width(cl->conns[k].name, strlen(cl->conns[k].name)));
+        fprintf(f, "  %-21s  %d\n", cl->conns[k].addr, cl->conns[k].count);
+    }
+}
+
+void ctl_render_clients_json(ctl *c, const ctl_clients *cl) {
+    FILE *f = c->out;
+    fputs("{\"clients\":[", f);
+    for (int i = 0; i < cl->n; i++) {
+        fputs(i > 0 ? ",\n{" : "\n{", f);
+        json_process_fields(f, cl->v[i]);
+        fprintf(f, ",\"connections\":%d}", cl->v[i]->connections);
+    }
+    fputs("\n],\"connections\":[", f);
+    for (int k = 0; k < cl->nconns; k++) {
+        fputs(k > 0 ? ",\n{\"name\":" : "\n{\"name\":", f);
+        ctl_put_json(f, cl->conns[k].name, strlen(cl->conns[k].name));
+        fputs(",\"master\":", f);
+        ctl_put_json(f, cl->conns[k].addr, strlen(cl->conns[k].addr));
+        fprintf(f, ",\"count\":%d,\"registered\":%s}", cl->conns[k].count,
+                cl->conns[k].registered ? "true" : "false");
+    }
+    fputs("\n]}\n", f);
+}
