@@ -769,7 +769,8 @@ RLOCK_EXTERN int rlock_try_lock_fenced_as(rlock *lock, uint64_t owner, long long
  * the master; it says nothing about who holds the lock. Returns RLOCK_OK;
  * RLOCK_EINVAL (NULL, not a fenced handle); RLOCK_EREDIS (the key holds
  * something that is not an integer); RLOCK_EIO; RLOCK_ENOPERM;
- * RLOCK_ECLOSED. Blocks for at most command_timeout_ms per attempt.
+ * RLOCK_ECLOSED; *token is written on RLOCK_OK only. Blocks for at most
+ * command_timeout_ms per attempt.
  * Thread-safe.
  */
 RLOCK_EXTERN int rlock_fence_token(rlock *lock, long long *token);

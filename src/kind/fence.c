@@ -39,8 +39,10 @@ typedef struct token_read {
 
 static int read_counter(const redisReply *reply, void *arg) {
     token_read *t = arg;
-    if (rlock__read_token(reply, t->token) != RLOCK_OK || *t->token < 0)
+    long long token = 0;
+    if (rlock__read_token(reply, &token) != RLOCK_OK || token < 0)
         return rlock__fail(RLOCK_EREDIS, 0, "'%.200s' holds no fencing token counter", t->key);
+    *t->token = token;
     return RLOCK_OK;
 }
 
