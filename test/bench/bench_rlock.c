@@ -109,7 +109,7 @@ static void usage(FILE *out) {
     fprintf(out,
             "usage: bench_rlock SUBCOMMAND [--url URL] [options]\n"
             "  uncontended [-t THREADS] [-d SECONDS] [-r ROUNDS] [--lease MS]\n"
-            "  fenced      [-d SECONDS] [-r ROUNDS]   fenced vs plain cycle, 1 thread, same run\n"
+            "  fenced      [-d SECONDS] [-r ROUNDS]   fenced vs plain cycle, alternating, for d x r s\n"
             "  handoff     [-n HANDOFFS] [--same-process | --two-clients] [--fair] [--settle-us US] [--samples FILE]\n"
             "  contention  [-p PROCS] [-t THREADS] [-d SECONDS] [--monitor SECONDS] [--samples FILE]\n"
             "  herd        [-w WAITERS] [-r ROUNDS]\n"

@@ -142,7 +142,7 @@ run base1 "$bin/bench_baseline" --url "$url" -t 1 -d $D -r $R
 run unc1 "$bin/bench_rlock" uncontended --url "$url" -t 1 -d $D -r $R
 run base8 "$bin/bench_baseline" --url "$url" -t 8 -d $D -r $R
 run unc8 "$bin/bench_rlock" uncontended --url "$url" -t 8 -d $D -r $R
-run fen "$bin/bench_rlock" fenced --url "$url" -d 0.5 -r $((2 * R))
+run fen "$bin/bench_rlock" fenced --url "$url" -d $D -r $R
 run hofloor "$bin/bench_baseline" --url "$url" --handoff $N --samples "$out/handoff-floor.dat"
 run hop "$bin/bench_rlock" handoff --url "$url" -n $N --samples "$out/handoff-process.dat"
 run hot "$bin/bench_rlock" handoff --url "$url" -n $N --same-process --samples "$out/handoff-thread.dat"
