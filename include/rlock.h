@@ -270,10 +270,11 @@ typedef struct rlock_config {
     int retry_interval_ms;         /* longest pause between re-sends; default 1000; 0..3600000 */
     /*
      * Called once for each hold of the client's owners (threads and
-     * explicit owners) that is lost (see RLOCK_EVENT_LOCK_LOST), on the client's event thread. name is valid
-     * only during the call. The callback may call rlock functions (a blocking
-     * one delays later events, never renewals) but not rlock_client_close()
-     * on this client. NULL = no callback.
+     * explicit owners) that is lost (see RLOCK_EVENT_LOCK_LOST), on the
+     * client's event thread. name is valid only during the call. The
+     * callback may call rlock functions (a blocking one delays later events,
+     * never renewals) but not rlock_client_close() on this client. NULL = no
+     * callback.
      */
     void (*on_lock_lost)(const char *name, void *arg);
     void *callback_arg;            /* passed to on_lock_lost and on_event */
@@ -616,7 +617,8 @@ RLOCK_EXTERN int rlock_remain_ttl(rlock *lock, long long *ttl_ms);
  * (they then expire); an explicit owner's hold is never dropped by any
  * thread's exit -- it lives until unlocked, lost, or the client closes. A
  * hold taken with an _as call under a thread's id is that thread's hold and
- * ends with that thread like any other of its holds.
+ * ends with that thread like any other of its holds (once the thread has
+ * called rlock_thread_owner() or taken a lock itself).
  *
  * One call at a time per owner and lock, as a thread makes them: an _as
  * call while another _as call for the same owner on the same lock (same
