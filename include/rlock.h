@@ -15,7 +15,10 @@
  *
  * Ownership is per thread: the lock is held by "<client uuid>:<thread id>",
  * where the thread id is unique for the life of the process and never reused.
- * A thread that locks twice must unlock twice (hold counts).
+ * A thread that locks twice must unlock twice (hold counts). The _as calls
+ * take an explicit owner id instead of the calling thread (event loops,
+ * locks handed between threads: see "Explicit owners" below); in this
+ * header "the calling thread" then reads "the owner".
  *
  * Return codes: 0 is success, positive values are non-error outcomes
  * (RLOCK_BUSY), negative values are errors. New codes may be added in later
@@ -40,6 +43,7 @@
 #define RLOCK_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -109,6 +113,9 @@ RLOCK_EXTERN unsigned rlock_version_num(void);
  *             acquisition is given back (the caller holds nothing); an
  *             acknowledged-too-few unlock or force unlock did apply on the
  *             master, but a failover now may undo it.
+ *   ESTALE    rlock_fenced_set: the write carried a fencing token lower than
+ *             the highest the resource has seen (a holder whose lock was
+ *             taken over meanwhile); nothing was written
  */
 #define RLOCK_STATUS_MAP(XX)                                                  \
     XX(OK, 0, "success")                                                      \
@@ -123,7 +130,8 @@ RLOCK_EXTERN unsigned rlock_version_num(void);
     XX(ENOTLOCK, -8, "the key under this name is not a lock; left untouched") \
     XX(EAUTH, -9, "Redis refused the credentials (NOAUTH, WRONGPASS)")      \
     XX(ENOPERM, -10, "Redis ACL refused a command, key or channel (NOPERM)") \
-    XX(ENOREPL, -11, "fewer replicas acknowledged the write than replica_acks")
+    XX(ENOREPL, -11, "fewer replicas acknowledged the write than replica_acks") \
+    XX(ESTALE, -13, "fencing token lower than the highest the resource has seen; nothing written")
 
 /* RLOCK_OK, RLOCK_BUSY, RLOCK_EINVAL, ...: one enumerator per table row. */
 enum rlock_status {
@@ -169,10 +177,11 @@ typedef enum rlock_event_kind {
      * reply until the earlier of command_timeout_ms and the lease end: with a
      * command timeout as long as the lease left, the loss comes unwarned. */
     RLOCK_EVENT_RENEWAL_FAILED = 1,
-    /* The calling thread's hold of the lock is gone: found missing in Redis,
-     * or its lease ran out by the client's clock with no renewal confirmed
-     * (reported then even if Redis never answers again). Exactly once per
-     * hold; on_lock_lost is called for the same loss. */
+    /* An owner's hold of the lock is gone (the owner is a thread, or an
+     * explicit owner of the _as calls: event.owner says which): found
+     * missing in Redis, or its lease ran out by the client's clock with no
+     * renewal confirmed (reported then even if Redis never answers again).
+     * Exactly once per hold; on_lock_lost is called for the same loss. */
     RLOCK_EVENT_LOCK_LOST = 2,
     /* A connection to Redis failed (command or subscriber connection): once,
      * until a connection works again. */
@@ -204,6 +213,10 @@ typedef struct rlock_event {
     int status;             /* the rlock status behind the event (RLOCK_EIO, ...) */
     const char *detail;     /* for a person: Redis's error text or host:port and
                                the system error; never NULL */
+    /* LOCK_LOST, RENEWAL_FAILED with a name: whose hold it is -- a thread's
+     * id (rlock_thread_owner() on that thread) or an explicit owner's id
+     * (rlock_lock_as() ...). 0 for the other events. (Appended in 0.5.) */
+    uint64_t owner;
 } rlock_event;
 
 /*
@@ -256,11 +269,12 @@ typedef struct rlock_config {
     int retry_attempts;            /* re-sends of a failed command; default 3; 0..100 */
     int retry_interval_ms;         /* longest pause between re-sends; default 1000; 0..3600000 */
     /*
-     * Called once for each hold of the client's threads that is lost (see
-     * RLOCK_EVENT_LOCK_LOST), on the client's event thread. name is valid
-     * only during the call. The callback may call rlock functions (a blocking
-     * one delays later events, never renewals) but not rlock_client_close()
-     * on this client. NULL = no callback.
+     * Called once for each hold of the client's owners (threads and
+     * explicit owners) that is lost (see RLOCK_EVENT_LOCK_LOST), on the
+     * client's event thread. name is valid only during the call. The
+     * callback may call rlock functions (a blocking one delays later events,
+     * never renewals) but not rlock_client_close() on this client. NULL = no
+     * callback.
      */
     void (*on_lock_lost)(const char *name, void *arg);
     void *callback_arg;            /* passed to on_lock_lost and on_event */
@@ -567,6 +581,235 @@ RLOCK_EXTERN int rlock_hold_count(rlock *lock);
  * expiry, -2 if it is not locked. Returns RLOCK_OK or a negative error.
  */
 RLOCK_EXTERN int rlock_remain_ttl(rlock *lock, long long *ttl_ms);
+
+/*
+ * ---- Explicit owners (appended in 0.5) ------------------------------------
+ *
+ * By default the owner of a hold is the calling thread. The _as calls below
+ * take the owner as an argument instead: an id the application chooses, for
+ * programs where one thread serves many requests (an event loop, a worker
+ * pool: each request is its own owner), or where a lock taken on one thread
+ * is released on another. This is Redisson's threadId argument
+ * (RLockAsync's lockAsync(leaseTime, unit, threadId), unlockAsync(threadId),
+ * isHeldByThread(threadId)): the hold is the field "<client uuid>:<owner>"
+ * of the lock's hash, the owner written in decimal, exactly as a Java
+ * client writes "<its uuid>:<threadId>" (docs/redisson.md).
+ *
+ * An owner id is a uint64_t, 1..UINT64_MAX (0 is refused: RLOCK_EINVAL). It
+ * names one owner within one client: the same id in two clients (two
+ * uuids) is two owners, so ids can only collide within a client. Thread
+ * ids (rlock_thread_owner) and rlock_owner_new() ids come from one
+ * process-wide counter that starts at 1 and never repeats, so those never
+ * collide with each other. An id the application makes up is the owner it
+ * names, whoever passes it: if it equals a thread's id it IS that thread's
+ * owner (same hold, same count). The counter never reaches
+ * RLOCK_OWNER_CALLER_MIN (2^62: a process would have to create that many
+ * threads and owners), so ids the application picks from
+ * RLOCK_OWNER_CALLER_MIN..INT64_MAX never equal one rlock gives out, and
+ * still fit a Java long (a Java caller can pass them as threadId).
+ *
+ * What an explicit owner shares with a thread: reentrancy (hold counts),
+ * the watchdog (RLOCK_LEASE_WATCHDOG holds are renewed until fully
+ * released), loss reporting (RLOCK_ELOST once, on_lock_lost and
+ * RLOCK_EVENT_LOCK_LOST once, with event.owner = the id), in-process
+ * hand-offs, every lock kind (rlock_get, rlock_get_fair, rlock_get_fenced).
+ * What differs: a thread's holds stop being renewed when the thread exits
+ * (they then expire); an explicit owner's hold is never dropped by any
+ * thread's exit -- it lives until unlocked, lost, or the client closes. A
+ * hold taken with an _as call under a thread's id is that thread's hold and
+ * ends with that thread like any other of its holds (once the thread has
+ * called rlock_thread_owner() or taken a lock itself).
+ *
+ * One call at a time per owner and lock, as a thread makes them: an _as
+ * call while another _as call for the same owner on the same lock (same
+ * name, same client) is still running returns RLOCK_EINVAL and touches
+ * nothing (overlapping calls would break the hold count's bookkeeping). An
+ * owner may use different locks at once, and calls for one owner may come
+ * from any thread in turn (lock on one thread, unlock on another). Mixing
+ * plain calls of a thread with _as calls naming that thread's id from
+ * another thread is not checked: do not.
+ */
+
+/*
+ * rlock_owner_new() never gives an id >= this; ids the application picks
+ * itself from RLOCK_OWNER_CALLER_MIN up cannot equal one of rlock's.
+ */
+#define RLOCK_OWNER_CALLER_MIN (UINT64_C(1) << 62)
+
+/*
+ * A new owner id, never returned before in this process and never equal to
+ * a thread's id (rlock_thread_owner). No Redis traffic, never fails, needs
+ * no client; thread-safe. Owner ids need no freeing.
+ */
+RLOCK_EXTERN uint64_t rlock_owner_new(void);
+
+/*
+ * The calling thread's owner id: what the plain calls (rlock_lock, ...) use
+ * as owner, and what event.owner holds for this thread's losses. Fixed for
+ * the thread's life, never reused. Another thread may pass it to
+ * rlock_is_held_by() / rlock_hold_count_as() (Redisson's
+ * isHeldByThread(threadId)), or to rlock_unlock_as() to release a hold on
+ * this thread's behalf while this thread lives (its holds stop being
+ * renewed when it exits: to hand a lock between threads, take it as an
+ * rlock_owner_new() owner in the first place). Thread-safe; no Redis traffic.
+ */
+RLOCK_EXTERN uint64_t rlock_thread_owner(void);
+
+/*
+ * rlock_lock_lease() for owner: waits without limit; lease_ms in
+ * 1..RLOCK_MAX_LEASE_MS, or RLOCK_LEASE_WATCHDOG (renewed until fully
+ * released). Returns as rlock_lock(), plus RLOCK_EINVAL for owner 0 or a
+ * call for this owner and lock still running. Blocks; the wait is a
+ * cancellation point. Thread-safe.
+ */
+RLOCK_EXTERN int rlock_lock_as(rlock *lock, uint64_t owner, long long lease_ms);
+
+/*
+ * rlock_try_lock() for owner (wait_ms, lease_ms as there). Returns as
+ * rlock_try_lock(), plus RLOCK_EINVAL as rlock_lock_as(). Blocks at most as
+ * rlock_try_lock(). Thread-safe.
+ */
+RLOCK_EXTERN int rlock_try_lock_as(rlock *lock, uint64_t owner, long long wait_ms,
+                                   long long lease_ms);
+
+/*
+ * rlock_unlock() for owner: releases one of its holds. Returns as
+ * rlock_unlock() (RLOCK_ENOTOWNER: owner holds nothing), plus RLOCK_EINVAL
+ * as rlock_lock_as(). Blocks as rlock_unlock(). Thread-safe.
+ */
+RLOCK_EXTERN int rlock_unlock_as(rlock *lock, uint64_t owner);
+
+/*
+ * rlock_is_held_by_current_thread() for owner (any id: a thread's too):
+ * 1, 0, or a negative error (RLOCK_EINVAL for owner 0). Asks Redis unless
+ * the client already knows the hold is over. Thread-safe.
+ */
+RLOCK_EXTERN int rlock_is_held_by(rlock *lock, uint64_t owner);
+
+/* rlock_hold_count() for owner (0 if it holds nothing), or < 0. Asks Redis. */
+RLOCK_EXTERN int rlock_hold_count_as(rlock *lock, uint64_t owner);
+
+/*
+ * ---- Fenced locks (appended in 0.5) -----------------------------------------
+ *
+ * A lock alone cannot stop a holder that was paused (GC, SIGSTOP, a swapped
+ * VM, a long network stall) past its lease from acting after another owner
+ * took the lock. A fencing token can: every acquisition of a fenced lock
+ * gets a number larger than every earlier acquisition's, and the resource
+ * the lock protects refuses a write whose token is lower than the highest
+ * it has seen -- the paused holder's late write is refused.
+ *
+ * Layout (Redisson's RedissonFencedLock, getFencedLock): the lock is the
+ * ordinary reentrant lock hash <name>; the counter is the string key
+ * "redisson_lock_token:{<name>}" ("redisson_lock_token:<name>" when the
+ * name holds '{'), INCRed by the acquiring script on EVERY successful
+ * acquisition -- the first, each reentrant one, an in-process hand-off --
+ * including those of plain rlock_lock*() / rlock_try_lock() on a fenced
+ * handle and of Java RFencedLock, so tokens of C and Java holders of one
+ * name interleave on one counter. Tokens start at 1, strictly increase,
+ * and may skip numbers (an acquisition given back for want of replica
+ * acknowledgement used one). The counter has no TTL; rlock never deletes it.
+ *
+ * When a token can go backwards -- the counter is a Redis key like any other:
+ * - Redis restarts without persistence (or loses its AOF/RDB): the counter
+ *   starts again at 1;
+ * - with RDB only, or AOF with appendfsync everysec/no: a crash loses the
+ *   INCRs since the last snapshot / fsync (up to about a second with
+ *   everysec); AOF with appendfsync always loses none;
+ * - a failover (Sentinel, Cluster) to a replica that had not received the
+ *   last INCRs (replication is asynchronous; replica_acks narrows this to
+ *   the replicas that did not acknowledge, it does not close it);
+ * - someone deletes or overwrites the key: FLUSHALL/FLUSHDB, DEL, Redisson's
+ *   RFencedLock.delete() (deletes the lock and the counter), expire() on
+ *   the Java object (it sets a TTL on the counter too).
+ * A token that went backwards makes the resource refuse the NEW holders
+ * (RLOCK_ESTALE) until the counter passes the highest token the resource
+ * saw, while a holder still carrying an old higher token is accepted: after
+ * such an event, reset the resource's fence deliberately (docs/failure-modes.md).
+ *
+ * A fenced handle works with every call of this header (rlock_lock*,
+ * rlock_try_lock, rlock_unlock, rlock_force_unlock, the queries, the _as
+ * calls, rlock_free); rlock_force_unlock deletes the lock, not the counter.
+ * The calls below that return a token take a fenced handle only (another
+ * handle: RLOCK_EINVAL).
+ *
+ * Cluster: the counter and the lock must hash to one slot. Names without
+ * '{' or '}' and names with a non-empty "{tag}" do; others are refused with
+ * RLOCK_EINVAL on a redis-cluster:// client, as by rlock_get_fair().
+ */
+
+/*
+ * Makes a handle for the fenced lock called name (Redisson's
+ * getFencedLock()). No Redis traffic; the name is copied. Returns RLOCK_OK;
+ * RLOCK_EINVAL (NULL argument, empty name, name longer than
+ * RLOCK_MAX_NAME_LEN, a name whose counter key hashes to another Cluster
+ * slot); RLOCK_ECLOSED; RLOCK_ENOMEM. Does not block. Thread-safe. Free the
+ * handle with rlock_free().
+ */
+RLOCK_EXTERN int rlock_get_fenced(rlock_client *client, const char *name, rlock **out);
+
+/*
+ * rlock_try_lock() on a fenced handle that also stores the acquisition's
+ * fencing token in *token (Redisson's tryLockAndGetToken(wait, lease,
+ * unit)). *token is written only on RLOCK_OK; a reentrant acquisition gets a
+ * new, larger token. Returns as rlock_try_lock(), plus RLOCK_EINVAL (token
+ * NULL, not a fenced handle). Blocks as rlock_try_lock(). Thread-safe.
+ */
+RLOCK_EXTERN int rlock_try_lock_fenced(rlock *lock, long long wait_ms, long long lease_ms,
+                                       long long *token);
+
+/* rlock_try_lock_fenced() waiting without limit (Redisson's lockAndGetToken(lease, unit)). */
+RLOCK_EXTERN int rlock_lock_fenced(rlock *lock, long long lease_ms, long long *token);
+
+/* rlock_try_lock_fenced() for an explicit owner (see rlock_try_lock_as()). */
+RLOCK_EXTERN int rlock_try_lock_fenced_as(rlock *lock, uint64_t owner, long long wait_ms,
+                                          long long lease_ms, long long *token);
+
+/*
+ * Stores in *token the lock's counter now: the last token handed out, 0 if
+ * none ever was (Redisson's getToken(), which answers null there). A GET on
+ * the master; it says nothing about who holds the lock. Returns RLOCK_OK;
+ * RLOCK_EINVAL (NULL, not a fenced handle); RLOCK_EREDIS (the key holds
+ * something that is not an integer); RLOCK_EIO; RLOCK_ENOPERM;
+ * RLOCK_ECLOSED; *token is written on RLOCK_OK only. Blocks for at most
+ * command_timeout_ms per attempt.
+ * Thread-safe.
+ */
+RLOCK_EXTERN int rlock_fence_token(rlock *lock, long long *token);
+
+/*
+ * The resource side, for a resource kept in Redis: sets the string key to
+ * value (len bytes, any bytes; SET semantics: any old value or type is
+ * replaced, any TTL dropped) only if token is >= the highest token a
+ * rlock_fenced_set() on key has carried, and records token as the new
+ * highest -- one script, atomic. Equal tokens are accepted: a holder may
+ * write several times with its token; a later holder's token is larger.
+ * The highest token lives in the companion string key "rlock_fence:{<key>}"
+ * ("rlock_fence:<key>" when key holds '{'), with no TTL: delete both keys
+ * to reset the resource. Readers read key with a plain GET.
+ *
+ * Returns RLOCK_OK (written); RLOCK_ESTALE (token < the highest seen:
+ * nothing written; rlock_last_error() says both tokens); RLOCK_EINVAL (NULL
+ * client or key, empty key or longer than RLOCK_MAX_NAME_LEN, value NULL
+ * with len > 0, token < 1, or on a redis-cluster:// client a key whose
+ * companion hashes to another slot); RLOCK_EREDIS (the companion key holds
+ * something that is not a token: nothing written); RLOCK_ENOPERM (an ACL
+ * refuses SET on either key: nothing written); RLOCK_EIO (outcome unknown;
+ * sending the same write again is safe: equal tokens are accepted, so it
+ * applies again, or is refused if a higher token wrote meanwhile -- which
+ * is also what an RLOCK_ESTALE after rlock's own re-send of a lost reply
+ * may hide: the first send applied, then a higher token's write followed);
+ * RLOCK_ENOREPL (replica_acks: written on the master, not acknowledged);
+ * RLOCK_ECLOSED; RLOCK_ENOMEM. Blocks for at most command_timeout_ms per
+ * attempt (re-sent like any command). Thread-safe.
+ *
+ * For a resource in SQL, keep the highest token in the row and make the
+ * write conditional (docs/design.md, "Fenced locks"):
+ *   UPDATE t SET value = :value, fence = :token WHERE id = :id AND fence <= :token
+ * 0 rows updated means the token is stale.
+ */
+RLOCK_EXTERN int rlock_fenced_set(rlock_client *client, const char *key, long long token,
+                                  const char *value, size_t len);
 
 /*
  * Detail of the calling thread's last failed rlock call, for a program

@@ -5,8 +5,12 @@
  *   client.c    client open/close, the call guard
  *   config.c    rlock_config -> rlock__settings, every range checked
  *   registry.c  the open clients, for thread exit and fork
- *   handle.c    lock handles (rlock_get, rlock_get_fair, rlock_free, rlock_name)
- *   lock.c      the lock calls: lock, try_lock, unlock, queries
+ *   handle.c    lock handles (rlock_get, rlock_get_fair, rlock_get_fenced, rlock_free,
+ *               rlock_name)
+ *   lock.c      the lock calls: lock, try_lock, unlock, queries, for the calling thread
+ *               or an explicit owner (the _as calls)
+ *   owner.c     explicit owners: their ids, one call at a time per owner and lock
+ *   fenced.c    the fenced lock's token calls, and the resource helper
  *   inspect.c   rlockctl's read-only inspection seam (inspect.h; tool-only)
  *
  * Calls go down only: api uses kind (kind.h) and, through it, the engine,
@@ -19,6 +23,23 @@
 
 #define RLOCK__CLIENT_MAGIC 0x726c636bu /* "rlck" */
 
+/* ---- owner.c: an explicit owner's call in progress --------------------------------- */
+
+/*
+ * An _as call registered for its length (on the calling thread's stack), so
+ * that a second call for the same owner and lock is refused while it runs.
+ */
+typedef struct rlock__owner_call rlock__owner_call;
+struct rlock__owner_call {
+    rlock__owner_call *next;    /* the client's bucket chain; guarded by client->mutex */
+    rlock_client *client;       /* NULL: not registered (a thread's call) */
+    uint64_t owner;
+    const char *name;           /* the handle's name; the handle outlives the call */
+    size_t name_len;
+};
+
+#define RLOCK__OWNER_CALL_BUCKETS 64
+
 enum { RLOCK__OPEN, RLOCK__CLOSING, RLOCK__CLOSED };
 
 struct rlock_client {
@@ -30,11 +51,13 @@ struct rlock_client {
     rlock__net net;
     rlock__engine engine;
 
-    pthread_mutex_t mutex;      /* guards state transitions, handles */
+    pthread_mutex_t mutex;      /* guards state transitions, handles, owner_calls */
     pthread_cond_t idle;        /* signalled when calls drops to 0 while closing */
     _Atomic int state;          /* RLOCK__OPEN/CLOSING/CLOSED; written under mutex */
     atomic_int calls;           /* public calls in progress (atomic, no mutex) */
     int handles;                /* live rlock handles */
+    rlock__owner_call *owner_calls[RLOCK__OWNER_CALL_BUCKETS]; /* _as calls in progress,
+                                   by owner id; entries live on their callers' stacks */
 
     rlock_client *registry_next; /* guarded by the registry mutex in registry.c */
 };
@@ -58,6 +81,27 @@ int rlock__enter_lock(rlock__guard *g, rlock *lock);
 void rlock__client_free(rlock_client *c);
 /* Whether c was opened before a fork() of this process (not ours to use). */
 int rlock__inherited(const rlock_client *c);
+
+/*
+ * Registers an _as call of owner on lock (owner.c): RLOCK_EINVAL if one for
+ * the same owner and lock name is in progress. End it with rlock__owner_call_end.
+ */
+int rlock__owner_call_begin(rlock__owner_call *call, rlock *lock, uint64_t owner);
+/* Unregisters it; a no-op for a call never registered (client NULL). */
+void rlock__owner_call_end(rlock__owner_call *call);
+
+/* ---- lock.c -------------------------------------------------------------------------- */
+
+/* The owner argument of rlock__lock_call meaning "the calling thread" (ids start at 1). */
+#define RLOCK__CALLING_THREAD 0
+
+/*
+ * The acquire behind every public lock call: for owner (an explicit id, or
+ * RLOCK__CALLING_THREAD), waiting wait_ms (-1: no limit), lease_ms checked
+ * here. *token (if not NULL) receives a fenced lock's token on RLOCK_OK.
+ */
+int rlock__lock_call(rlock *lock, uint64_t owner, long long wait_ms, long long lease_ms,
+                     long long *token);
 
 /* ---- config.c ------------------------------------------------------------------------ */
 

@@ -2,7 +2,7 @@
  * handle.c - lock handles: a name bound to a client and a lock kind.
  *
  * A handle owns copies of its name and channel name (and a fair lock's
- * queue key names); it keeps its client's struct alive (client->handles)
+ * queue key names, a fenced lock's counter key name); it keeps its client's struct alive (client->handles)
  * until rlock_free, also past rlock_client_close.
  *
  * Threads: any application thread; a handle may be shared between threads.
@@ -17,6 +17,7 @@ static void free_handle(rlock *lock) {
     rlock__free(lock->channel);
     rlock__free(lock->queue);
     rlock__free(lock->timeouts);
+    rlock__free(lock->token_key);
     rlock__free(lock);
 }
 
@@ -32,8 +33,12 @@ static rlock *new_handle(rlock_client *c, const rlock__kind *kind, const char *n
         lock->timeouts =
             rlock__prefixed_name("redisson_lock_timeout", name, len, &lock->timeouts_len);
     }
+    if (kind == &rlock__fenced)
+        lock->token_key =
+            rlock__prefixed_name("redisson_lock_token", name, len, &lock->token_key_len);
     if (lock->name == NULL || lock->channel == NULL ||
-        (kind == &rlock__fair && (lock->queue == NULL || lock->timeouts == NULL))) {
+        (kind == &rlock__fair && (lock->queue == NULL || lock->timeouts == NULL)) ||
+        (kind == &rlock__fenced && lock->token_key == NULL)) {
         free_handle(lock);
         return NULL;
     }
@@ -49,23 +54,25 @@ static rlock *new_handle(rlock_client *c, const rlock__kind *kind, const char *n
 }
 
 /*
- * A fair lock's scripts name its three keys: in a Cluster they must hash to
- * one slot. Redisson's names do for a name without braces and for one with
- * a "{tag}" of its own; not for e.g. "a}b" (the queue key's tag is "a") or
- * "a{b" (no tag: each key hashes whole). Refused here rather than by
- * CROSSSLOT on the first lock.
+ * A fair lock's scripts name its three keys, a fenced lock's two: in a
+ * Cluster they must hash to one slot. Redisson's names do for a name
+ * without braces and for one with a "{tag}" of its own; not for e.g. "a}b"
+ * (the queue key's tag is "a") or "a{b" (no tag: each key hashes whole).
+ * Refused here rather than by CROSSSLOT on the first lock.
  */
 static int check_slots(rlock_client *c, const rlock *lock) {
-    int slot = rlock__net_slot_of(&c->net, lock->name, lock->name_len);
-    if (lock->queue == NULL || slot < 0)
-        return RLOCK_OK;
-    if (rlock__net_slot_of(&c->net, lock->queue, lock->queue_len) == slot &&
-        rlock__net_slot_of(&c->net, lock->timeouts, lock->timeouts_len) == slot)
-        return RLOCK_OK;
-    return rlock__fail(RLOCK_EINVAL, 0, "fair lock name '%.200s': its keys '%.200s' and '%.200s' "
-                                        "hash to other Cluster slots than the name (a name with "
-                                        "'}' but no '{', or with '{' but no non-empty {tag})",
-                       lock->name, lock->queue, lock->timeouts);
+    const char *keys[] = {lock->queue, lock->timeouts, lock->token_key};
+    size_t lens[] = {lock->queue_len, lock->timeouts_len, lock->token_key_len};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        const char *what = lock->kind == &rlock__fair ? "fair" : "fenced";
+        if (keys[i] != NULL && !rlock__net_same_slot(&c->net, lock->name, lock->name_len, keys[i],
+                                                     lens[i]))
+            return rlock__fail(RLOCK_EINVAL, 0, "%s lock name '%.200s': its key '%.200s' hashes "
+                                                "to another Cluster slot than the name (a name "
+                                                "with '}' but no '{', or with '{' but no "
+                                                "non-empty {tag})", what, lock->name, keys[i]);
+    }
+    return RLOCK_OK;
 }
 
 /* rlock_get, rlock_get_fair: a handle of kind for name. */
@@ -103,6 +110,10 @@ int rlock_get(rlock_client *client, const char *name, rlock **out) {
 
 int rlock_get_fair(rlock_client *client, const char *name, rlock **out) {
     return get_handle(client, &rlock__fair, name, out);
+}
+
+int rlock_get_fenced(rlock_client *client, const char *name, rlock **out) {
+    return get_handle(client, &rlock__fenced, name, out);
 }
 
 void rlock_free(rlock *lock) {

@@ -1,7 +1,9 @@
 /*
  * lock.c - the public lock calls: each enters the call guard, names the
- * owner (the calling thread), and runs the generic operation of the kind
- * layer on the handle's lock kind.
+ * owner -- the calling thread, or the explicit owner an _as call gives
+ * (registered for the call's length: one call at a time per owner and
+ * lock, owner.c) -- and runs the generic operation of the kind layer on the
+ * handle's lock kind.
  *
  * Threads: application threads. The guard disables cancellation for the
  * call, except during a blocked acquire's sleep (rlock__call).
@@ -10,51 +12,111 @@
 
 #include "api.h"
 
-static rlock__owner calling_thread(void) {
-    return (rlock__owner){.id = rlock__thread_id(), .is_thread = 1};
+/* One public call on a lock: its guard, and whom it acts for. */
+typedef struct lock_call {
+    rlock__guard guard;
+    rlock__owner owner;
+    rlock__owner_call registered; /* an explicit owner's registration */
+} lock_call;
+
+/* The owner named by id: the calling thread (RLOCK__CALLING_THREAD), or an explicit one. */
+static rlock__owner owner_of(uint64_t id) {
+    if (id == RLOCK__CALLING_THREAD)
+        return (rlock__owner){.id = rlock__thread_id(), .is_thread = 1};
+    return (rlock__owner){.id = id, .is_thread = 0};
+}
+
+/* Enters the call for owner (RLOCK__CALLING_THREAD or an explicit id). */
+static int begin(lock_call *lc, rlock *lock, uint64_t owner) {
+    lc->registered.client = NULL;
+    int status = rlock__enter_lock(&lc->guard, lock);
+    if (status != RLOCK_OK)
+        return status;
+    lc->owner = owner_of(owner);
+    if (owner == RLOCK__CALLING_THREAD)
+        return RLOCK_OK;
+    status = rlock__owner_call_begin(&lc->registered, lock, owner);
+    if (status != RLOCK_OK)
+        return rlock__leave_status(&lc->guard, status);
+    return RLOCK_OK;
+}
+
+/* Leaves the call with status. */
+static int end(lock_call *lc, int status) {
+    rlock__owner_call_end(&lc->registered);
+    return rlock__leave_status(&lc->guard, status);
+}
+
+/* The same, when the thread is cancelled while it waits for the lock. */
+static void end_on_cancel(void *arg) {
+    lock_call *lc = arg;
+    rlock__owner_call_end(&lc->registered);
+    rlock__leave(&lc->guard);
 }
 
 static int valid_lease(long long lease_ms) {
     return lease_ms == RLOCK_LEASE_WATCHDOG || (lease_ms > 0 && lease_ms <= RLOCK_MAX_LEASE_MS);
 }
 
-static void leave_on_cancel(void *guard) {
-    rlock__leave(guard);
+/* An _as call's owner: 0 is no owner (ids start at 1; 0 means the calling thread inside). */
+static int check_owner(uint64_t owner) {
+    if (owner == 0)
+        return rlock__fail(RLOCK_EINVAL, 0, "owner 0: owner ids are 1..UINT64_MAX "
+                                            "(rlock_owner_new, rlock_thread_owner)");
+    return RLOCK_OK;
 }
 
-static int acquire(rlock *lock, long long wait_ms, long long lease_ms) {
-    rlock__guard g;
+int rlock__lock_call(rlock *lock, uint64_t owner, long long wait_ms, long long lease_ms,
+                     long long *token) {
+    lock_call lc;
     if (!valid_lease(lease_ms))
         return rlock__fail(RLOCK_EINVAL, 0, "lease_ms %lld: must be 1..%lld or RLOCK_LEASE_WATCHDOG",
                            lease_ms, (long long)RLOCK_MAX_LEASE_MS);
-    int status = rlock__enter_lock(&g, lock);
+    int status = begin(&lc, lock, owner);
     if (status != RLOCK_OK)
         return status;
-    rlock__owner owner = calling_thread();
-    rlock__call call = {.cancel_state = g.cancel_state, .on_cancel = leave_on_cancel, .arg = &g};
-    status = rlock__acquire(lock, &owner, wait_ms, lease_ms, &call);
-    return rlock__leave_status(&g, status);
+    rlock__call call = {.cancel_state = lc.guard.cancel_state, .on_cancel = end_on_cancel,
+                        .arg = &lc, .token = token};
+    return end(&lc, rlock__acquire(lock, &lc.owner, wait_ms, lease_ms, &call));
 }
 
 int rlock_lock(rlock *lock) {
-    return acquire(lock, -1, RLOCK_LEASE_WATCHDOG);
+    return rlock__lock_call(lock, RLOCK__CALLING_THREAD, -1, RLOCK_LEASE_WATCHDOG, NULL);
 }
 
 int rlock_lock_lease(rlock *lock, long long lease_ms) {
-    return acquire(lock, -1, lease_ms);
+    return rlock__lock_call(lock, RLOCK__CALLING_THREAD, -1, lease_ms, NULL);
 }
 
 int rlock_try_lock(rlock *lock, long long wait_ms, long long lease_ms) {
-    return acquire(lock, wait_ms, lease_ms);
+    return rlock__lock_call(lock, RLOCK__CALLING_THREAD, wait_ms, lease_ms, NULL);
+}
+
+int rlock_lock_as(rlock *lock, uint64_t owner, long long lease_ms) {
+    int status = check_owner(owner);
+    return status != RLOCK_OK ? status : rlock__lock_call(lock, owner, -1, lease_ms, NULL);
+}
+
+int rlock_try_lock_as(rlock *lock, uint64_t owner, long long wait_ms, long long lease_ms) {
+    int status = check_owner(owner);
+    return status != RLOCK_OK ? status : rlock__lock_call(lock, owner, wait_ms, lease_ms, NULL);
+}
+
+static int unlock_call(rlock *lock, uint64_t owner) {
+    lock_call lc;
+    int status = begin(&lc, lock, owner);
+    if (status != RLOCK_OK)
+        return status;
+    return end(&lc, rlock__release(lock, &lc.owner));
 }
 
 int rlock_unlock(rlock *lock) {
-    rlock__guard g;
-    int status = rlock__enter_lock(&g, lock);
-    if (status != RLOCK_OK)
-        return status;
-    rlock__owner owner = calling_thread();
-    return rlock__leave_status(&g, rlock__release(lock, &owner));
+    return unlock_call(lock, RLOCK__CALLING_THREAD);
+}
+
+int rlock_unlock_as(rlock *lock, uint64_t owner) {
+    int status = check_owner(owner);
+    return status != RLOCK_OK ? status : unlock_call(lock, owner);
 }
 
 int rlock_force_unlock(rlock *lock) {
@@ -65,50 +127,72 @@ int rlock_force_unlock(rlock *lock) {
     return rlock__leave_status(&g, lock->kind->force_unlock(lock));
 }
 
-/* Asks the lock's kind a read-only question about the calling thread's view. */
-static int ask(rlock *lock, int question, long long *value) {
+/*
+ * Asks the lock's kind a read-only question about owner's view. A query is
+ * not registered as the owner's call: it changes nothing, so it may run
+ * beside the owner's lock or unlock.
+ */
+static int ask(rlock *lock, uint64_t owner_id, int question, long long *value) {
     rlock__guard g;
     int status = rlock__enter_lock(&g, lock);
     if (status != RLOCK_OK)
         return status;
-    rlock__owner owner = calling_thread();
+    rlock__owner owner = owner_of(owner_id);
     return rlock__leave_status(&g, lock->kind->ask(lock, question, &owner, value));
 }
 
 int rlock_is_locked(rlock *lock) {
     long long fields = 0;
-    int status = ask(lock, RLOCK__ASK_LOCKED, &fields);
+    int status = ask(lock, RLOCK__CALLING_THREAD, RLOCK__ASK_LOCKED, &fields);
     return status != RLOCK_OK ? status : fields > 0;
 }
 
-int rlock_is_held_by_current_thread(rlock *lock) {
+static int is_held(rlock *lock, uint64_t owner_id) {
     rlock__guard g;
     long long held = 0;
     int status = rlock__enter_lock(&g, lock);
     if (status != RLOCK_OK)
         return status;
-    rlock__owner owner = calling_thread();
+    rlock__owner owner = owner_of(owner_id);
     int known = rlock__known_not_held(lock, &owner);
     rlock__leave(&g);
     if (known)
         return 0;
-    status = ask(lock, RLOCK__ASK_HELD, &held);
+    status = ask(lock, owner_id, RLOCK__ASK_HELD, &held);
     return status != RLOCK_OK ? status : held != 0;
 }
 
-int rlock_hold_count(rlock *lock) {
+int rlock_is_held_by_current_thread(rlock *lock) {
+    return is_held(lock, RLOCK__CALLING_THREAD);
+}
+
+int rlock_is_held_by(rlock *lock, uint64_t owner) {
+    int status = check_owner(owner);
+    return status != RLOCK_OK ? status : is_held(lock, owner);
+}
+
+static int hold_count(rlock *lock, uint64_t owner) {
     long long count = 0;
-    int status = ask(lock, RLOCK__ASK_COUNT, &count);
+    int status = ask(lock, owner, RLOCK__ASK_COUNT, &count);
     if (status != RLOCK_OK)
         return status;
     return count > INT_MAX ? INT_MAX : (int)count;
+}
+
+int rlock_hold_count(rlock *lock) {
+    return hold_count(lock, RLOCK__CALLING_THREAD);
+}
+
+int rlock_hold_count_as(rlock *lock, uint64_t owner) {
+    int status = check_owner(owner);
+    return status != RLOCK_OK ? status : hold_count(lock, owner);
 }
 
 int rlock_remain_ttl(rlock *lock, long long *ttl_ms) {
     long long ttl = 0;
     if (ttl_ms == NULL)
         return RLOCK_EINVAL;
-    int status = ask(lock, RLOCK__ASK_TTL, &ttl);
+    int status = ask(lock, RLOCK__CALLING_THREAD, RLOCK__ASK_TTL, &ttl);
     if (status == RLOCK_OK)
         *ttl_ms = ttl;
     return status;

@@ -124,6 +124,8 @@ void rlock__error_restore(const rlock__error_detail *saved);
 
 /* The calling thread's id: unique for the life of the process, never 0. */
 uint64_t rlock__thread_id(void);
+/* An id for an explicit owner, from the same counter: never a thread's, never repeated. */
+uint64_t rlock__owner_id_new(void);
 /*
  * Arranges for the exit hook (below) to run with the calling thread's id
  * when it exits. Idempotent and cheap after the first call on a thread.
@@ -203,6 +205,10 @@ void rlock__events_stop(rlock__events *ev);
  */
 void rlock__event_post(rlock__events *ev, rlock_event_kind kind, const char *name,
                        size_t name_len, long long lease_left_ms, int status, const char *detail);
+/* The same for an event about one owner's hold (LOCK_LOST, RENEWAL_FAILED): event.owner. */
+void rlock__event_post_owner(rlock__events *ev, rlock_event_kind kind, const char *name,
+                             size_t name_len, uint64_t owner, long long lease_left_ms, int status,
+                             const char *detail);
 /* A connection failed: CONNECTION_LOST, once until rlock__link_up. */
 void rlock__link_down(rlock__events *ev, int status, const char *detail);
 /* A connection works: RECONNECTED if the link was down. Cheap when it was not. */

@@ -32,6 +32,12 @@ static int wanted(const rlock__settings *s, rlock_event_kind kind) {
 
 void rlock__event_post(rlock__events *ev, rlock_event_kind kind, const char *name,
                        size_t name_len, long long lease_left_ms, int status, const char *detail) {
+    rlock__event_post_owner(ev, kind, name, name_len, 0, lease_left_ms, status, detail);
+}
+
+void rlock__event_post_owner(rlock__events *ev, rlock_event_kind kind, const char *name,
+                             size_t name_len, uint64_t owner, long long lease_left_ms, int status,
+                             const char *detail) {
     if (!ev->worker.started || !wanted(ev->settings, kind))
         return;
     if (detail == NULL)
@@ -42,7 +48,8 @@ void rlock__event_post(rlock__events *ev, rlock_event_kind kind, const char *nam
         return; /* out of memory: the event is dropped, never the caller's work */
     char *text = item->text;
     item->next = NULL;
-    item->event = (rlock_event){.kind = kind, .lease_left_ms = lease_left_ms, .status = status};
+    item->event = (rlock_event){.kind = kind, .lease_left_ms = lease_left_ms, .status = status,
+                                .owner = owner};
     if (name != NULL) {
         memcpy(text, name, name_len);
         text[name_len] = '\0';

@@ -3,7 +3,9 @@
  *
  * Ids: each thread gets a number from a process-wide counter the first time
  * it asks. Numbers are never reused (unlike kernel tids or pthread_t), so a
- * new thread can never inherit a dead thread's hold in Redis.
+ * new thread can never inherit a dead thread's hold in Redis. Explicit
+ * owners (rlock_owner_new) draw from the same counter, so an owner id is
+ * never a thread's id either.
  *
  * Thread exit: a thread that takes a lock arms a pthread key whose
  * destructor calls the exit hook the client layer set (it drops the
@@ -15,7 +17,7 @@
  */
 #include "core.h"
 
-static atomic_ullong next_thread_id;
+static atomic_ullong next_owner_id;
 static _Thread_local uint64_t current_thread_id;
 static _Thread_local int exit_watch_armed;
 
@@ -24,9 +26,13 @@ static pthread_key_t exit_key;
 static int exit_key_status;
 static void (*_Atomic exit_hook)(uint64_t thread_id);
 
+uint64_t rlock__owner_id_new(void) {
+    return atomic_fetch_add(&next_owner_id, 1) + 1;
+}
+
 uint64_t rlock__thread_id(void) {
     if (current_thread_id == 0)
-        current_thread_id = atomic_fetch_add(&next_thread_id, 1) + 1;
+        current_thread_id = rlock__owner_id_new();
     return current_thread_id;
 }
 

@@ -19,9 +19,10 @@
 /* ---- owners ----------------------------------------------------------------- */
 
 /*
- * Whose hold it is. Today the calling thread (is_thread, id from
- * rlock__thread_id); an explicit owner id given by the application later
- * (event loops), which must not take the thread-exit path.
+ * Whose hold it is: the calling thread (is_thread, id from
+ * rlock__thread_id), or an explicit owner id the application gave (the _as
+ * calls: event loops, holds handed between threads), which never takes the
+ * thread-exit path. The engine keys everything by id alone.
  */
 typedef struct rlock__owner {
     uint64_t id;
@@ -234,6 +235,8 @@ struct rlock__waiter {
                                    waiter reads the reply */
     int64_t sent_ms;            /* when that attempt, or a granted hand-off's transfer,
                                    was sent: the start of the waiter's lease */
+    long long token;            /* a granted hand-off's fencing token (fenced lock), else 0;
+                                   written by settle, read by the waiter once granted */
 };
 
 /* An open offer, held by the releasing thread until it settles it. */
@@ -241,6 +244,8 @@ typedef struct rlock__offer {
     rlock__waiter *waiter;      /* stays valid (it cannot leave) until settled */
     rlock__owner owner;         /* copies of the waiter's owner and lease_ms */
     long long lease_ms;
+    long long token;            /* the releasing thread's, before settling: the fencing
+                                   token the transfer gave the waiter (fenced lock), else 0 */
 } rlock__offer;
 
 /* ---- the engine: what the lock kinds are given ---------------------------------- */

@@ -220,6 +220,7 @@ int rlock__wait_offer(rlock__engine *e, const char *channel, size_t channel_len,
     offer->waiter = w;
     offer->owner = w->owner;
     offer->lease_ms = w->lease_ms;
+    offer->token = 0;
     offered = 1;
 out:
     pthread_mutex_unlock(&ps->worker.mutex);
@@ -230,6 +231,7 @@ void rlock__wait_settle(rlock__engine *e, const rlock__offer *offer, int granted
     pthread_mutex_lock(&e->waiters.worker.mutex);
     offer->waiter->handoff = granted ? RLOCK__HANDOFF_GRANTED : RLOCK__HANDOFF_DECLINED;
     offer->waiter->sent_ms = sent_ms;
+    offer->waiter->token = granted ? offer->token : 0;
     pthread_cond_signal(&offer->waiter->wakeup);
     pthread_mutex_unlock(&e->waiters.worker.mutex);
 }

@@ -253,8 +253,8 @@ static int build_pass(rlock__engine *e, round_buffers *b, const rlock__renewal *
 
 static void report_lost(rlock__engine *e, const rlock__renewal *r, int64_t now_ms, int status,
                         const char *detail) {
-    rlock__event_post(e->events, RLOCK_EVENT_LOCK_LOST, r->name, r->name_len, r->expires_ms - now_ms,
-                      status, detail);
+    rlock__event_post_owner(e->events, RLOCK_EVENT_LOCK_LOST, r->name, r->name_len, r->owner,
+                            r->expires_ms - now_ms, status, detail);
 }
 
 /*
@@ -309,8 +309,9 @@ static void report_failed_round(rlock__engine *e, const rlock__renewal *r, size_
     if (n <= RENEWAL_EVENTS_MAX) {
         for (size_t i = 0; i < n; i++)
             if (r[i].expires_ms > now) /* else lost, and the sweep says so now */
-                rlock__event_post(e->events, RLOCK_EVENT_RENEWAL_FAILED, r[i].name, r[i].name_len,
-                                  r[i].expires_ms - now, status, detail);
+                rlock__event_post_owner(e->events, RLOCK_EVENT_RENEWAL_FAILED, r[i].name,
+                                        r[i].name_len, r[i].owner, r[i].expires_ms - now, status,
+                                        detail);
         return;
     }
     int64_t earliest = r[0].expires_ms;

@@ -40,12 +40,27 @@ long long rlock__lease_ttl(const rlock *lock, long long lease_ms) {
                                             : lease_ms;
 }
 
-int rlock__lost(const rlock *lock, int report, long long lease_left_ms, const char *how) {
+const char *rlock__owner_words(const rlock__owner *owner, char *buf) {
+    if (owner->is_thread)
+        return "the calling thread";
+    memcpy(buf, "owner ", 6);
+    buf[6 + rlock__fmt_u64(buf + 6, owner->id)] = '\0';
+    return buf;
+}
+
+void rlock__report_lost(const rlock *lock, const rlock__owner *owner, long long lease_left_ms,
+                        const char *how) {
+    rlock__event_post_owner(lock->engine->events, RLOCK_EVENT_LOCK_LOST, lock->name,
+                            lock->name_len, owner->id, lease_left_ms, RLOCK_ELOST, how);
+}
+
+int rlock__lost(const rlock *lock, const rlock__owner *owner, int report, long long lease_left_ms,
+                const char *how) {
+    char words[32];
     if (report)
-        rlock__event_post(lock->engine->events, RLOCK_EVENT_LOCK_LOST, lock->name,
-                          lock->name_len, lease_left_ms, RLOCK_ELOST, how);
-    return rlock__fail(RLOCK_ELOST, 0, "lock '%.200s': %s; the calling thread holds nothing now",
-                       lock->name, how);
+        rlock__report_lost(lock, owner, lease_left_ms, how);
+    return rlock__fail(RLOCK_ELOST, 0, "lock '%.200s': %s; %s holds nothing now", lock->name, how,
+                       rlock__owner_words(owner, words));
 }
 
 /*
@@ -63,7 +78,7 @@ static int hold_before_acquire(rlock *lock, const rlock__owner *owner, rlock__ho
         return RLOCK_OK;
     }
     rlock__holds_forget(holds, lock->name, lock->name_len, owner->id);
-    return rlock__lost(lock, info->report, info->lease_left_ms,
+    return rlock__lost(lock, owner, info->report, info->lease_left_ms,
                        info->report ? "its lease ran out with no renewal confirmed"
                                     : "its hold was lost earlier (reported then)");
 }
@@ -112,7 +127,7 @@ static int check_stale(rlock *lock, const rlock__owner *owner, const rlock__hold
         return RLOCK_OK;
     int report = rlock__holds_found_gone(&lock->engine->holds, lock->name, lock->name_len,
                                          owner->id, &lease_left, rlock__now_ms());
-    return rlock__lost(lock, report, lease_left, "its hold is gone from Redis");
+    return rlock__lost(lock, owner, report, lease_left, "its hold is gone from Redis");
 }
 
 /* Records a confirmed acquisition of count holds, sent at sent_ms. */
@@ -156,12 +171,14 @@ static int watch_owner(const rlock__owner *owner) {
 
 /*
  * One acquisition attempt for owner. RLOCK_OK when it holds the lock (the
- * holds table updated, renewal registered for watchdog locks), RLOCK_BUSY
- * with *ttl_ms (the holder's PTTL) when another owner holds it, RLOCK_ELOST
- * when the owner's own hold was lost (nothing acquired), or an error.
+ * holds table updated, renewal registered for watchdog locks; *token set
+ * for a fenced lock), RLOCK_BUSY with *ttl_ms (the holder's PTTL) when
+ * another owner holds it, RLOCK_ELOST when the owner's own hold was lost
+ * (nothing acquired), or an error.
  */
 static int acquire_once(rlock *lock, const rlock__owner *owner, long long lease_ms,
-                        long long wait_ms, int64_t deadline_ms, long long *ttl_ms) {
+                        long long wait_ms, int64_t deadline_ms, long long *ttl_ms,
+                        long long *token) {
     rlock__attempt answer = {.outcome = RLOCK__ATTEMPT_STALE};
     rlock__hold_info info;
     rlock__hold *spare = rlock__holds_spare(lock->name, lock->name_len);
@@ -182,9 +199,10 @@ static int acquire_once(rlock *lock, const rlock__owner *owner, long long lease_
             status = check_stale(lock, owner, &info, expected, answer.value, deadline_ms,
                                  &expected);
     }
-    if (status == RLOCK_OK && answer.outcome == RLOCK__ATTEMPT_HELD)
+    if (status == RLOCK_OK && answer.outcome == RLOCK__ATTEMPT_HELD) {
         record_hold(lock, owner, lease_ms, answer.value, sent_ms, &spare);
-    else if (status == RLOCK_OK && answer.outcome == RLOCK__ATTEMPT_BUSY)
+        *token = answer.token;
+    } else if (status == RLOCK_OK && answer.outcome == RLOCK__ATTEMPT_BUSY)
         status = RLOCK_BUSY;
     else if (status == RLOCK_OK)
         status = rlock__fail(RLOCK_EREDIS, 0, "lock '%.200s': the attempt kept finding a stale "
@@ -200,6 +218,7 @@ typedef struct waiting {
     rlock__waiter waiter;
     rlock__hold *spare;         /* owned: records a handed-over hold without allocating */
     long long wait_ms;          /* the acquire's wait (the kind's queue keeps it) */
+    long long *token;           /* where the acquisition's token goes (the caller's) */
     int cancelled;              /* set until the retries return: the cleanup runs on cancel */
 } waiting;
 
@@ -238,9 +257,10 @@ static int64_t sleep_until(long long ttl_ms, int64_t deadline_ms) {
     return wake < deadline_ms ? wake : deadline_ms;
 }
 
-/* Records a hold the waiter got without an attempt of its own. */
-static int took_over(waiting *w, long long count, int64_t sent_ms) {
+/* Records a hold the waiter got without an attempt of its own (its token: a fenced lock's). */
+static int took_over(waiting *w, long long count, int64_t sent_ms, long long token) {
     record_hold(w->lock, &w->waiter.owner, w->waiter.lease_ms, count, sent_ms, &w->spare);
+    *w->token = token;
     return RLOCK_OK;
 }
 
@@ -265,18 +285,18 @@ static int retry_until_acquired(const rlock__call *call, waiting *w, int queued,
         if (attempt) {
             epoch = rlock__wait_epoch(e, &w->waiter);
             status = acquire_once(lock, &w->waiter.owner, w->waiter.lease_ms, w->wait_ms,
-                                  deadline_ms, &ttl_ms);
+                                  deadline_ms, &ttl_ms, w->token);
         }
         if (status != RLOCK_BUSY || rlock__now_ms() >= deadline_ms)
             return status;
         status = rlock__wait_sleep(e, &w->waiter, epoch, sleep_until(ttl_ms, deadline_ms),
                                    call->cancel_state, &granted, &ahead, &sent_ms);
         if (granted)
-            return took_over(w, 1, sent_ms);
+            return took_over(w, 1, sent_ms, w->waiter.token);
         attempt = 1;
         if (ahead != NULL && lock->kind->read_ahead(lock, ahead, &answer) == RLOCK_OK) {
             if (answer.outcome == RLOCK__ATTEMPT_HELD)
-                return took_over(w, answer.value, sent_ms);
+                return took_over(w, answer.value, sent_ms, answer.token);
             ttl_ms = answer.value; /* busy: that answer was this round's attempt */
             attempt = 0;
         }
@@ -293,11 +313,11 @@ static int retry_until_acquired(const rlock__call *call, waiting *w, int queued,
  */
 static int wait_and_acquire(const rlock__call *call, rlock *lock, const rlock__owner *owner,
                             long long wait_ms, long long lease_ms, int queued,
-                            int64_t deadline_ms) {
+                            int64_t deadline_ms, long long *token) {
     waiting w = {.lock = lock,
                  .waiter = {.owner = *owner, .lease_ms = lease_ms, .name = lock->name,
                             .name_len = lock->name_len, .ops = lock->kind->wait, .lock = lock},
-                 .wait_ms = wait_ms, .cancelled = 1};
+                 .wait_ms = wait_ms, .token = token, .cancelled = 1};
     char *own_channel = NULL;
     const char *channel = lock->channel;
     size_t channel_len = lock->channel_len;
@@ -343,19 +363,21 @@ static int should_queue(rlock *lock, long long wait_ms, const rlock__owner *owne
 int rlock__acquire(rlock *lock, const rlock__owner *owner, long long wait_ms, long long lease_ms,
                    const rlock__call *call) {
     rlock__hold_info info;
-    long long ttl_ms;
+    long long ttl_ms, token = 0;
     int64_t deadline_ms = rlock__deadline_after(wait_ms);
     /* A lost hold is told before anything else: queueing could hand us the lock. */
     int status = hold_before_acquire(lock, owner, &info);
     if (status != RLOCK_OK)
         return status; /* told: RLOCK_ELOST */
     if (should_queue(lock, wait_ms, owner)) {
-        status = wait_and_acquire(call, lock, owner, wait_ms, lease_ms, 1, deadline_ms);
+        status = wait_and_acquire(call, lock, owner, wait_ms, lease_ms, 1, deadline_ms, &token);
     } else {
-        status = acquire_once(lock, owner, lease_ms, wait_ms, deadline_ms, &ttl_ms);
+        status = acquire_once(lock, owner, lease_ms, wait_ms, deadline_ms, &ttl_ms, &token);
         if (status == RLOCK_BUSY && wait_ms != 0)
-            status = wait_and_acquire(call, lock, owner, wait_ms, lease_ms, 0, deadline_ms);
+            status = wait_and_acquire(call, lock, owner, wait_ms, lease_ms, 0, deadline_ms, &token);
     }
+    if (status == RLOCK_OK && call->token != NULL)
+        *call->token = token;
     /* An attempt that may have queued us in the kind's queue: a waiter that gives up leaves it. */
     if (status != RLOCK_OK && wait_ms != 0 && lock->kind->give_up != NULL)
         lock->kind->give_up(lock, owner, wait_ms);

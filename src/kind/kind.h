@@ -8,14 +8,17 @@
  * renewal script and how its waiters are woken. The generic parts (waiting,
  * re-basing a stale hold count, telling a lost hold, in-process hand-offs)
  * are written once (acquire.c, release.c) over that table. The reentrant
- * lock (reentrant.c) is the first kind, the fair lock (fair.c) the second;
- * Redisson's read-write and fenced locks plug in as further tables.
+ * lock (reentrant.c) is the first kind, the fair lock (fair.c) the second,
+ * the fenced lock (reentrant.c too: the reentrant lock plus a token
+ * counter) the third.
  *
  *   layout.c         Redisson's names: the channel of a lock, the owner field
  *   reentrant_lua.c  the reentrant lock's Lua scripts (the script table)
  *   reentrant.c      the reentrant kind
  *   fair_lua.c       the fair lock's Lua scripts
  *   fair.c           the fair kind (FIFO queue in Redis, a channel per waiter)
+ *   fence.c          the fenced lock's token, and the resource helper (FENCED_SET)
+ *   fence_lua.c      FENCED_SET's Lua
  *   acquire.c        lock / try_lock: attempts, waiting, hand-offs received
  *   release.c        unlock (hand-offs given), force unlock, queries
  *
@@ -47,6 +50,8 @@ struct rlock {
     size_t queue_len;
     char *timeouts;             /* fair lock: owned "redisson_lock_timeout:{name}"; else NULL */
     size_t timeouts_len;
+    char *token_key;            /* fenced lock: owned "redisson_lock_token:{name}"; else NULL */
+    size_t token_key_len;
 };
 
 /* ---- layout.c: Redisson's names ----------------------------------------------- */
@@ -79,6 +84,7 @@ enum {
 typedef struct rlock__attempt {
     int outcome;                /* RLOCK__ATTEMPT_* */
     long long value;
+    long long token;            /* HELD on a fenced lock: the acquisition's token; else 0 */
 } rlock__attempt;
 
 /* A release's outcome (rlock__kind.release / .transfer). */
@@ -88,6 +94,7 @@ typedef struct rlock__released {
     int gone;                   /* the owner's field was not there */
     int granted;                /* transfer: the waiter now holds the lock */
     int64_t sent_ms;            /* transfer: when it was sent */
+    long long token;            /* transfer granted on a fenced lock: the waiter's token */
 } rlock__released;
 
 /* The read-only questions. */
@@ -148,6 +155,12 @@ extern const rlock__kind rlock__reentrant;
 /* fair.c: Redisson's RedissonFairLock (getFairLock). */
 extern const rlock__kind rlock__fair;
 /*
+ * reentrant.c: Redisson's RedissonFencedLock (getFencedLock): the reentrant
+ * lock whose ACQUIRE and TRANSFER also INCR lock->token_key and answer the
+ * token (the scripts take the counter as an optional KEYS[2]).
+ */
+extern const rlock__kind rlock__fenced;
+/*
  * reentrant.c, shared with the fair kind (same hash, same answers): the
  * read-only questions, an attempt's reply (ACQUIRE's and FAIR_ACQUIRE's), a
  * reply read ahead, and the release (RELEASE, or FAIR_RELEASE when
@@ -170,12 +183,15 @@ enum {
     RLOCK__SCRIPT_FAIR_RELEASE,
     RLOCK__SCRIPT_FAIR_LEAVE,
     RLOCK__SCRIPT_FAIR_FORCE_UNLOCK,
+    RLOCK__SCRIPT_FENCED_SET,
     RLOCK__SCRIPT_COUNT
 };
 extern const rlock__script rlock__scripts[RLOCK__SCRIPT_COUNT];
 /* fair_lua.c: the fair lock's scripts (entries of rlock__scripts). */
 extern const char rlock__fair_acquire_lua[], rlock__fair_release_lua[], rlock__fair_leave_lua[],
     rlock__fair_force_unlock_lua[];
+/* fence_lua.c: the resource helper's script (an entry of rlock__scripts). */
+extern const char rlock__fenced_set_lua[];
 /* The Lua text of a script (the bench baseline runs the very same). */
 const char *rlock__script_body(int script);
 
@@ -184,11 +200,17 @@ const char *rlock__script_body(int script);
 /* The lease a lock's TTL is set to: lease_ms, or the watchdog timeout. */
 long long rlock__lease_ttl(const rlock *lock, long long lease_ms);
 
-/* How a blocked acquire is cancelled: the caller's cancel state and its cleanup. */
+/*
+ * What an acquire is given by its public call: how a blocked acquire is
+ * cancelled (the caller's cancel state and its cleanup), and where a fenced
+ * lock's token goes.
+ */
 typedef struct rlock__call {
     int cancel_state;           /* the caller's; the sleep is a cancellation point if ENABLE */
     void (*on_cancel)(void *arg); /* runs if the thread is cancelled while it sleeps */
     void *arg;
+    long long *token;           /* on RLOCK_OK, the acquisition's token (0 unless fenced);
+                                   NULL: not wanted */
 } rlock__call;
 
 /*
@@ -210,6 +232,25 @@ int rlock__known_not_held(rlock *lock, const rlock__owner *owner);
  * Tells owner's loss of lock: one LOCK_LOST event (and on_lock_lost) when
  * report is set, and RLOCK_ELOST with `how` in the message.
  */
-int rlock__lost(const rlock *lock, int report, long long lease_left_ms, const char *how);
+int rlock__lost(const rlock *lock, const rlock__owner *owner, int report, long long lease_left_ms,
+                const char *how);
+/* The LOCK_LOST event (and on_lock_lost) for owner's hold of lock. */
+void rlock__report_lost(const rlock *lock, const rlock__owner *owner, long long lease_left_ms,
+                        const char *how);
+/* "the calling thread" or "owner <id>", for messages; buf holds 32 bytes. */
+const char *rlock__owner_words(const rlock__owner *owner, char *buf);
+
+/* ---- fence.c: the fenced lock's token, the resource helper ------------------------ */
+
+/* A token as the scripts answer it: a decimal string or integer (nil: 0). */
+int rlock__read_token(const redisReply *reply, long long *token);
+/* GET of lock->token_key: the last token handed out (0: none yet). */
+int rlock__fence_token(const rlock *lock, long long *token);
+/*
+ * FENCED_SET: key = value if token >= the highest token in fence_key, which
+ * then records it. RLOCK_OK, RLOCK_ESTALE (nothing written) or an error.
+ */
+int rlock__fenced_set(rlock__net *net, const char *key, size_t key_len, const char *fence_key,
+                      size_t fence_key_len, long long token, const char *value, size_t len);
 
 #endif /* RLOCK_KIND_H */

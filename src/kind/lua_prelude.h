@@ -32,10 +32,18 @@
     "  return redis.error_reply('NOTALOCK the hash ' .. key .. ' has no TTL or a field that is '" \
     " .. 'not <id>:<thread>: not a lock, left untouched')\n"                                      \
     "end\n"                                                                                       \
+    REFUSED_LUA
+
+/*
+ * refused(command, args...): nil if the ACL lets the caller run it, else the
+ * NOPERM error to return before the script's first write. Also for scripts
+ * that write no lock (fence_lua.c).
+ */
+#define REFUSED_LUA                                                                               \
     "local function refused(...)\n"                                                               \
     "  if redis.acl_check_cmd == nil or redis.acl_check_cmd(...) then return nil end\n"           \
     "  return redis.error_reply('NOPERM this user has no permissions to run ' .. select(1, ...)\n" \
-    "    .. ' on the lock (rlock checked before changing anything)')\n"                           \
+    "    .. ' on ' .. select(2, ...) .. ' (rlock checked before changing anything)')\n"           \
     "end\n"
 
 /*

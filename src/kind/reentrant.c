@@ -7,6 +7,11 @@
  *
  *   lock key   <name>  HASH  "<client uuid>:<owner>" -> hold count; PEXPIRE = lease
  *   channel    redisson_lock__channel:{<name>}   "0" published when freed
+ *   counter    redisson_lock_token:{<name>}      fenced lock only: INCR per acquisition
+ *
+ * The fenced lock (Redisson's RedissonFencedLock) is this kind plus the
+ * counter: the same functions, which pass lock->token_key to ACQUIRE and
+ * TRANSFER when it is set and read the token they answer.
  *
  * Threads: application threads; send_ahead on the subscriber thread (with
  * the waiters' mutex held: it only writes on an idle connection).
@@ -16,14 +21,17 @@
 
 #include "kind.h"
 
-/* ACQUIRE's answers: {1, count}, {0, pttl} or {2, true count}. */
+/* ACQUIRE's answers: {1, count}, {0, pttl} or {2, true count}; fenced: {1, count, token}. */
 enum { ACQUIRE_BUSY = 0, ACQUIRE_HELD = 1, ACQUIRE_STALE = 2 };
 
 int rlock__read_attempt(const redisReply *reply, void *arg) {
     rlock__attempt *answer = arg;
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 || reply->elements > 3 ||
         reply->element[0]->type != REDIS_REPLY_INTEGER ||
         reply->element[1]->type != REDIS_REPLY_INTEGER)
+        return RLOCK_EREDIS;
+    answer->token = 0;
+    if (reply->elements == 3 && rlock__read_token(reply->element[2], &answer->token) != RLOCK_OK)
         return RLOCK_EREDIS;
     switch (reply->element[0]->integer) {
     case ACQUIRE_BUSY: answer->outcome = RLOCK__ATTEMPT_BUSY; break;
@@ -38,23 +46,33 @@ int rlock__read_attempt(const redisReply *reply, void *arg) {
 /* An ACQUIRE command with its argument strings. */
 typedef struct acquire_cmd {
     char lease[24], owner[RLOCK__OWNER_MAX], expected[24];
-    const char *argv[4];
-    size_t argvlen[4];
+    const char *argv[5];
+    size_t argvlen[5];
     rlock__cmd cmd;
 } acquire_cmd;
 
+/* The keys of ACQUIRE and TRANSFER: the name, and a fenced lock's counter. */
+static int lock_keys(const rlock *lock, const char **argv, size_t *argvlen) {
+    argv[0] = lock->name;
+    argvlen[0] = lock->name_len;
+    if (lock->token_key == NULL)
+        return 1;
+    argv[1] = lock->token_key;
+    argvlen[1] = lock->token_key_len;
+    return 2;
+}
+
 static void acquire_cmd_init(acquire_cmd *a, const rlock *lock, uint64_t owner,
                              long long lease_ms, long long expected) {
-    a->argv[0] = lock->name;
-    a->argvlen[0] = lock->name_len;
-    a->argv[1] = a->lease;
-    a->argvlen[1] = rlock__fmt_i64(a->lease, lease_ms);
-    a->argv[2] = a->owner;
-    a->argvlen[2] = rlock__owner_field(lock->client_id, owner, a->owner);
-    a->argv[3] = a->expected;
-    a->argvlen[3] = rlock__fmt_i64(a->expected, expected);
-    a->cmd = (rlock__cmd){.script = RLOCK__SCRIPT_ACQUIRE, .flags = RLOCK__CMD_WRITE, .argc = 4,
-                          .nkeys = 1, .argv = a->argv, .argvlen = a->argvlen};
+    int k = lock_keys(lock, a->argv, a->argvlen);
+    a->argv[k] = a->lease;
+    a->argvlen[k] = rlock__fmt_i64(a->lease, lease_ms);
+    a->argv[k + 1] = a->owner;
+    a->argvlen[k + 1] = rlock__owner_field(lock->client_id, owner, a->owner);
+    a->argv[k + 2] = a->expected;
+    a->argvlen[k + 2] = rlock__fmt_i64(a->expected, expected);
+    a->cmd = (rlock__cmd){.script = RLOCK__SCRIPT_ACQUIRE, .flags = RLOCK__CMD_WRITE,
+                          .argc = k + 3, .nkeys = k, .argv = a->argv, .argvlen = a->argvlen};
 }
 
 static int attempt(const rlock *lock, const rlock__owner *owner, long long lease_ms,
@@ -209,25 +227,35 @@ int rlock__hash_release(const rlock *lock, const rlock__owner *owner, long long 
     return status;
 }
 
+/* TRANSFER's answers: 1 or (fenced) {1, token} moved, 0 not ours. */
 static int read_transfer(const redisReply *reply, void *arg) {
     rlock__released *out = arg;
-    if (reply->type != REDIS_REPLY_INTEGER)
+    int fenced = reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
+                 reply->element[0]->type == REDIS_REPLY_INTEGER;
+    if (reply->type != REDIS_REPLY_INTEGER && !fenced)
         return rlock__fail_reply(reply, "TRANSFER");
     out->remaining = 0;
-    out->granted = reply->integer == 1;
+    out->granted = (fenced ? reply->element[0]->integer : reply->integer) == 1;
     out->gone = !out->granted;
+    if (fenced && rlock__read_token(reply->element[1], &out->token) != RLOCK_OK)
+        return rlock__fail_reply(reply, "TRANSFER");
     return RLOCK_OK;
 }
 
 static int transfer(const rlock *lock, const rlock__owner *owner, const rlock__offer *offer,
                     rlock__released *out) {
     char from[RLOCK__OWNER_MAX], to[RLOCK__OWNER_MAX], lease[24];
-    const char *argv[] = {lock->name, from, to, lease};
-    size_t argvlen[] = {lock->name_len, rlock__owner_field(lock->client_id, owner->id, from),
-                        rlock__owner_field(lock->client_id, offer->owner.id, to),
-                        rlock__fmt_i64(lease, rlock__lease_ttl(lock, offer->lease_ms))};
-    rlock__cmd cmd = {.script = RLOCK__SCRIPT_TRANSFER, .flags = RLOCK__CMD_WRITE, .argc = 4,
-                      .nkeys = 1, .argv = argv, .argvlen = argvlen};
+    const char *argv[5];
+    size_t argvlen[5];
+    int k = lock_keys(lock, argv, argvlen);
+    argv[k] = from;
+    argvlen[k] = rlock__owner_field(lock->client_id, owner->id, from);
+    argv[k + 1] = to;
+    argvlen[k + 1] = rlock__owner_field(lock->client_id, offer->owner.id, to);
+    argv[k + 2] = lease;
+    argvlen[k + 2] = rlock__fmt_i64(lease, rlock__lease_ttl(lock, offer->lease_ms));
+    rlock__cmd cmd = {.script = RLOCK__SCRIPT_TRANSFER, .flags = RLOCK__CMD_WRITE, .argc = k + 3,
+                      .nkeys = k, .argv = argv, .argvlen = argvlen};
     *out = (rlock__released){.remaining = -2, .sent_ms = rlock__now_ms()};
     int status =
         rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, read_transfer, out);
@@ -293,15 +321,13 @@ int rlock__hash_ask(const rlock *lock, int question, const rlock__owner *owner, 
 
 static const rlock__wait_ops reentrant_wait = {.send_ahead = send_ahead};
 
-const rlock__kind rlock__reentrant = {
-    .name = "reentrant",
-    .attempt = attempt,
-    .read_ahead = rlock__hash_read_ahead,
-    .release = rlock__hash_release,
-    .transfer = transfer,
-    .force_unlock = force_unlock,
-    .ask = rlock__hash_ask,
-    .wait = &reentrant_wait,
-    .renew_script = RLOCK__SCRIPT_RENEW,
-    .renew_node_script = RLOCK__SCRIPT_RENEW_NODE,
-};
+/* The table of both kinds: the functions above pass lock->token_key, which a fenced handle has. */
+#define HASH_LOCK_OPS                                                                             \
+    .attempt = attempt, .read_ahead = rlock__hash_read_ahead, .release = rlock__hash_release,     \
+    .transfer = transfer, .force_unlock = force_unlock, .ask = rlock__hash_ask,                   \
+    .wait = &reentrant_wait, .renew_script = RLOCK__SCRIPT_RENEW,                                 \
+    .renew_node_script = RLOCK__SCRIPT_RENEW_NODE
+
+const rlock__kind rlock__reentrant = {.name = "reentrant", HASH_LOCK_OPS};
+
+const rlock__kind rlock__fenced = {.name = "fenced", HASH_LOCK_OPS};

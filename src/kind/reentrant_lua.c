@@ -15,6 +15,13 @@
  * Data layout (Redisson's, so Java Redisson clients can share our locks):
  *   key   <name>            HASH  "<client uuid>:<thread id>" -> hold count; PEXPIRE = lease
  *   chan  redisson_lock__channel:{<name>}   "0" published when a lock is freed
+ *   token redisson_lock_token:{<name>}      a fenced lock's counter (RedissonFencedLock):
+ *                                           INCRed by every acquisition, no TTL
+ *
+ * The fenced lock shares ACQUIRE and TRANSFER: given the counter as KEYS[2]
+ * they INCR it with every acquisition they make (a re-send that finds its
+ * acquisition done does not) and answer the counter too, as a string (a Lua
+ * number would round tokens above 2^53).
  *
  * Idempotence: a reply can be lost after the script ran (timeout, dropped
  * connection), and rlock then re-sends it. So each mutating script carries
@@ -32,11 +39,16 @@
 #include "lua_prelude.h"
 
 /*
- * ACQUIRE  KEYS[1] = name
+ * ACQUIRE  KEYS[1] = name, fenced lock: KEYS[2] = its token counter
  *          ARGV[1] = lease ms, ARGV[2] = owner field, ARGV[3] = expected count
  * -> {1, count}  the caller holds it: acquired or re-entered (Redis had the
  *                expected count), or an earlier send of this same call already
  *                applied (Redis has expected + 1); the TTL is set to the lease.
+ *                Fenced: {1, count, token}, the counter INCRed by this
+ *                acquisition (or by the earlier send: nobody else can INCR it
+ *                while the caller holds the lock). INCR is the first write,
+ *                so a counter that is not an integer fails with nothing
+ *                changed.
  *    {0, pttl}   another owner holds it.
  *    {2, count}  the caller's expected count is stale (its hold was lost, or
  *                an earlier call's outcome is unknown): nothing changed; the
@@ -58,12 +70,15 @@ static const char acquire_lua[] =
     "local expected = tonumber(ARGV[3])\n"
     "if count == expected then\n"
     "  local no = refused('pexpire', KEYS[1], ARGV[1])\n"
+    "    or (KEYS[2] and refused('hincrby', KEYS[1], ARGV[2], '1'))\n"
     "  if no then return no end\n"
+    "  if KEYS[2] then redis.call('incr', KEYS[2]) end\n"
     "  count = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "elseif count ~= expected + 1 then\n"
     "  return {2, count}\n"
     "end\n"
     "redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "if KEYS[2] then return {1, count, redis.call('get', KEYS[2])} end\n"
     "return {1, count}\n";
 
 /*
@@ -93,7 +108,7 @@ static const char release_lua[] =
     "return 0\n";
 
 /*
- * TRANSFER KEYS[1] = name
+ * TRANSFER KEYS[1] = name, fenced lock: KEYS[2] = its token counter
  *          ARGV[1] = releasing owner field, ARGV[2] = receiving owner field,
  *          ARGV[3] = the receiver's lease ms
  * The in-process hand-off: the releasing owner's last hold becomes the
@@ -104,6 +119,8 @@ static const char release_lua[] =
  *       the releaser none: the receiver cannot have acted on it yet, it is
  *       still waiting for this reply).
  *    0  the releasing owner holds nothing: nothing changed.
+ *    Fenced: {1, token} instead of 1 -- the receiver's acquisition INCRs the
+ *    counter (first write), a re-send answers it as it is.
  *    As for RELEASE, more holds than the caller believes (a lost acquisition
  *    of its own) are given up with the rest.
  * The receiver's field is written before the releaser's goes, so the key
@@ -112,18 +129,23 @@ static const char release_lua[] =
  */
 static const char transfer_lua[] =
     PRELUDE_LUA
+    "local function moved()\n"
+    "  if KEYS[2] then return {1, redis.call('get', KEYS[2])} end\n"
+    "  return 1\n"
+    "end\n"
     "if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then\n"
     "  if redis.call('hget', KEYS[1], ARGV[2]) == '1' then\n"
-    "    return 1\n"
+    "    return moved()\n"
     "  end\n"
     "  return 0\n"
     "end\n"
     "local no = refused('hset', KEYS[1], ARGV[2], '1') or refused('pexpire', KEYS[1], ARGV[3])\n"
     "if no then return no end\n"
+    "if KEYS[2] then redis.call('incr', KEYS[2]) end\n"
     "redis.call('hset', KEYS[1], ARGV[2], 1)\n"
     "redis.call('hdel', KEYS[1], ARGV[1])\n"
     "redis.call('pexpire', KEYS[1], ARGV[3])\n"
-    "return 1\n";
+    "return moved()\n";
 
 /*
  * RENEW    KEYS = names, ARGV[1] = lease ms, ARGV[1 + i] = owner field of KEYS[i]
@@ -206,6 +228,7 @@ const rlock__script rlock__scripts[RLOCK__SCRIPT_COUNT] = {
     [RLOCK__SCRIPT_FAIR_RELEASE] = {"FAIR_RELEASE", rlock__fair_release_lua},
     [RLOCK__SCRIPT_FAIR_LEAVE] = {"FAIR_LEAVE", rlock__fair_leave_lua},
     [RLOCK__SCRIPT_FAIR_FORCE_UNLOCK] = {"FAIR_FORCE_UNLOCK", rlock__fair_force_unlock_lua},
+    [RLOCK__SCRIPT_FENCED_SET] = {"FENCED_SET", rlock__fenced_set_lua},
 };
 
 const char *rlock__script_body(int script) {

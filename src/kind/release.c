@@ -19,15 +19,15 @@
  * this unlock (count >= 2); for its last hold the owner holds nothing, as
  * it wanted: RLOCK_ENOTOWNER.
  */
-static int unlock_lost(const rlock *lock, int report, long long count, long long lease_left_ms,
-                       const char *how) {
+static int unlock_lost(const rlock *lock, const rlock__owner *owner, int report, long long count,
+                       long long lease_left_ms, const char *how) {
+    char words[32];
     if (count >= 2)
-        return rlock__lost(lock, report, lease_left_ms, how);
+        return rlock__lost(lock, owner, report, lease_left_ms, how);
     if (report)
-        rlock__event_post(lock->engine->events, RLOCK_EVENT_LOCK_LOST, lock->name,
-                          lock->name_len, lease_left_ms, RLOCK_ELOST, how);
-    return rlock__fail(RLOCK_ENOTOWNER, 0, "lock '%.200s': not held by the calling thread (%s)",
-                       lock->name, how);
+        rlock__report_lost(lock, owner, lease_left_ms, how);
+    return rlock__fail(RLOCK_ENOTOWNER, 0, "lock '%.200s': not held by %s (%s)", lock->name,
+                       rlock__owner_words(owner, words), how);
 }
 
 /*
@@ -47,7 +47,7 @@ static int hold_before_release(rlock *lock, const rlock__owner *owner, long long
     if (state != RLOCK__HOLD_LOST)
         return RLOCK_OK;
     rlock__holds_forget(holds, lock->name, lock->name_len, owner->id);
-    return unlock_lost(lock, info.report, info.count, info.lease_left_ms,
+    return unlock_lost(lock, owner, info.report, info.count, info.lease_left_ms,
                        info.report ? "its lease ran out with no renewal confirmed"
                                    : "its hold was lost earlier (reported then)");
 }
@@ -55,12 +55,13 @@ static int hold_before_release(rlock *lock, const rlock__owner *owner, long long
 /* The unlock found the owner's field gone: a loss if it believed it held. */
 static int unlock_found_gone(rlock *lock, const rlock__owner *owner, long long expected) {
     long long lease_left = 0;
+    char words[32];
     if (expected == 0)
-        return rlock__fail(RLOCK_ENOTOWNER, 0, "lock '%.200s': not held by the calling thread",
-                           lock->name);
+        return rlock__fail(RLOCK_ENOTOWNER, 0, "lock '%.200s': not held by %s", lock->name,
+                           rlock__owner_words(owner, words));
     int report = rlock__holds_found_gone(&lock->engine->holds, lock->name, lock->name_len,
                                          owner->id, &lease_left, rlock__now_ms());
-    return unlock_lost(lock, report, expected, lease_left, "its hold is gone from Redis");
+    return unlock_lost(lock, owner, report, expected, lease_left, "its hold is gone from Redis");
 }
 
 /* Whether this unlock should hand the lock to a sleeping waiter of this client. */
@@ -88,8 +89,10 @@ int rlock__release(rlock *lock, const rlock__owner *owner) {
         status = lock->kind->release(lock, owner, expected, RLOCK__NO_DEADLINE, &out);
     rlock__holds_released(&e->holds, lock->name, lock->name_len, owner->id,
                           out.gone ? -2 : out.remaining);
-    if (offered)
+    if (offered) {
+        offer.token = out.token;
         rlock__wait_settle(e, &offer, out.granted, out.sent_ms);
+    }
     if (out.gone)
         status = unlock_found_gone(lock, owner, expected);
     return status;
@@ -100,8 +103,7 @@ int rlock__known_not_held(rlock *lock, const rlock__owner *owner) {
     int state = rlock__holds_get(&lock->engine->holds, lock->name, lock->name_len, owner->id,
                                  rlock__now_ms(), &info);
     if (state == RLOCK__HOLD_LOST && info.report)
-        rlock__event_post(lock->engine->events, RLOCK_EVENT_LOCK_LOST, lock->name,
-                          lock->name_len, info.lease_left_ms, RLOCK_ELOST,
-                          "lease ran out by the client's clock with no renewal confirmed");
+        rlock__report_lost(lock, owner, info.lease_left_ms,
+                           "lease ran out by the client's clock with no renewal confirmed");
     return state == RLOCK__HOLD_LOST || state == RLOCK__HOLD_EXPIRED;
 }

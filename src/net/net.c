@@ -195,6 +195,11 @@ int rlock__net_slot_of(const rlock__net *net, const char *key, size_t len) {
     return net->route->slotted ? rlock__key_slot(key, len) : -1;
 }
 
+int rlock__net_same_slot(const rlock__net *net, const char *a, size_t a_len, const char *b,
+                         size_t b_len) {
+    return !net->route->slotted || rlock__key_slot(a, a_len) == rlock__key_slot(b, b_len);
+}
+
 const void *rlock__net_node_of(rlock__net *net, const char *key, size_t len) {
     return net->route->ops->node_for(net->route, key, len);
 }

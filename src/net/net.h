@@ -410,6 +410,9 @@ int rlock__net_masters(rlock__net *net, rlock__node **out, int max);
 
 /* The Cluster slot of key when the route puts keys by slot; -1 otherwise. */
 int rlock__net_slot_of(const rlock__net *net, const char *key, size_t len);
+/* 1 if keys a and b can be named by one script: same slot, or no slots at all. */
+int rlock__net_same_slot(const rlock__net *net, const char *a, size_t a_len, const char *b,
+                         size_t b_len);
 /* Which node serves key now, as an identity to compare (never dereferenced above the net). */
 const void *rlock__net_node_of(rlock__net *net, const char *key, size_t len);
 

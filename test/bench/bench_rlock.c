@@ -4,6 +4,7 @@
  * file of test/bench/rlock/:
  *
  *   uncontended  lock+unlock cycles/s and latency, threads on distinct locks
+ *   fenced       a fenced lock's cycle beside a plain lock's, in one run
  *   handoff      unlock-call-to-waiter-return latency, waiter in another
  *                process or in the same process
  *   contention   P processes x T threads on one lock, GET+SET in the
@@ -108,6 +109,7 @@ static void usage(FILE *out) {
     fprintf(out,
             "usage: bench_rlock SUBCOMMAND [--url URL] [options]\n"
             "  uncontended [-t THREADS] [-d SECONDS] [-r ROUNDS] [--lease MS]\n"
+            "  fenced      [-d SECONDS] [-r ROUNDS]   fenced vs plain cycle, alternating, for d x r s\n"
             "  handoff     [-n HANDOFFS] [--same-process | --two-clients] [--fair] [--settle-us US] [--samples FILE]\n"
             "  contention  [-p PROCS] [-t THREADS] [-d SECONDS] [--monitor SECONDS] [--samples FILE]\n"
             "  herd        [-w WAITERS] [-r ROUNDS]\n"
@@ -178,6 +180,7 @@ int main(int argc, char **argv) {
         int (*run)(const options *);
     } subs[] = {{"uncontended", bench_uncontended}, {"handoff", bench_handoff},
                 {"contention", bench_contention},   {"herd", bench_herd},
+                {"fenced", bench_fenced},
                 {"watchdog", bench_watchdog},       {"memory", bench_memory}};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
         if (strcmp(sub, subs[i].name) == 0)

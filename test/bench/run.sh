@@ -142,6 +142,7 @@ run base1 "$bin/bench_baseline" --url "$url" -t 1 -d $D -r $R
 run unc1 "$bin/bench_rlock" uncontended --url "$url" -t 1 -d $D -r $R
 run base8 "$bin/bench_baseline" --url "$url" -t 8 -d $D -r $R
 run unc8 "$bin/bench_rlock" uncontended --url "$url" -t 8 -d $D -r $R
+run fen "$bin/bench_rlock" fenced --url "$url" -d $D -r $R
 run hofloor "$bin/bench_baseline" --url "$url" --handoff $N --samples "$out/handoff-floor.dat"
 run hop "$bin/bench_rlock" handoff --url "$url" -n $N --samples "$out/handoff-process.dat"
 run hot "$bin/bench_rlock" handoff --url "$url" -n $N --same-process --samples "$out/handoff-thread.dat"
@@ -214,6 +215,12 @@ row "8 threads: p50 ms" "$(get "$unc8" p50_ms)" "" ""
 row "8 threads: p99 ms" "$(get "$unc8" p99_ms)" "" ""
 row "8 threads: p99.9 ms" "$(get "$unc8" p999_ms)" "" ""
 cmd "$(cmd_of "$unc8")"
+fr=$(get "$fen" ratio)
+row "fenced lock, 1 thread: cycles/s" "$(get "$fen" fenced_ops_per_s)" "" ""
+row "fenced: plain lock cycles/s (same run)" "$(get "$fen" plain_ops_per_s)" "" ""
+row "fenced: ratio to plain cycles/s" "$fr" ">= 0.95" "$(verdict "$fr" '>=' 0.95)"
+textrow "fenced: p50 / p99 ms" "$(get "$fen" fenced_p50_ms) / $(get "$fen" fenced_p99_ms)"
+cmd "$(cmd_of "$fen")"
 
 section "3. Hand-off: unlock call -> blocked waiter's return ($(get "$hop" handoffs) hand-offs each)"
 hp50=$(get "$hop" p50_ms) hp99=$(get "$hop" p99_ms)

@@ -31,6 +31,7 @@ static void rec_on_event(const rlock_event *event, void *arg) {
         snprintf(e->name, sizeof e->name, "%s", event->name ? event->name : "");
         e->lease_left_ms = event->lease_left_ms;
         e->status = event->status;
+        e->owner = event->owner;
         e->has_detail = event->detail != NULL;
         snprintf(e->detail, sizeof e->detail, "%s", event->detail ? event->detail : "");
         e->at_ms = now;

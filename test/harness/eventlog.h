@@ -10,6 +10,7 @@
 #define RLOCK_TEST_HARNESS_EVENTLOG_H
 
 #include <pthread.h>
+#include <stdint.h>
 
 #include "rlock.h"
 
@@ -24,6 +25,7 @@ struct h_evlog_event {
     int has_detail; /* detail was not NULL */
     char detail[256];
     long long at_ms; /* h_now_ms() on arrival */
+    uint64_t owner;  /* event->owner */
 };
 
 struct h_evlog_lost {

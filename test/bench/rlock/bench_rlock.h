@@ -47,6 +47,7 @@ void put_latency(jsonw *j, const samples *s);
 
 /* The subcommands: each prints one JSON line and returns the exit status. */
 int bench_uncontended(const options *o);
+int bench_fenced(const options *o);
 int bench_handoff(const options *o);
 int bench_contention(const options *o);
 int bench_herd(const options *o);

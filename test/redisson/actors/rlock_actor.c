@@ -27,7 +27,15 @@
  *
  * Any command on a name may be prefixed with "fair": it then runs on the
  * worker's rlock_get_fair() handle of NAME (Redisson's getFairLock) instead
- * of its rlock_get() handle, e.g. "3 fair lock NAME".
+ * of its rlock_get() handle, e.g. "3 fair lock NAME". With "fenced" it runs
+ * on an rlock_get_fenced() handle (Redisson's getFencedLock): lock and
+ * trylock then use rlock_try_lock_fenced and answer the token as value, and
+ *
+ *     token NAME                rlock_fence_token        value: the counter
+ *
+ * After that prefix, "as OWNER" makes lock, trylock, unlock, held and count
+ * act for the explicit owner OWNER (rlock_lock_as, ..., rlock_hold_count_as),
+ * e.g. "2 fenced as 77 lock NAME".
  *
  * Each command is answered by one line (in completion order, which is why it
  * repeats the thread):
@@ -76,7 +84,7 @@ struct worker {
     /* This worker's lock handles, by name (handles outlive their commands so
      * that a freed handle never races the lock it names). */
     rlock *handles[MAX_HANDLES];
-    int fair[MAX_HANDLES];      /* handles[i] came from rlock_get_fair */
+    int kind[MAX_HANDLES];      /* handles[i] came from rlock_get (0), _fair (1), _fenced (2) */
     int nhandles;
 };
 
@@ -110,15 +118,19 @@ static void on_event(const rlock_event *ev, void *arg) {
         atomic_fetch_add(&lost_events, 1);
 }
 
-static rlock *handle(struct worker *w, const char *name, int fair) {
+enum { PLAIN, FAIR, FENCED };
+
+static rlock *handle(struct worker *w, const char *name, int kind) {
     rlock *l;
     for (int i = 0; i < w->nhandles; i++)
-        if (w->fair[i] == fair && strcmp(rlock_name(w->handles[i]), name) == 0)
+        if (w->kind[i] == kind && strcmp(rlock_name(w->handles[i]), name) == 0)
             return w->handles[i];
-    if (w->nhandles == MAX_HANDLES ||
-        (fair ? rlock_get_fair(client, name, &l) : rlock_get(client, name, &l)) != RLOCK_OK)
+    int rc = kind == FAIR     ? rlock_get_fair(client, name, &l)
+             : kind == FENCED ? rlock_get_fenced(client, name, &l)
+                              : rlock_get(client, name, &l);
+    if (w->nhandles == MAX_HANDLES || rc != RLOCK_OK)
         return NULL;
-    w->fair[w->nhandles] = fair;
+    w->kind[w->nhandles] = kind;
     w->handles[w->nhandles++] = l;
     return l;
 }
@@ -180,9 +192,16 @@ static void run(struct worker *w, char *rest) {
     int rc;
     rlock *l;
 
-    int fair = op != NULL && strcmp(op, "fair") == 0;
-    if (fair)
+    int kind = op == NULL ? PLAIN : strcmp(op, "fair") == 0 ? FAIR
+                                  : strcmp(op, "fenced") == 0 ? FENCED : PLAIN;
+    uint64_t owner = 0; /* 0: the worker thread itself */
+    if (kind != PLAIN)
         op = word(&rest);
+    if (op != NULL && strcmp(op, "as") == 0) {
+        char *id = word(&rest);
+        owner = id != NULL ? strtoull(id, NULL, 10) : 0;
+        op = id != NULL ? word(&rest) : NULL;
+    }
     if (op == NULL) {
         reply(w->id, RLOCK_EINVAL, 0, t0, t0);
         return;
@@ -205,23 +224,27 @@ static void run(struct worker *w, char *rest) {
         }
         num = strtoll(a, NULL, 10);
     }
-    if ((l = handle(w, rest, fair)) == NULL) {
+    if ((l = handle(w, rest, kind)) == NULL) {
         reply(w->id, RLOCK_EINVAL, 0, t0, now_us());
         return;
     }
     t0 = now_us();
-    if (strcmp(op, "lock") == 0) {
-        rc = rlock_lock(l);
-    } else if (strcmp(op, "trylock") == 0) {
-        rc = rlock_try_lock(l, num, RLOCK_LEASE_WATCHDOG);
+    if (strcmp(op, "lock") == 0 || strcmp(op, "trylock") == 0) {
+        long long wait = strcmp(op, "lock") == 0 ? -1 : num;
+        rc = kind == FENCED && owner ? rlock_try_lock_fenced_as(l, owner, wait, -1, &value)
+             : kind == FENCED        ? rlock_try_lock_fenced(l, wait, -1, &value)
+             : owner                 ? rlock_try_lock_as(l, owner, wait, -1)
+                                     : rlock_try_lock(l, wait, -1);
     } else if (strcmp(op, "unlock") == 0) {
-        rc = rlock_unlock(l);
+        rc = owner ? rlock_unlock_as(l, owner) : rlock_unlock(l);
+    } else if (strcmp(op, "token") == 0) {
+        rc = rlock_fence_token(l, &value);
     } else if (strcmp(op, "force") == 0 || strcmp(op, "held") == 0 ||
                strcmp(op, "count") == 0 || strcmp(op, "locked") == 0) {
         /* These return a count/boolean, or a negative status. */
         int v = op[0] == 'f' ? rlock_force_unlock(l)
-              : op[0] == 'h' ? rlock_is_held_by_current_thread(l)
-              : op[0] == 'c' ? rlock_hold_count(l)
+              : op[0] == 'h' ? (owner ? rlock_is_held_by(l, owner) : rlock_is_held_by_current_thread(l))
+              : op[0] == 'c' ? (owner ? rlock_hold_count_as(l, owner) : rlock_hold_count(l))
                              : rlock_is_locked(l);
         rc = v < 0 ? v : RLOCK_OK;
         value = v < 0 ? 0 : v;
