@@ -93,6 +93,7 @@ static void test_all_or_nothing(void **state) {
     for (int i = 0; i < 4; i++)
         rlock_free(locks[i]);
     redisFree(r3);
+    redisFree(r);
     rlock_client_close(c1);
     rlock_client_close(c2);
     rlock_client_close(c3);
@@ -142,6 +143,7 @@ static void test_busy_member_rolls_back(void **state) {
     rlock_multi_free(m);
     for (int i = 0; i < 3; i++)
         rlock_free(locks[i]);
+    redisFree(r);
     rlock_client_close(c1);
     rlock_client_close(c2);
 }
@@ -167,6 +169,7 @@ static void test_unreachable_member_rolls_back(void **state) {
     rlock_multi_free(m);
     rlock_free(locks[0]);
     rlock_free(locks[1]);
+    redisFree(r);
     rlock_client_close(c1);
     rlock_client_close(c2);
 }
@@ -209,6 +212,7 @@ static void test_lease_from_the_end(void **state) {
     rlock_multi_free(m);
     for (int i = 0; i < 3; i++)
         rlock_free(locks[i]);
+    redisFree(r);
     rlock_client_close(c);
 }
 
@@ -236,6 +240,7 @@ static void test_reentrancy(void **state) {
     rlock_multi_free(m);
     rlock_free(locks[0]);
     rlock_free(locks[1]);
+    redisFree(r);
     rlock_client_close(c);
 }
 
@@ -257,6 +262,7 @@ static void test_fair_member(void **state) {
     rlock_multi_free(m);
     rlock_free(locks[0]);
     rlock_free(locks[1]);
+    redisFree(r);
     rlock_client_close(c);
 }
 
@@ -285,6 +291,7 @@ static void test_lost_member(void **state) {
     rlock_multi_free(m);
     rlock_free(locks[0]);
     rlock_free(locks[1]);
+    redisFree(r);
     rlock_client_close(c);
 }
 
@@ -317,6 +324,7 @@ static void test_cancelled_gives_back(void **state) {
     rlock_multi_free(m);
     rlock_free(locks[0]);
     rlock_free(locks[1]);
+    redisFree(r);
     rlock_client_close(c);
 }
 
