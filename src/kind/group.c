@@ -155,18 +155,6 @@ void rlock__fan_undo(rlock__fanned *m, size_t n, const rlock__owner *owner, int6
     rlock__error_restore(&saved);
 }
 
-/* RENEW (the kind's) of one lock: its TTL becomes lease_ms if owner holds it. */
-static void relet_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner, long long lease_ms) {
-    a->argv[0] = lock->name;
-    a->argvlen[0] = lock->name_len;
-    a->argv[1] = a->number[0];
-    a->argvlen[1] = rlock__fmt_i64(a->number[0], lease_ms);
-    a->argv[2] = a->owner;
-    a->argvlen[2] = rlock__owner_field(lock->client_id, owner, a->owner);
-    a->cmd = (rlock__cmd){.script = lock->kind->renew_script, .flags = RLOCK__CMD_WRITE,
-                          .argc = 3, .nkeys = 1, .argv = a->argv, .argvlen = a->argvlen};
-}
-
 /* RENEW's answer for its one key: RLOCK_OK (set), RLOCK_ELOST (owner's field is gone). */
 static int read_relet(const redisReply *reply, void *arg) {
     const rlock *lock = arg;
@@ -188,7 +176,7 @@ int rlock__fan_relet(rlock *const *locks, size_t n, const rlock__owner *owner,
     int status = fan_alloc(&f, n);
     int64_t sent_ms = rlock__now_ms();
     for (size_t i = 0; i < n && status == RLOCK_OK; i++) {
-        relet_cmd(&f.cmds[f.k], locks[i], owner->id, lease_ms);
+        rlock__renew_cmd(&f.cmds[f.k], locks[i], owner->id, lease_ms);
         fan_add(&f, locks[i], i);
     }
     if (status == RLOCK_OK)

@@ -172,7 +172,7 @@ int rlock__hash_read_ahead(const rlock *lock, rlock__conn *ahead, rlock__attempt
 int rlock__hash_release(const rlock *lock, const rlock__owner *owner, long long expected,
                         int64_t deadline_ms, rlock__released *out);
 /*
- * The reentrant lock's ACQUIRE and RELEASE as commands, with their argument
+ * The reentrant lock's ACQUIRE, RENEW and RELEASE as commands, with their argument
  * strings (reentrant.c), for those that send them themselves: a fan-out
  * over several locks (group.c). The command points into the struct.
  */
@@ -186,6 +186,8 @@ typedef struct rlock__lock_cmd {
 /* ACQUIRE of lock for owner with lease_ms, owner believing it holds `expected`. */
 void rlock__acquire_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
                         long long lease_ms, long long expected);
+/* The kind's RENEW of lock alone: its TTL becomes lease_ms if owner holds it (answer {1|0}). */
+void rlock__renew_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner, long long lease_ms);
 /* RELEASE of one of owner's `expected` holds of lock. */
 void rlock__release_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
                         long long expected);

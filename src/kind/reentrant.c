@@ -54,13 +54,28 @@ static int lock_keys(const rlock *lock, const char **argv, size_t *argvlen) {
     return 2;
 }
 
-void rlock__acquire_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
-                        long long lease_ms, long long expected) {
-    int k = lock_keys(lock, a->argv, a->argvlen);
+/* The arguments ACQUIRE and RENEW start with after their k keys: the lease, the owner field. */
+static void lease_owner(rlock__lock_cmd *a, int k, const rlock *lock, uint64_t owner,
+                        long long lease_ms) {
     a->argv[k] = a->number[0];
     a->argvlen[k] = rlock__fmt_i64(a->number[0], lease_ms);
     a->argv[k + 1] = a->owner;
     a->argvlen[k + 1] = rlock__owner_field(lock->client_id, owner, a->owner);
+}
+
+void rlock__renew_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
+                      long long lease_ms) {
+    a->argv[0] = lock->name;
+    a->argvlen[0] = lock->name_len;
+    lease_owner(a, 1, lock, owner, lease_ms);
+    a->cmd = (rlock__cmd){.script = lock->kind->renew_script, .flags = RLOCK__CMD_WRITE,
+                          .argc = 3, .nkeys = 1, .argv = a->argv, .argvlen = a->argvlen};
+}
+
+void rlock__acquire_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
+                        long long lease_ms, long long expected) {
+    int k = lock_keys(lock, a->argv, a->argvlen);
+    lease_owner(a, k, lock, owner, lease_ms);
     a->argv[k + 2] = a->number[1];
     a->argvlen[k + 2] = rlock__fmt_i64(a->number[1], expected);
     a->cmd = (rlock__cmd){.script = RLOCK__SCRIPT_ACQUIRE, .flags = RLOCK__CMD_WRITE,
