@@ -844,8 +844,9 @@ RLOCK_EXTERN const char *rlock_last_error(void);
  *                  deprecated RedissonRedLock, done as the algorithm says).
  *
  * Both are immutable once made: thread-safe and shareable between threads.
- * As for single locks, the owner is the calling thread. The design and the
- * safety arguments: docs/design.md section 10; what a Redlock does and does
+ * The owner is the calling thread (there are no _as forms for explicit
+ * owners yet). The design and the
+ * safety arguments: docs/design.md section 12; what a Redlock does and does
  * not guarantee: docs/failure-modes.md.
  */
 
@@ -865,7 +866,7 @@ typedef struct rlock_redlock rlock_redlock; /* thread-safe, shareable */
  * The members are taken in one order every process computes alike (the
  * name's bytes; for one name on several servers, where it is served), so
  * multi-locks over overlapping sets, listed in any order, in any processes,
- * never deadlock one another (docs/design.md section 10) -- provided a
+ * never deadlock one another (docs/design.md section 12) -- provided a
  * thread that calls a multi-lock holds no other lock it could wait behind.
  *
  * Returns RLOCK_OK; RLOCK_EINVAL (NULL locks or out, n not 1..RLOCK_GROUP_MAX,

@@ -14,7 +14,7 @@
  * rest of the group is tried again. So every owner that waits holds only
  * members of groups before the one it waits in, and along any chain of
  * "waits for the holder of" the group strictly grows: no cycle, no deadlock
- * (docs/design.md section 10, with the argument in full).
+ * (docs/design.md section 12, with the argument in full).
  *
  * The first attempt is one fan-out over every member (group.c) when they
  * are all plain reentrant locks and no thread of their clients waits for
