@@ -79,7 +79,8 @@ static void test_down_and_paused(void **state) {
     print_message("      5 masters, one down and one paused: acquired in %lld ms, validity %lld\n",
                   took, validity);
     H_ASSERT_BETWEEN(took, REPLY_BOUND_MS - 5, H_MS(REPLY_BOUND_MS) + H_MS(500));
-    H_ASSERT_BETWEEN(validity, lease - drift(lease) - took, lease - drift(lease) - REPLY_BOUND_MS + 5);
+    H_ASSERT_BETWEEN(validity, lease - drift(lease) - took,
+                     lease - drift(lease) - REPLY_BOUND_MS + 5);
     long long valid_until = h_now_ms() + validity;
     /* Each attempt waits for the paused master: stop early enough to unlock within the lease. */
     while (h_now_ms() + H_MS(2 * REPLY_BOUND_MS) + 200 < valid_until) {

@@ -480,7 +480,8 @@ static void *order_main(void *arg) {
 }
 
 /* Process p's list, in its own order: indexes 0..2 = X, Y, Z; 3 = G@extra0; 4 = G@extra1. */
-static const int orders[PROCS][5] = {{0, 1, 2, 3, 4}, {4, 3, 2, 1, 0}, {2, 0, 4, -1}, {4, 1, 3, -1}};
+static const int orders[PROCS][5] = {
+    {0, 1, 2, 3, 4}, {4, 3, 2, 1, 0}, {2, 0, 4, -1}, {4, 1, 3, -1}};
 
 H_NORETURN static void order_process(order_shared *sh, int p, const char *const *names) {
     rlock_client *main_c, *e0, *e1;

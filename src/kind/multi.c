@@ -90,7 +90,9 @@ typedef struct multi_call {
     rlock *const *locks;        /* the canonical order */
     size_t n;
     const rlock__owner *owner;
-    unsigned char *held;        /* owned: held[i] = this call took one hold of locks[i] */
+    unsigned char *held;        /* owned: held[i] = this call took one hold of locks[i];
+                                   then renewed_before[i], in the same block */
+    unsigned char *renewed_before; /* locks[i] was renewed by the watchdog before the call */
     const rlock__call *call;    /* the API's cancel state and cleanup */
 } multi_call;
 
@@ -110,6 +112,7 @@ static void give_back(multi_call *mc, size_t from, size_t to) {
 static void cancelled(void *arg) {
     multi_call *mc = arg;
     give_back(mc, 0, mc->n);
+    rlock__free(mc->held);
     mc->call->on_cancel(mc->call->arg);
 }
 
@@ -228,13 +231,13 @@ static int acquire_at_once(multi_call *mc, long long lease_ms) {
  * the lease (those renewed before this call stay renewed). On failure
  * everything this call took is given back.
  */
-static int set_lease(multi_call *mc, const unsigned char *renewed_before, long long lease_ms) {
+static int set_lease(multi_call *mc, long long lease_ms) {
     rlock **relet = rlock__malloc(mc->n * sizeof(*relet));
     size_t k = 0;
     int status = RLOCK_ENOMEM;
     if (relet != NULL) {
         for (size_t i = 0; i < mc->n; i++)
-            if (!renewed_before[i])
+            if (!mc->renewed_before[i])
                 relet[k++] = mc->locks[i];
         status = k == 0 ? RLOCK_OK
                         : rlock__fan_relet(relet, k, mc->owner, lease_ms,
@@ -250,23 +253,23 @@ int rlock__multi_acquire(rlock *const *locks, size_t n, const rlock__owner *owne
                          long long wait_ms, long long lease_ms, const rlock__call *call) {
     int64_t deadline_ms = rlock__deadline_after(wait_ms);
     multi_call mc = {.locks = locks, .n = n, .owner = owner, .call = call,
-                     .held = rlock__calloc(n, 1)};
-    unsigned char *renewed_before = rlock__calloc(n, 1);
-    int status = RLOCK_ENOMEM;
-    if (mc.held != NULL && renewed_before != NULL)
-        status = acquire_at_once(&mc, lease_ms);
+                     .held = rlock__calloc(2 * n, 1)};
+    if (mc.held == NULL)
+        return RLOCK_ENOMEM;
+    mc.renewed_before = mc.held + n;
+    int status = acquire_at_once(&mc, lease_ms);
     if (status == RLOCK_EIO || (status == RLOCK_BUSY && wait_ms != 0)) {
         /* Waited-for members must not run out while later ones are waited for. */
         int relet = lease_ms != RLOCK_LEASE_WATCHDOG && n > 1;
         for (size_t i = 0; i < n; i++)
-            renewed_before[i] = rlock__holds_renewing(&locks[i]->engine->holds, locks[i]->name,
-                                                      locks[i]->name_len, owner->id);
+            mc.renewed_before[i] = rlock__holds_renewing(&locks[i]->engine->holds,
+                                                         locks[i]->name, locks[i]->name_len,
+                                                         owner->id);
         status = acquire_in_order(&mc, wait_ms, relet ? RLOCK_LEASE_WATCHDOG : lease_ms,
                                   deadline_ms);
         if (status == RLOCK_OK && relet)
-            status = set_lease(&mc, renewed_before, lease_ms);
+            status = set_lease(&mc, lease_ms);
     }
-    rlock__free(renewed_before);
     rlock__free(mc.held);
     return status;
 }

@@ -160,11 +160,26 @@ static int attempt(rlock__fanned *m, rlock *const *masters, size_t n, const rloc
     return status == RLOCK_OK ? RLOCK_BUSY : status;
 }
 
+/* An acquisition's memory, and the API's cleanup, for a thread cancelled in a pause. */
+typedef struct acquiring {
+    rlock__fanned *m;           /* owned */
+    const rlock__call *call;
+} acquiring;
+
+static void cancelled(void *arg) {
+    acquiring *a = arg;
+    rlock__free(a->m); /* a pause holds nothing: every try of the round was ended */
+    a->call->on_cancel(a->call->arg);
+}
+
 int rlock__redlock_acquire(rlock *const *masters, size_t n, const rlock__owner *owner,
                            long long wait_ms, long long lease_ms, const rlock__call *call,
                            long long *validity_ms) {
     int64_t deadline_ms = rlock__deadline_after(wait_ms);
     rlock__fanned *m = rlock__calloc(n, sizeof(*m));
+    acquiring a = {.m = m, .call = call};
+    rlock__call pause_call = {.cancel_state = call->cancel_state, .on_cancel = cancelled,
+                              .arg = &a};
     unsigned seed = (unsigned)rlock__now_ms() ^ (unsigned)owner->id;
     int unreachable_rounds = 0, status = RLOCK_ENOMEM;
     for (int round = 0; m != NULL; round++) {
@@ -191,7 +206,8 @@ int rlock__redlock_acquire(rlock *const *masters, size_t n, const rlock__owner *
             status = no_quorum(masters[0], n, &t, *validity_ms);
             break;
         }
-        pause_until(resume_ms < deadline_ms ? resume_ms : deadline_ms, call); /* last: at the end */
+        /* The last attempt is made at the end of the wait. */
+        pause_until(resume_ms < deadline_ms ? resume_ms : deadline_ms, &pause_call);
     }
     rlock__free(m);
     return status;

@@ -53,10 +53,10 @@ static void send_part(const rlock__cmd *cmds, node_part *p, int idle_only, int64
                         : rlock__pool_take(&p->node->pool, deadline_ms, &status);
     if (p->conn == NULL) {
         if (!idle_only)
-            p->status = status == RLOCK_ECLOSED ? RLOCK_ECLOSED
-                                                : rlock__fail(RLOCK_EIO, ETIMEDOUT,
-                                                              "%s: no pooled connection free",
-                                                              rlock__net_cmd_name(net, &cmds[p->index[0]]));
+            p->status = status == RLOCK_ECLOSED
+                            ? RLOCK_ECLOSED
+                            : rlock__fail(RLOCK_EIO, ETIMEDOUT, "%s: no pooled connection free",
+                                          rlock__net_cmd_name(net, &cmds[p->index[0]]));
         return;
     }
     if (!idle_only)
@@ -199,6 +199,8 @@ static int run_parts(rlock__net *const *nets, const rlock__cmd *cmds, int n, int
                      redisReply **replies, int *statuses, int *acks) {
     for (int i = 0; i < n; i++)
         replies[i] = NULL;
+    if (n == 0)
+        return RLOCK_OK;
     node_part *parts = rlock__malloc((size_t)n * sizeof(*parts));
     int *index = rlock__malloc((size_t)n * sizeof(*index));
     rlock__node **node_of = rlock__malloc((size_t)n * sizeof(*node_of));
@@ -261,6 +263,8 @@ int rlock__exec_pipeline(rlock__net *net, const rlock__cmd *cmds, int n, int64_t
 
 int rlock__exec_fanout(rlock__net *const *nets, const rlock__cmd *cmds, int n,
                        int64_t deadline_ms, redisReply **replies, int *statuses) {
+    if (n == 0)
+        return RLOCK_OK;
     int *acks = rlock__malloc((size_t)n * sizeof(*acks));
     int status = acks == NULL ? RLOCK_ENOMEM
                               : run_parts(nets, cmds, n, deadline_ms, replies, statuses, acks);
