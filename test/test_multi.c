@@ -28,17 +28,7 @@
 
 #include "harness.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-/* As in test_cancel.c: google/sanitizers#1399, a false stack-buffer-underflow
- * when pthread_cancel unwinds through the library's pthread_cleanup_push. */
-#define SKIP_UNDER_ASAN()                                                                          \
-    do {                                                                                           \
-        print_message("      skipped under ASan (false positive on pthread_cancel unwinding)\n"); \
-        skip();                                                                                    \
-    } while (0)
-#else
-#define SKIP_UNDER_ASAN() ((void)0)
-#endif
+#include "harness/cancel_skip.h"
 
 /* Two servers of the test's own, besides the suite's (h_url()). */
 static h_server *extra[2];
@@ -302,7 +292,7 @@ static void *multi_lock_main(void *arg) {
 
 /* A thread cancelled while it waits for a member gives back the members it took. */
 static void test_cancelled_gives_back(void **state) {
-    SKIP_UNDER_ASAN();
+    H_SKIP_CANCEL_UNDER_ASAN();
     rlock_client *c = h_open(30000, 0);
     redisContext *r = h_redis();
     const char *a = h_unique_name("multi-a"), *b = h_unique_name("multi-b");

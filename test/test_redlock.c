@@ -23,17 +23,7 @@
 
 #include "harness.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-/* As in test_cancel.c: google/sanitizers#1399, a false stack-buffer-underflow
- * when pthread_cancel unwinds through the library's pthread_cleanup_push. */
-#define SKIP_UNDER_ASAN()                                                                          \
-    do {                                                                                           \
-        print_message("      skipped under ASan (false positive on pthread_cancel unwinding)\n"); \
-        skip();                                                                                    \
-    } while (0)
-#else
-#define SKIP_UNDER_ASAN() ((void)0)
-#endif
+#include "harness/cancel_skip.h"
 
 #define MASTERS 5
 #define REPLY_BOUND_MS 300 /* the clients' command_timeout_ms: an attempt's reply bound */
@@ -301,7 +291,7 @@ static void *redlock_lock_main(void *rl) {
 
 /* A thread cancelled while it retries holds nothing, and leaves every client's guard. */
 static void test_cancelled_waiter(void **state) {
-    SKIP_UNDER_ASAN();
+    H_SKIP_CANCEL_UNDER_ASAN();
     const char *name = h_unique_name("redlock-cancel");
     rl_set holder, waiter;
     long long validity;
