@@ -8,6 +8,7 @@
 #   make test-faults     the fault-injection suite (starts and kills its own servers)
 #   make test-sentinel   Sentinel and WAIT: a master, replicas and sentinels of its own
 #   make test-cluster    Redis Cluster: 3 masters + 3 replicas of its own per test
+#   make test-redlock    Redlock under master faults: 3 and 5 redis-servers of its own
 #   make test-redisson   interop with Java Redisson (3.x and 4.x) against a throwaway
 #                        redis-server; installs Java 17 and Maven from Debian if missing
 #   make demo            the "don't oversell" demo against a throwaway redis-server
@@ -79,6 +80,8 @@ SENTINEL_SRCS := $(wildcard test/sentinel_*.c)
 SENTINEL_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(SENTINEL_SRCS))
 CLUSTER_SRCS := $(wildcard test/cluster_*.c)
 CLUSTER_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(CLUSTER_SRCS))
+REDLOCK_SRCS := $(wildcard test/redlock_*.c)
+REDLOCK_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(REDLOCK_SRCS))
 FAULT_SRCS := $(wildcard test/fault_*.c)
 FAULT_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(FAULT_SRCS))
 HARNESS_SRCS := $(wildcard test/harness/*.c)
@@ -91,7 +94,7 @@ DEMO := $(BUILD)/demo
 RLOCKCTL_SRCS := $(wildcard tools/rlockctl/*.c)
 RLOCKCTL := $(BUILD)/rlockctl
 
-.PHONY: all deps test check test-sentinel test-cluster test-redisson test-faults valgrind demo bench bench-redisson soak install uninstall clean noopt cppcheck tools check-install check-layers
+.PHONY: all deps test check test-sentinel test-cluster test-redlock test-redisson test-faults valgrind demo bench bench-redisson soak install uninstall clean noopt cppcheck tools check-install check-layers
 
 all: $(STLIB) $(DYLIB) $(PCFILE) $(RLOCKCTL)
 
@@ -219,7 +222,7 @@ $(REDISSON_ACTOR): test/redisson/actors/rlock_actor.c $(STLIB) include/rlock.h
 deps:
 	@scripts/deps.sh
 
-tools: deps all $(TEST_BINS) $(FAULT_BINS) $(SENTINEL_BINS) $(CLUSTER_BINS)
+tools: deps all $(TEST_BINS) $(FAULT_BINS) $(SENTINEL_BINS) $(CLUSTER_BINS) $(REDLOCK_BINS)
 
 # TEST_PREFIX wraps every test binary (valgrind uses it); TEST_TIMEOUT_SCALE stretches deadlines.
 test: deps
@@ -237,6 +240,12 @@ test-sentinel: deps
 test-cluster: deps
 	@$(MAKE) --no-print-directory all $(CLUSTER_BINS)
 	@scripts/run-tests.sh $(CLUSTER_BINS)
+
+# Redlock under master faults: 3 and 5 redis-servers of its own per test (killed, paused,
+# restarted empty), and a 4 x 4 exclusion run with a master killed.
+test-redlock: deps
+	@$(MAKE) --no-print-directory all $(REDLOCK_BINS)
+	@scripts/run-tests.sh $(REDLOCK_BINS)
 
 # Java Redisson against the C actors (test/redisson/run.sh: Maven, offline when it can).
 # REDISSON_VERSIONS picks the Redisson versions (default: newest 3.x and 4.x tested).

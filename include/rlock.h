@@ -835,6 +835,173 @@ RLOCK_EXTERN void rlock_last_error_info(rlock_error_info *out);
 /* The calling thread's last error message (as above); never NULL. */
 RLOCK_EXTERN const char *rlock_last_error(void);
 
+/* ==== Multi-locks and Redlocks ==========================================================
+ *
+ * rlock_multi      several lock handles (of any clients) taken together,
+ *                  all or nothing (Redisson's RedissonMultiLock).
+ * rlock_redlock    one lock name on n independent Redis masters, one client
+ *                  each, held on a majority (antirez's Redlock; Redisson's
+ *                  deprecated RedissonRedLock, done as the algorithm says).
+ *
+ * Both are immutable once made: thread-safe and shareable between threads.
+ * The owner is the calling thread (there are no _as forms for explicit
+ * owners yet). The design and the
+ * safety arguments: docs/design.md section 12; what a Redlock does and does
+ * not guarantee: docs/failure-modes.md.
+ */
+
+/* Most locks in a multi-lock, most masters in a Redlock. */
+#define RLOCK_GROUP_MAX 1024
+
+typedef struct rlock_multi rlock_multi;     /* thread-safe, shareable */
+typedef struct rlock_redlock rlock_redlock; /* thread-safe, shareable */
+
+/*
+ * Makes a multi-lock over locks[0..n-1]: handles of rlock_get() or
+ * rlock_get_fair(), of one client or several. No Redis traffic. The array
+ * is copied; the handles stay the caller's, who must keep them (and their
+ * clients) alive while the multi-lock is used: free the multi-lock first,
+ * then the handles.
+ *
+ * The members are taken in one order every process computes alike (the
+ * name's bytes; for one name on several servers, where it is served), so
+ * multi-locks over overlapping sets, listed in any order, in any processes,
+ * never deadlock one another (docs/design.md section 12) -- provided a
+ * thread that calls a multi-lock holds no other lock it could wait behind.
+ *
+ * Returns RLOCK_OK; RLOCK_EINVAL (NULL locks or out, n not 1..RLOCK_GROUP_MAX,
+ * a NULL or freed handle, a handle of another kind than rlock_get /
+ * rlock_get_fair, or one Redis key given twice: the same name through one
+ * client, or through two clients of one server -- the message names it);
+ * RLOCK_ECLOSED (a member's client is closed, or inherited across fork);
+ * RLOCK_ENOMEM. Does not block. Thread-safe. (Appended in 0.5.)
+ */
+RLOCK_EXTERN int rlock_multi_new(rlock *const *locks, size_t n, rlock_multi **out);
+
+/*
+ * Acquires every member for the calling thread, waiting without limit;
+ * watchdog renewal for each (as rlock_lock()). All or nothing: on any
+ * return but RLOCK_OK the thread holds nothing it did not hold before the
+ * call. Reentrant per member: a member the thread already holds gains a
+ * hold (and rlock_multi_unlock() gives one back), as rlock_lock() would.
+ * An uncontended multi-lock of plain locks costs one round trip: one
+ * attempt on every member at once.
+ *
+ * Returns RLOCK_OK; RLOCK_ELOST (a member's earlier hold was lost: told now,
+ * as rlock_lock() tells it; nothing taken); or a member's error, as
+ * rlock_lock() returns them (RLOCK_EIO, RLOCK_ENOTLOCK, RLOCK_EREDIS,
+ * RLOCK_ENOPERM, RLOCK_ENOREPL, RLOCK_ECLOSED, ...; the message names the
+ * lock); RLOCK_EINVAL (NULL or freed m); RLOCK_ENOMEM. Blocks until acquired
+ * or failed; the waits are cancellation points (a cancelled call gives back
+ * what it took). Thread-safe.
+ */
+RLOCK_EXTERN int rlock_multi_lock(rlock_multi *m);
+/*
+ * As rlock_multi_lock(), with a fixed lease for each member (1..
+ * RLOCK_MAX_LEASE_MS, or RLOCK_LEASE_WATCHDOG): every member's lease runs
+ * from the end of the call -- members taken before a later one was waited
+ * for are renewed meanwhile, then all get lease_ms at once. A member the
+ * thread already held with watchdog renewal stays renewed.
+ */
+RLOCK_EXTERN int rlock_multi_lock_lease(rlock_multi *m, long long lease_ms);
+/*
+ * As rlock_multi_lock_lease(), waiting at most wait_ms in all (0: no
+ * waiting; < 0: no limit). Returns RLOCK_BUSY when a member stayed another
+ * owner's for the whole wait (nothing taken), or what rlock_multi_lock()
+ * returns; RLOCK_EINVAL for a bad lease_ms. Returns within about wait_ms +
+ * command_timeout_ms per member (a member waited for to the end).
+ */
+RLOCK_EXTERN int rlock_multi_try_lock(rlock_multi *m, long long wait_ms, long long lease_ms);
+/*
+ * Releases one hold of the calling thread on every member (each as
+ * rlock_unlock(): waiters woken, in-process hand-offs), last member first,
+ * trying every member whatever the others answer. Returns RLOCK_OK, or the
+ * first member's failure as rlock_unlock() reports it (RLOCK_ENOTOWNER for a
+ * member not held: its lease ran out, or it was lost; RLOCK_EIO: unlock again
+ * to complete it; ...), or RLOCK_EINVAL. Blocks for a round trip per member.
+ * Thread-safe.
+ */
+RLOCK_EXTERN int rlock_multi_unlock(rlock_multi *m);
+/* Frees a multi-lock (not its handles, not any hold). NULL is a no-op. */
+RLOCK_EXTERN void rlock_multi_free(rlock_multi *m);
+
+/*
+ * Makes a Redlock of the lock called name on n independent masters,
+ * clients[i] reaching master i (any url kind; each is one master). No Redis
+ * traffic. On each master the lock is Redisson's RLock hash under name,
+ * written by that client (owner "<its uuid>:<thread id>"), so a Java
+ * RedissonRedLock over getLock(name) of clients of the same masters
+ * excludes and is excluded (docs/redisson.md). The array is copied; the
+ * Redlock makes a handle of its own on each client (freed by
+ * rlock_redlock_free()): the clients must stay open while it is used.
+ *
+ * n masters need n/2 + 1 for a quorum: 3 tolerate one failure, 5 two. A
+ * master restarted empty while it held the lock forgets it: keep a crashed
+ * master down for longer than the longest lease, or run it with
+ * appendfsync always (docs/failure-modes.md). Give the clients a short
+ * command_timeout_ms: it bounds how long an attempt waits for a master that
+ * does not answer.
+ *
+ * Returns RLOCK_OK; RLOCK_EINVAL (NULL clients, name or out, n not
+ * 1..RLOCK_GROUP_MAX, a bad name as for rlock_get(), the same client twice,
+ * or two clients of one server: not independent masters); RLOCK_ECLOSED;
+ * RLOCK_ENOMEM. Does not block. Thread-safe. (Appended in 0.5.)
+ */
+RLOCK_EXTERN int rlock_redlock_new(rlock_client *const *clients, size_t n, const char *name,
+                                   rlock_redlock **out);
+/*
+ * Tries to acquire the Redlock for the calling thread with a lease of
+ * lease_ms (3..RLOCK_MAX_LEASE_MS; RLOCK_LEASE_WATCHDOG is refused: a
+ * Redlock's guarantee is its validity, counted from a fixed lease), waiting
+ * at most wait_ms in all (0: one attempt; < 0: no limit).
+ *
+ * One attempt sends the acquisition to every master at once and reads the
+ * replies: about one round trip. Each reply is awaited until lease_ms minus
+ * the drift allowance, and no longer than the smallest command_timeout_ms
+ * of the clients. With a quorum and time left, the validity is
+ *
+ *     lease_ms - (time the attempt took) - (lease_ms / 100 + 2 ms)
+ *
+ * stored in *validity_ms (may be NULL): the thread may count on holding the
+ * lock exclusively for that long from the return, and not longer. Without,
+ * every master that took the hold or did not answer is released at once and
+ * the attempt is tried again after a random pause (2.5..100 ms, growing)
+ * while the wait lasts. Reentrant: a thread that holds it gains a hold on
+ * each master it reaches (and a new validity); unlock once per acquisition.
+ *
+ * Returns RLOCK_OK; RLOCK_BUSY (no quorum during the whole wait: other
+ * owners held it, or the attempts took longer than the lease allows);
+ * RLOCK_EIO (fewer than a quorum of masters answered at the end of the
+ * wait, or in retry_attempts + 1 attempts in a row); a master's refusal
+ * (RLOCK_ENOTLOCK, RLOCK_ENOPERM, RLOCK_EREDIS, RLOCK_ENOREPL, ...) when more
+ * masters refused than a quorum can spare; RLOCK_EINVAL (NULL or freed rl,
+ * bad lease_ms); RLOCK_ECLOSED (a client closed); RLOCK_ENOMEM. On any
+ * return but RLOCK_OK nothing was taken (a master that could not be told
+ * keeps its part until lease_ms ends). Blocks for at most wait_ms plus one
+ * attempt; the pauses are cancellation points. Thread-safe.
+ */
+RLOCK_EXTERN int rlock_redlock_try_lock(rlock_redlock *rl, long long wait_ms, long long lease_ms,
+                                        long long *validity_ms);
+/* rlock_redlock_try_lock() with no limit on the wait. */
+RLOCK_EXTERN int rlock_redlock_lock(rlock_redlock *rl, long long lease_ms,
+                                    long long *validity_ms);
+/*
+ * Releases one hold of the calling thread on every master that has one,
+ * all at once (about one round trip). Returns RLOCK_OK (a quorum of masters
+ * still had the thread's hold at unlock: nobody else held the Redlock
+ * meanwhile -- unless a master's clock jumped); RLOCK_ENOTOWNER (held on
+ * fewer than a quorum at unlock -- its validity had run out, or masters
+ * lost it -- or not at all; the holds that were left are released);
+ * RLOCK_EIO or a master's refusal when so many masters did not answer or
+ * refused that another owner could not take it yet: unlock again to
+ * complete it (each master's release is idempotent); RLOCK_EINVAL;
+ * RLOCK_ECLOSED; RLOCK_ENOMEM. Blocks for at most the smallest
+ * command_timeout_ms of the clients. Thread-safe.
+ */
+RLOCK_EXTERN int rlock_redlock_unlock(rlock_redlock *rl);
+/* Frees a Redlock and its handles (not any hold). NULL is a no-op. */
+RLOCK_EXTERN void rlock_redlock_free(rlock_redlock *rl);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,8 @@
  *   owner.c     explicit owners: their ids, one call at a time per owner and lock
  *   fenced.c    the fenced lock's token calls, and the resource helper
  *   inspect.c   rlockctl's read-only inspection seam (inspect.h; tool-only)
+ *   multi.c     multi-locks (rlock_multi_*): several handles taken together
+ *   redlock.c   Redlocks (rlock_redlock_*): one name on independent masters
  *
  * Calls go down only: api uses kind (kind.h) and, through it, the engine,
  * net and core.
@@ -77,6 +79,21 @@ void rlock__leave(rlock__guard *g);
 int rlock__leave_status(rlock__guard *g, int status);
 /* Validates a handle and enters its client. */
 int rlock__enter_lock(rlock__guard *g, rlock *lock);
+/*
+ * The guards of a call on n handles (a multi-lock's, a Redlock's): each
+ * handle's client entered in turn, g[0] keeping the caller's cancel state
+ * and error mark. rlock__enter_all: RLOCK_OK, or a status with nothing
+ * entered or allocated. rlock__leave_all leaves them (last first), frees
+ * them, and makes sure an error status comes with a recorded message; its
+ * _on_cancel form is a cancellation cleanup (arg: the rlock__guards).
+ */
+typedef struct rlock__guards {
+    rlock__guard *g;            /* owned, n entries */
+    size_t n;
+} rlock__guards;
+int rlock__enter_all(rlock__guards *gs, rlock *const *locks, size_t n);
+int rlock__leave_all(rlock__guards *gs, int status);
+void rlock__leave_all_on_cancel(void *guards);
 /* Frees the client struct (its parts are released already). */
 void rlock__client_free(rlock_client *c);
 /* Whether c was opened before a fork() of this process (not ours to use). */
@@ -102,6 +119,12 @@ void rlock__owner_call_end(rlock__owner_call *call);
  */
 int rlock__lock_call(rlock *lock, uint64_t owner, long long wait_ms, long long lease_ms,
                      long long *token);
+/* The owner of a call made without an explicit one: the calling thread. */
+rlock__owner rlock__caller(void);
+/* 1..RLOCK_MAX_LEASE_MS or RLOCK_LEASE_WATCHDOG. */
+int rlock__valid_lease(long long lease_ms);
+/* RLOCK_EINVAL with the message every lock call gives for a bad lease. */
+int rlock__bad_lease(long long lease_ms);
 
 /* ---- config.c ------------------------------------------------------------------------ */
 

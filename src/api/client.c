@@ -65,6 +65,40 @@ int rlock__enter_lock(rlock__guard *g, rlock *lock) {
     return rlock__enter(g, lock->client);
 }
 
+/* Leaves the first n guards of gs, last first. */
+static void leave_first(rlock__guards *gs, size_t n) {
+    while (n-- > 0)
+        rlock__leave(&gs->g[n]);
+}
+
+int rlock__enter_all(rlock__guards *gs, rlock *const *locks, size_t n) {
+    gs->n = n;
+    if ((gs->g = rlock__malloc(n * sizeof(*gs->g))) == NULL)
+        return RLOCK_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        int status = rlock__enter_lock(&gs->g[i], locks[i]);
+        if (status != RLOCK_OK) {
+            leave_first(gs, i);
+            rlock__free(gs->g);
+            return status;
+        }
+    }
+    return RLOCK_OK;
+}
+
+int rlock__leave_all(rlock__guards *gs, int status) {
+    unsigned mark = gs->g[0].error_mark;
+    leave_first(gs, gs->n);
+    rlock__free(gs->g);
+    return rlock__fail_default(status, mark);
+}
+
+void rlock__leave_all_on_cancel(void *guards) {
+    rlock__guards *gs = guards;
+    leave_first(gs, gs->n);
+    rlock__free(gs->g);
+}
+
 /* ---- open ------------------------------------------------------------------ */
 
 /*

@@ -54,8 +54,17 @@ static void end_on_cancel(void *arg) {
     rlock__leave(&lc->guard);
 }
 
-static int valid_lease(long long lease_ms) {
+rlock__owner rlock__caller(void) {
+    return owner_of(RLOCK__CALLING_THREAD);
+}
+
+int rlock__valid_lease(long long lease_ms) {
     return lease_ms == RLOCK_LEASE_WATCHDOG || (lease_ms > 0 && lease_ms <= RLOCK_MAX_LEASE_MS);
+}
+
+int rlock__bad_lease(long long lease_ms) {
+    return rlock__fail(RLOCK_EINVAL, 0, "lease_ms %lld: must be 1..%lld or RLOCK_LEASE_WATCHDOG",
+                       lease_ms, (long long)RLOCK_MAX_LEASE_MS);
 }
 
 /* An _as call's owner: 0 is no owner (ids start at 1; 0 means the calling thread inside). */
@@ -69,9 +78,8 @@ static int check_owner(uint64_t owner) {
 int rlock__lock_call(rlock *lock, uint64_t owner, long long wait_ms, long long lease_ms,
                      long long *token) {
     lock_call lc;
-    if (!valid_lease(lease_ms))
-        return rlock__fail(RLOCK_EINVAL, 0, "lease_ms %lld: must be 1..%lld or RLOCK_LEASE_WATCHDOG",
-                           lease_ms, (long long)RLOCK_MAX_LEASE_MS);
+    if (!rlock__valid_lease(lease_ms))
+        return rlock__bad_lease(lease_ms);
     int status = begin(&lc, lock, owner);
     if (status != RLOCK_OK)
         return status;

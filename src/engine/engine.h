@@ -82,6 +82,8 @@ typedef struct rlock__grant {
     int64_t sent_ms;            /* when the acquiring command was sent */
     long long lease_ms;         /* the TTL it set */
     int renew;                  /* watchdog lock */
+    int unsure;                 /* its reply was lost: Redis may hold count - 1 (the
+                                   scripts' idempotence settles it at the next call) */
 } rlock__grant;
 
 /* rlock__holds_released's count when the unlock's outcome is unknown. */
@@ -98,6 +100,8 @@ int rlock__holds_get(rlock__holds *h, const char *name, size_t len, uint64_t own
                      rlock__hold_info *info);
 /* owner's last known hold count of name (0 = none or lost). */
 long long rlock__holds_expected(rlock__holds *h, const char *name, size_t len, uint64_t owner);
+/* 1 if owner holds name and the watchdog renews it (nothing else changes). */
+int rlock__holds_renewing(rlock__holds *h, const char *name, size_t len, uint64_t owner);
 /* Drops owner's entry (a tombstone its owner has now learnt of). */
 void rlock__holds_forget(rlock__holds *h, const char *name, size_t len, uint64_t owner);
 /*
@@ -114,6 +118,13 @@ rlock__hold *rlock__holds_spare(const char *name, size_t len);
 /* Records a confirmed acquisition; may consume *spare (then sets it to NULL). */
 void rlock__holds_acquired(rlock__holds *h, const char *name, size_t len, uint64_t owner,
                            const rlock__grant *grant, rlock__hold **spare);
+/*
+ * owner's hold of name now has a fixed lease: its TTL was set to lease_ms by
+ * a command sent at sent_ms, and the watchdog no longer renews it (a
+ * multi-lock's member, renewed while the others were waited for).
+ */
+void rlock__holds_relet(rlock__holds *h, const char *name, size_t len, uint64_t owner,
+                        int64_t sent_ms, long long lease_ms);
 /*
  * Brackets an unlock: begin before sending the release, then released() with
  * the remaining count (0 = fully released, entry dropped;

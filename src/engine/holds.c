@@ -227,6 +227,14 @@ long long rlock__holds_expected(rlock__holds *h, const char *name, size_t len, u
     return count;
 }
 
+int rlock__holds_renewing(rlock__holds *h, const char *name, size_t len, uint64_t owner) {
+    pthread_mutex_lock(&h->mutex);
+    rlock__hold *e = find(h, name, len, owner, NULL);
+    int renewing = e != NULL && e->state == ENTRY_HELD && e->renew;
+    pthread_mutex_unlock(&h->mutex);
+    return renewing;
+}
+
 void rlock__holds_forget(rlock__holds *h, const char *name, size_t len, uint64_t owner) {
     rlock__hold **link;
     pthread_mutex_lock(&h->mutex);
@@ -283,11 +291,22 @@ void rlock__holds_acquired(rlock__holds *h, const char *name, size_t len, uint64
     }
     e->state = ENTRY_HELD;
     e->count = grant->count;
-    e->unsure = 0;
+    e->unsure = grant->unsure;
     e->expires_ms = grant->sent_ms + grant->lease_ms;
     if (grant->renew)
         set_renew(h, e, 1);
     lower_bound(h, e);
+    pthread_mutex_unlock(&h->mutex);
+}
+
+void rlock__holds_relet(rlock__holds *h, const char *name, size_t len, uint64_t owner,
+                        int64_t sent_ms, long long lease_ms) {
+    pthread_mutex_lock(&h->mutex);
+    rlock__hold *e = find(h, name, len, owner, NULL);
+    if (e != NULL && e->state == ENTRY_HELD) {
+        set_renew(h, e, 0);
+        e->expires_ms = sent_ms + lease_ms;
+    }
     pthread_mutex_unlock(&h->mutex);
 }
 

@@ -132,10 +132,10 @@ static int check_stale(rlock *lock, const rlock__owner *owner, const rlock__hold
 
 /* Records a confirmed acquisition of count holds, sent at sent_ms. */
 static void record_hold(rlock *lock, const rlock__owner *owner, long long lease_ms,
-                        long long count, int64_t sent_ms, rlock__hold **spare) {
+                        long long count, int64_t sent_ms, int unsure, rlock__hold **spare) {
     rlock__grant grant = {.count = count, .sent_ms = sent_ms,
                           .lease_ms = rlock__lease_ttl(lock, lease_ms),
-                          .renew = lease_ms == RLOCK_LEASE_WATCHDOG};
+                          .renew = lease_ms == RLOCK_LEASE_WATCHDOG, .unsure = unsure};
     rlock__holds_acquired(&lock->engine->holds, lock->name, lock->name_len, owner->id, &grant,
                           spare);
 }
@@ -169,6 +169,51 @@ static int watch_owner(const rlock__owner *owner) {
     return owner->is_thread ? rlock__thread_watch_exit() : RLOCK_OK;
 }
 
+int rlock__try_begin(rlock *lock, const rlock__owner *owner, rlock__try *t) {
+    t->spare = rlock__holds_spare(lock->name, lock->name_len);
+    t->expected = 0;
+    t->sent_ms = rlock__now_ms();
+    if (t->spare == NULL || watch_owner(owner) != RLOCK_OK)
+        return rlock__fail(RLOCK_ENOMEM, 0, "lock '%.200s': out of memory", lock->name);
+    int status = hold_before_acquire(lock, owner, &t->info);
+    t->expected = t->info.count;
+    return status;
+}
+
+int rlock__try_settle(rlock *lock, const rlock__owner *owner, long long lease_ms,
+                      long long wait_ms, int64_t deadline_ms, rlock__try *t, int status,
+                      rlock__attempt *answer) {
+    for (int attempts = 1;; attempts++) {
+        if (status == RLOCK_ENOREPL)
+            status = unacknowledged(lock, owner, answer, deadline_ms);
+        if (status == RLOCK_OK && answer->outcome == RLOCK__ATTEMPT_STALE)
+            status = check_stale(lock, owner, &t->info, t->expected, answer->value, deadline_ms,
+                                 &t->expected);
+        if (status != RLOCK_OK || answer->outcome != RLOCK__ATTEMPT_STALE ||
+            attempts >= MAX_REBASES)
+            break;
+        t->sent_ms = rlock__now_ms();
+        status = lock->kind->attempt(lock, owner, rlock__lease_ttl(lock, lease_ms), t->expected,
+                                     wait_ms, deadline_ms, answer);
+    }
+    if (status == RLOCK_OK && answer->outcome == RLOCK__ATTEMPT_BUSY)
+        return RLOCK_BUSY;
+    if (status == RLOCK_OK && answer->outcome != RLOCK__ATTEMPT_HELD)
+        return rlock__fail(RLOCK_EREDIS, 0, "lock '%.200s': the attempt kept finding a stale "
+                                            "count", lock->name);
+    return status;
+}
+
+void rlock__try_record(rlock *lock, const rlock__owner *owner, long long lease_ms, rlock__try *t,
+                       long long count, int unsure) {
+    record_hold(lock, owner, lease_ms, count, t->sent_ms, unsure, &t->spare);
+}
+
+void rlock__try_end(rlock__try *t) {
+    rlock__free(t->spare);
+    t->spare = NULL;
+}
+
 /*
  * One acquisition attempt for owner. RLOCK_OK when it holds the lock (the
  * holds table updated, renewal registered for watchdog locks; *token set
@@ -179,36 +224,22 @@ static int watch_owner(const rlock__owner *owner) {
 static int acquire_once(rlock *lock, const rlock__owner *owner, long long lease_ms,
                         long long wait_ms, int64_t deadline_ms, long long *ttl_ms,
                         long long *token) {
-    rlock__attempt answer = {.outcome = RLOCK__ATTEMPT_STALE};
-    rlock__hold_info info;
-    rlock__hold *spare = rlock__holds_spare(lock->name, lock->name_len);
-    if (spare == NULL || watch_owner(owner) != RLOCK_OK) {
-        rlock__free(spare);
-        return rlock__fail(RLOCK_ENOMEM, 0, "lock '%.200s': out of memory", lock->name);
+    rlock__attempt answer = {.outcome = RLOCK__ATTEMPT_NONE, .value = -1};
+    rlock__try t;
+    int status = rlock__try_begin(lock, owner, &t);
+    if (status == RLOCK_OK) {
+        t.sent_ms = rlock__now_ms();
+        status = lock->kind->attempt(lock, owner, rlock__lease_ttl(lock, lease_ms), t.expected,
+                                     wait_ms, deadline_ms, &answer);
+        status = rlock__try_settle(lock, owner, lease_ms, wait_ms, deadline_ms, &t, status,
+                                   &answer);
     }
-    int status = hold_before_acquire(lock, owner, &info);
-    long long expected = info.count, ttl = rlock__lease_ttl(lock, lease_ms);
-    int64_t sent_ms = rlock__now_ms();
-    for (int i = 0; status == RLOCK_OK && i < MAX_REBASES && answer.outcome == RLOCK__ATTEMPT_STALE;
-         i++) {
-        sent_ms = rlock__now_ms();
-        status = lock->kind->attempt(lock, owner, ttl, expected, wait_ms, deadline_ms, &answer);
-        if (status == RLOCK_ENOREPL)
-            status = unacknowledged(lock, owner, &answer, deadline_ms);
-        if (status == RLOCK_OK && answer.outcome == RLOCK__ATTEMPT_STALE)
-            status = check_stale(lock, owner, &info, expected, answer.value, deadline_ms,
-                                 &expected);
-    }
-    if (status == RLOCK_OK && answer.outcome == RLOCK__ATTEMPT_HELD) {
-        record_hold(lock, owner, lease_ms, answer.value, sent_ms, &spare);
+    if (status == RLOCK_OK) {
+        rlock__try_record(lock, owner, lease_ms, &t, answer.value, 0);
         *token = answer.token;
-    } else if (status == RLOCK_OK && answer.outcome == RLOCK__ATTEMPT_BUSY)
-        status = RLOCK_BUSY;
-    else if (status == RLOCK_OK)
-        status = rlock__fail(RLOCK_EREDIS, 0, "lock '%.200s': the attempt kept finding a stale "
-                                              "count", lock->name);
+    }
     *ttl_ms = answer.value;
-    rlock__free(spare);
+    rlock__try_end(&t);
     return status;
 }
 
@@ -259,7 +290,7 @@ static int64_t sleep_until(long long ttl_ms, int64_t deadline_ms) {
 
 /* Records a hold the waiter got without an attempt of its own (its token: a fenced lock's). */
 static int took_over(waiting *w, long long count, int64_t sent_ms, long long token) {
-    record_hold(w->lock, &w->waiter.owner, w->waiter.lease_ms, count, sent_ms, &w->spare);
+    record_hold(w->lock, &w->waiter.owner, w->waiter.lease_ms, count, sent_ms, 0, &w->spare);
     *w->token = token;
     return RLOCK_OK;
 }

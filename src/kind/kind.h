@@ -171,6 +171,34 @@ int rlock__read_attempt(const redisReply *reply, void *arg);
 int rlock__hash_read_ahead(const rlock *lock, rlock__conn *ahead, rlock__attempt *answer);
 int rlock__hash_release(const rlock *lock, const rlock__owner *owner, long long expected,
                         int64_t deadline_ms, rlock__released *out);
+/*
+ * The reentrant lock's ACQUIRE, RENEW and RELEASE as commands, with their argument
+ * strings (reentrant.c), for those that send them themselves: a fan-out
+ * over several locks (group.c). The command points into the struct.
+ */
+typedef struct rlock__lock_cmd {
+    char number[2][24];
+    char owner[RLOCK__OWNER_MAX];
+    const char *argv[5];
+    size_t argvlen[5];
+    rlock__cmd cmd;
+} rlock__lock_cmd;
+/* ACQUIRE of lock for owner with lease_ms, owner believing it holds `expected`. */
+void rlock__acquire_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
+                        long long lease_ms, long long expected);
+/* The kind's RENEW of lock alone: its TTL becomes lease_ms if owner holds it (answer {1|0}). */
+void rlock__renew_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner, long long lease_ms);
+/* RELEASE of one of owner's `expected` holds of lock. */
+void rlock__release_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
+                        long long expected);
+/* RELEASE's (and FAIR_RELEASE's) answer: remaining count, nil (field gone), {true count}. */
+typedef struct rlock__release_answer {
+    long long count;
+    int stale, gone;
+    int read;                   /* an answer came (else the command was refused) */
+} rlock__release_answer;
+/* A rlock__reply_reader for RELEASE (arg: rlock__release_answer *). */
+int rlock__read_release(const redisReply *reply, void *arg);
 /* reentrant_lua.c: the script set every client loads (its indexes are RLOCK__SCRIPT_*). */
 enum {
     RLOCK__SCRIPT_ACQUIRE,
@@ -220,6 +248,121 @@ typedef struct rlock__call {
  */
 int rlock__acquire(rlock *lock, const rlock__owner *owner, long long wait_ms, long long lease_ms,
                    const rlock__call *call);
+/*
+ * One attempt in steps, for those that send the attempt themselves (a
+ * fan-out, group.c); acquire.c's own attempts run the same steps:
+ *   rlock__try_begin    the spare entry, the thread-exit hook, and the hold
+ *                       count owner believes it has (t->expected); a hold
+ *                       lost since owner's last call is told: RLOCK_ELOST
+ *   (send the attempt with t->expected, sent at t->sent_ms)
+ *   rlock__try_settle   from its first answer (status, *answer): re-bases a
+ *                       stale count with further attempts, gives back an
+ *                       acquisition the replicas did not acknowledge; RLOCK_OK
+ *                       (held: answer->value the count), RLOCK_BUSY, RLOCK_ELOST
+ *                       or an error (RLOCK_EIO: unknown whether it applied)
+ *   rlock__try_record   books a held answer in the holds table (unsure: its
+ *                       reply was lost, Redis may hold one hold fewer)
+ *   rlock__try_end      always, last
+ */
+typedef struct rlock__try {
+    rlock__hold *spare;         /* owned until rlock__try_end */
+    rlock__hold_info info;      /* owner's hold before the attempt */
+    long long expected;         /* the count the attempt sends */
+    int64_t sent_ms;            /* when the attempt that answered was sent */
+} rlock__try;
+int rlock__try_begin(rlock *lock, const rlock__owner *owner, rlock__try *t);
+int rlock__try_settle(rlock *lock, const rlock__owner *owner, long long lease_ms,
+                      long long wait_ms, int64_t deadline_ms, rlock__try *t, int status,
+                      rlock__attempt *answer);
+void rlock__try_record(rlock *lock, const rlock__owner *owner, long long lease_ms, rlock__try *t,
+                       long long count, int unsure);
+void rlock__try_end(rlock__try *t);
+/* ---- group.c: one attempt on several locks at once --------------------------------- */
+
+/* One lock of a fan-out (a multi-lock's member, a Redlock's master): one call's state. */
+typedef struct rlock__fanned {
+    rlock *lock;                /* set by the caller: a handle of the reentrant kind */
+    rlock__try t;
+    rlock__attempt answer;
+    int status;                 /* RLOCK_OK: held (answer.value its count); RLOCK_BUSY;
+                                   RLOCK_EIO: unknown whether it took a hold; or an
+                                   error (nothing taken) */
+} rlock__fanned;
+
+/* The smallest command_timeout_ms of the locks' clients (n >= 1): a fan-out's reply bound. */
+long long rlock__fan_timeout(rlock *const *locks, size_t n);
+/*
+ * One attempt on each m[i].lock for owner (lease_ms, or RLOCK_LEASE_WATCHDOG),
+ * every ACQUIRE written before any reply is read; replies bounded by
+ * deadline_ms. Fills each m[i] (nothing is booked yet). Then exactly one of
+ * rlock__fan_keep or rlock__fan_undo. Returns RLOCK_OK or RLOCK_ENOMEM
+ * (nothing sent; every m[i].status says so).
+ */
+int rlock__fan_acquire(rlock__fanned *m, size_t n, const rlock__owner *owner, long long lease_ms,
+                       int64_t deadline_ms);
+/* Books the holds taken (and, unsure, those whose reply was lost); ends each try. */
+void rlock__fan_keep(rlock__fanned *m, size_t n, const rlock__owner *owner, long long lease_ms);
+/*
+ * Gives back what the attempt took -- the holds taken and those whose reply
+ * was lost -- with one RELEASE each, at once; nothing is booked. Best effort
+ * (a hold not given back ends with its lease); ends each try.
+ */
+void rlock__fan_undo(rlock__fanned *m, size_t n, const rlock__owner *owner, int64_t deadline_ms);
+/*
+ * Sets the TTL of each of locks[] (held by owner) to lease_ms at once, and
+ * books it: no longer renewed by the watchdog. RLOCK_OK, RLOCK_ELOST (a hold
+ * was gone), or the first error.
+ */
+int rlock__fan_relet(rlock *const *locks, size_t n, const rlock__owner *owner,
+                     long long lease_ms, int64_t deadline_ms);
+
+/* ---- multi.c: a multi-lock ---------------------------------------------------------- */
+
+/*
+ * Sorts locks[] into the order every process computes alike (name bytes,
+ * then where the name is served, then client id). RLOCK_EINVAL when one
+ * Redis key is given twice (the same client, or two clients on one server).
+ */
+int rlock__multi_order(rlock **locks, size_t n);
+/*
+ * Acquires every lock of locks[] (in rlock__multi_order's order) for owner,
+ * all or nothing, waiting up to wait_ms in all (-1: no limit, 0: no waiting),
+ * each with lease_ms (or RLOCK_LEASE_WATCHDOG). RLOCK_OK; RLOCK_BUSY (a
+ * member stayed another owner's for the whole wait); RLOCK_ELOST (a member's
+ * earlier hold was lost: told now); or a member's error. On any return but
+ * RLOCK_OK the owner holds nothing it did not hold before.
+ */
+int rlock__multi_acquire(rlock *const *locks, size_t n, const rlock__owner *owner,
+                         long long wait_ms, long long lease_ms, const rlock__call *call);
+/* Releases one hold of owner on each lock, last first: the first failure, after all. */
+int rlock__multi_release(rlock *const *locks, size_t n, const rlock__owner *owner);
+
+/* ---- redlock.c: the Redlock algorithm ------------------------------------------------- */
+
+/* The clock-drift allowance subtracted from a Redlock's validity: lease / 100 + 2 ms. */
+long long rlock__redlock_drift(long long lease_ms);
+/*
+ * Acquires lock name -- masters[i], one handle per independent master, all
+ * of the reentrant kind -- for owner on a majority of masters, with a fixed
+ * lease, trying again after random pauses while wait_ms lasts (-1: no limit).
+ * RLOCK_OK with *validity_ms (> 0); RLOCK_BUSY (no quorum for the whole
+ * wait); RLOCK_EIO (no majority reachable); a refusal's status (more masters
+ * refused than a quorum allows); RLOCK_ECLOSED; RLOCK_ENOMEM. Nothing is
+ * left held on a return other than RLOCK_OK (best effort: a master that
+ * cannot be told keeps the hold for its lease).
+ */
+int rlock__redlock_acquire(rlock *const *masters, size_t n, const rlock__owner *owner,
+                           long long wait_ms, long long lease_ms, const rlock__call *call,
+                           long long *validity_ms);
+/*
+ * Releases one hold of owner on every master that holds it, at once.
+ * RLOCK_OK; RLOCK_ENOTOWNER (held on fewer than a quorum at unlock: what was
+ * left is released); RLOCK_EIO or a refusal's status (so many masters
+ * unknown or refusing that another owner could not take it yet: unlocking
+ * again completes it); RLOCK_ENOMEM.
+ */
+int rlock__redlock_release(rlock *const *masters, size_t n, const rlock__owner *owner);
+
 /* Releases one hold of owner (a hand-off to a waiter of this client if one sleeps). */
 int rlock__release(rlock *lock, const rlock__owner *owner);
 /*

@@ -43,14 +43,6 @@ int rlock__read_attempt(const redisReply *reply, void *arg) {
     return RLOCK_OK;
 }
 
-/* An ACQUIRE command with its argument strings. */
-typedef struct acquire_cmd {
-    char lease[24], owner[RLOCK__OWNER_MAX], expected[24];
-    const char *argv[5];
-    size_t argvlen[5];
-    rlock__cmd cmd;
-} acquire_cmd;
-
 /* The keys of ACQUIRE and TRANSFER: the name, and a fenced lock's counter. */
 static int lock_keys(const rlock *lock, const char **argv, size_t *argvlen) {
     argv[0] = lock->name;
@@ -62,15 +54,30 @@ static int lock_keys(const rlock *lock, const char **argv, size_t *argvlen) {
     return 2;
 }
 
-static void acquire_cmd_init(acquire_cmd *a, const rlock *lock, uint64_t owner,
-                             long long lease_ms, long long expected) {
-    int k = lock_keys(lock, a->argv, a->argvlen);
-    a->argv[k] = a->lease;
-    a->argvlen[k] = rlock__fmt_i64(a->lease, lease_ms);
+/* The arguments ACQUIRE and RENEW start with after their k keys: the lease, the owner field. */
+static void lease_owner(rlock__lock_cmd *a, int k, const rlock *lock, uint64_t owner,
+                        long long lease_ms) {
+    a->argv[k] = a->number[0];
+    a->argvlen[k] = rlock__fmt_i64(a->number[0], lease_ms);
     a->argv[k + 1] = a->owner;
     a->argvlen[k + 1] = rlock__owner_field(lock->client_id, owner, a->owner);
-    a->argv[k + 2] = a->expected;
-    a->argvlen[k + 2] = rlock__fmt_i64(a->expected, expected);
+}
+
+void rlock__renew_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
+                      long long lease_ms) {
+    a->argv[0] = lock->name;
+    a->argvlen[0] = lock->name_len;
+    lease_owner(a, 1, lock, owner, lease_ms);
+    a->cmd = (rlock__cmd){.script = lock->kind->renew_script, .flags = RLOCK__CMD_WRITE,
+                          .argc = 3, .nkeys = 1, .argv = a->argv, .argvlen = a->argvlen};
+}
+
+void rlock__acquire_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
+                        long long lease_ms, long long expected) {
+    int k = lock_keys(lock, a->argv, a->argvlen);
+    lease_owner(a, k, lock, owner, lease_ms);
+    a->argv[k + 2] = a->number[1];
+    a->argvlen[k + 2] = rlock__fmt_i64(a->number[1], expected);
     a->cmd = (rlock__cmd){.script = RLOCK__SCRIPT_ACQUIRE, .flags = RLOCK__CMD_WRITE,
                           .argc = k + 3, .nkeys = k, .argv = a->argv, .argvlen = a->argvlen};
 }
@@ -78,9 +85,9 @@ static void acquire_cmd_init(acquire_cmd *a, const rlock *lock, uint64_t owner,
 static int attempt(const rlock *lock, const rlock__owner *owner, long long lease_ms,
                    long long expected, long long wait_ms, int64_t deadline_ms,
                    rlock__attempt *answer) {
-    acquire_cmd a;
+    rlock__lock_cmd a;
     (void)wait_ms; /* no queue: every waiter tries alike */
-    acquire_cmd_init(&a, lock, owner->id, lease_ms, expected);
+    rlock__acquire_cmd(&a, lock, owner->id, lease_ms, expected);
     answer->outcome = RLOCK__ATTEMPT_NONE;
     return rlock__exec_read(lock->engine->net, &a.cmd, deadline_ms, NULL, rlock__read_attempt, answer);
 }
@@ -93,9 +100,9 @@ static int attempt(const rlock *lock, const rlock__owner *owner, long long lease
 static rlock__conn *send_ahead(const rlock__waiter *w) {
     const rlock *lock = w->lock;
     rlock__engine *e = lock->engine;
-    acquire_cmd a;
+    rlock__lock_cmd a;
     long long expected = rlock__holds_expected(&e->holds, w->name, w->name_len, w->owner.id);
-    acquire_cmd_init(&a, lock, w->owner.id, rlock__lease_ttl(lock, w->lease_ms), expected);
+    rlock__acquire_cmd(&a, lock, w->owner.id, rlock__lease_ttl(lock, w->lease_ms), expected);
     return rlock__send_ahead(e->net, &a.cmd);
 }
 
@@ -117,19 +124,8 @@ int rlock__hash_read_ahead(const rlock *lock, rlock__conn *ahead, rlock__attempt
 /* A stale expected count is re-based at most this often in one release. */
 #define MAX_REBASES 3
 
-/*
- * RELEASE's answers: remaining count, nil (field gone), {true count} (stale).
- * A fair lock's (lock->queue set) FAIR_RELEASE takes RELEASE's arguments
- * plus its queue keys and the wall clock, and answers alike (fair_lua.c).
- */
-typedef struct release_answer {
-    long long count;
-    int stale, gone;
-    int read;                   /* an answer came (else the command was refused) */
-} release_answer;
-
-static int read_release(const redisReply *reply, void *arg) {
-    release_answer *r = arg;
+int rlock__read_release(const redisReply *reply, void *arg) {
+    rlock__release_answer *r = arg;
     r->read = 1;
     r->stale = r->gone = 0;
     if (reply->type == REDIS_REPLY_INTEGER) {
@@ -146,32 +142,47 @@ static int read_release(const redisReply *reply, void *arg) {
     return RLOCK_OK;
 }
 
+void rlock__release_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
+                        long long expected) {
+    const char *publish = lock->publish_verb;
+    a->argv[0] = lock->name;
+    a->argvlen[0] = lock->name_len;
+    a->argv[1] = a->owner;
+    a->argvlen[1] = rlock__owner_field(lock->client_id, owner, a->owner);
+    a->argv[2] = a->number[0];
+    a->argvlen[2] = rlock__fmt_i64(a->number[0], expected);
+    a->argv[3] = lock->channel;
+    a->argvlen[3] = lock->channel_len;
+    a->argv[4] = publish;
+    a->argvlen[4] = strlen(publish);
+    a->cmd = (rlock__cmd){.script = RLOCK__SCRIPT_RELEASE, .flags = RLOCK__CMD_WRITE, .argc = 5,
+                          .nkeys = 1, .argv = a->argv, .argvlen = a->argvlen};
+}
+
 /*
- * RELEASE, or for a fair lock (lock->queue set) FAIR_RELEASE: the same
+ * RELEASE, or for a fair lock (lock->queue set) FAIR_RELEASE: RELEASE's
  * arguments plus its queue keys and the wall clock (fair_lua.c), the same
  * answers.
  */
-static int send_release(const rlock *lock, const char *owner, size_t owner_len,
-                        long long expected, int64_t deadline_ms, rlock__exec_info *info,
-                        release_answer *answer) {
-    char expected_str[24], now[24];
-    const char *publish = lock->publish_verb;
-    size_t expected_len = rlock__fmt_i64(expected_str, expected);
-    size_t now_len = lock->queue != NULL ? rlock__fmt_i64(now, rlock__wall_ms()) : 0;
-    const char *plain[] = {lock->name, owner, expected_str, lock->channel, publish};
-    size_t plain_len[] = {lock->name_len, owner_len, expected_len, lock->channel_len,
-                          strlen(publish)};
-    const char *fair[] = {lock->name, lock->queue, lock->timeouts, owner, expected_str,
-                          lock->channel, publish, now};
-    size_t fair_len[] = {lock->name_len, lock->queue_len, lock->timeouts_len, owner_len,
-                         expected_len, lock->channel_len, strlen(publish), now_len};
-    rlock__cmd cmd = {.script = RLOCK__SCRIPT_RELEASE, .flags = RLOCK__CMD_WRITE, .argc = 5,
-                      .nkeys = 1, .argv = plain, .argvlen = plain_len};
-    if (lock->queue != NULL)
+static int send_release(const rlock *lock, const rlock__owner *owner, long long expected,
+                        int64_t deadline_ms, rlock__exec_info *info,
+                        rlock__release_answer *answer) {
+    rlock__lock_cmd plain;
+    char now[24];
+    rlock__release_cmd(&plain, lock, owner->id, expected);
+    const char *fair[] = {lock->name, lock->queue, lock->timeouts, plain.argv[1], plain.argv[2],
+                          lock->channel, plain.argv[4], now};
+    size_t fair_len[] = {lock->name_len, lock->queue_len, lock->timeouts_len, plain.argvlen[1],
+                         plain.argvlen[2], lock->channel_len, plain.argvlen[4], 0};
+    rlock__cmd cmd = plain.cmd;
+    if (lock->queue != NULL) {
+        fair_len[7] = rlock__fmt_i64(now, rlock__wall_ms());
         cmd = (rlock__cmd){.script = RLOCK__SCRIPT_FAIR_RELEASE, .flags = RLOCK__CMD_WRITE,
                            .argc = 8, .nkeys = 3, .argv = fair, .argvlen = fair_len};
+    }
     answer->read = 0;
-    return rlock__exec_read(lock->engine->net, &cmd, deadline_ms, info, read_release, answer);
+    return rlock__exec_read(lock->engine->net, &cmd, deadline_ms, info, rlock__read_release,
+                            answer);
 }
 
 /*
@@ -193,14 +204,12 @@ static void republish_if_asked(const rlock *lock, const rlock__exec_info *info,
 
 int rlock__hash_release(const rlock *lock, const rlock__owner *owner, long long expected,
                         int64_t deadline_ms, rlock__released *out) {
-    char field[RLOCK__OWNER_MAX];
-    size_t field_len = rlock__owner_field(lock->client_id, owner->id, field);
-    release_answer answer = {.stale = 1};
+    rlock__release_answer answer = {.stale = 1};
     rlock__exec_info info = {0};
     int resent = 0, status = RLOCK_EREDIS;
     *out = (rlock__released){.remaining = -2};
     for (int i = 0; i < MAX_REBASES && answer.stale; i++) {
-        status = send_release(lock, field, field_len, expected, deadline_ms, &info, &answer);
+        status = send_release(lock, owner, expected, deadline_ms, &info, &answer);
         resent |= info.resent;
         if ((status != RLOCK_OK && status != RLOCK_ENOREPL) || !answer.read)
             break; /* refused (NOREPLICAS too): Redis is unchanged */

@@ -204,7 +204,10 @@ void rlock__pool_give(rlock__conn *conn, int healthy);
  * the server closed is replaced. RLOCK_ECLOSED if close began meanwhile.
  */
 int rlock__pool_connect(rlock__conn *conn, int connect_timeout_ms, int64_t deadline_ms);
-/* Takes an idle, connected slot without waiting; NULL if none (or closing). */
+/*
+ * Takes an idle, connected slot without waiting; NULL if none (or closing).
+ * Slots the server closed are dropped on the way (checked whatever their age).
+ */
 rlock__conn *rlock__pool_take_idle(rlock__pool *pool);
 /* Gives a fresh pool its first connection (taken over; freed if the slot is in use). */
 void rlock__pool_seed(rlock__pool *pool, redisContext *ctx);
@@ -415,6 +418,12 @@ int rlock__net_same_slot(const rlock__net *net, const char *a, size_t a_len, con
                          size_t b_len);
 /* Which node serves key now, as an identity to compare (never dereferenced above the net). */
 const void *rlock__net_node_of(rlock__net *net, const char *key, size_t len);
+/*
+ * Where key is served now, as "host:port/db" (a unix socket: "path/db") into
+ * buf: what a multi-lock orders same-named members by and what tells two
+ * clients on one server apart. Returns buf.
+ */
+const char *rlock__net_where(rlock__net *net, const char *key, size_t len, char *buf, size_t size);
 
 /* What rlock__exec tells besides the reply (pass NULL if nothing is wanted). */
 typedef struct rlock__exec_info {
@@ -480,6 +489,21 @@ int rlock__exec_read(rlock__net *net, const rlock__cmd *cmd, int64_t deadline_ms
  */
 int rlock__exec_pipeline(rlock__net *net, const rlock__cmd *cmds, int n, int64_t deadline_ms,
                          redisReply **replies, int *acks);
+
+/*
+ * A fan-out: cmds[i] on nets[i] (independent servers, or several commands
+ * of one net), every node's commands written before any reply is read, so n
+ * servers cost about one round trip, not n. No retries (the caller's
+ * algorithm retries), except that a MOVED or ASK reply is followed through
+ * rlock__exec. Per command: statuses[i] RLOCK_OK with replies[i] set (an
+ * error reply included: its meaning is the caller's), RLOCK_ENOREPL with the
+ * reply (replica_acks set and fewer replicas acknowledged), or the failure
+ * of its node (RLOCK_EIO: unknown whether it ran; RLOCK_ECLOSED) with
+ * replies[i] NULL. Every reply is bounded by deadline_ms. Returns RLOCK_OK,
+ * or RLOCK_ENOMEM (nothing sent).
+ */
+int rlock__exec_fanout(rlock__net *const *nets, const rlock__cmd *cmds, int n,
+                       int64_t deadline_ms, redisReply **replies, int *statuses);
 
 /*
  * Sending ahead: a thread that knows a command will be needed sends it on an

@@ -2,12 +2,15 @@
  * pipeline.c - commands that skip exec.c's retries: a pipeline of script
  * calls in one round trip per node, the nodes working at once (the
  * watchdog's renewal rounds: the watchdog retries soon; only an entry
- * redirected is re-run through exec.c), and a command sent ahead on an
- * idle connection whose reply another thread reads (a waiter's attempt,
- * written by the subscriber thread before it wakes the waiter).
+ * redirected is re-run through exec.c); the same over the nodes of several
+ * nets, one command each (a fan-out: a Redlock's masters, a multi-lock's
+ * members, written to every server before any reply is read); and a command
+ * sent ahead on an idle connection whose reply another thread reads (a
+ * waiter's attempt, written by the subscriber thread before it wakes the
+ * waiter).
  *
- * Threads: the watchdog thread (pipelines), the subscriber thread (send
- * ahead) and application threads (read ahead).
+ * Threads: the watchdog thread (pipelines), application threads (fan-outs,
+ * read ahead) and the subscriber thread (send ahead).
  */
 #include <errno.h>
 #include <string.h>
@@ -19,6 +22,7 @@
  * the caller's arrays), the connection they went out on, and the outcome.
  */
 typedef struct node_part {
+    rlock__net *net;   /* the net the node belongs to */
     rlock__node *node;
     rlock__conn *conn; /* taken in send_part, given back in read_part */
     int *index;        /* k entries: where each command and reply is */
@@ -41,17 +45,18 @@ static int part_wait_for(const rlock__net *net, const rlock__cmd *cmds, const no
  * connected one if idle_only (never waits), else one taken and connected by
  * deadline_ms. With idle_only and none idle, the part is left for later.
  */
-static void send_part(rlock__net *net, const rlock__cmd *cmds, node_part *p, int idle_only,
-                      int64_t deadline_ms) {
+static void send_part(const rlock__cmd *cmds, node_part *p, int idle_only, int64_t deadline_ms) {
+    rlock__net *net = p->net;
     int status = RLOCK_OK;
     p->acks = -1;
     p->conn = idle_only ? rlock__pool_take_idle(&p->node->pool)
                         : rlock__pool_take(&p->node->pool, deadline_ms, &status);
     if (p->conn == NULL) {
         if (!idle_only)
-            p->status = status == RLOCK_ECLOSED ? RLOCK_ECLOSED
-                                                : rlock__fail(RLOCK_EIO, ETIMEDOUT,
-                                                              "renewal: no pooled connection free");
+            p->status = status == RLOCK_ECLOSED
+                            ? RLOCK_ECLOSED
+                            : rlock__fail(RLOCK_EIO, ETIMEDOUT, "%s: no pooled connection free",
+                                          rlock__net_cmd_name(net, &cmds[p->index[0]]));
         return;
     }
     if (!idle_only)
@@ -86,8 +91,9 @@ static int rerun_noscript(rlock__net *net, const rlock__cmd *cmds, node_part *p,
 }
 
 /* Reads the part's replies (and WAIT's), and gives its connection back. */
-static void read_part(rlock__net *net, const rlock__cmd *cmds, node_part *p, int64_t deadline_ms,
+static void read_part(const rlock__cmd *cmds, node_part *p, int64_t deadline_ms,
                       redisReply **replies) {
+    rlock__net *net = p->net;
     redisReply *wait_reply = NULL;
     int status = p->status;
     if (p->conn == NULL)
@@ -116,19 +122,20 @@ static void read_part(rlock__net *net, const rlock__cmd *cmds, node_part *p, int
 }
 
 /*
- * Splits the commands by the node that serves each: parts[] (at most n)
- * with their index lists carved from index (n entries). Returns how many.
+ * Splits the commands by the node that serves each (cmds[i] on nets[i]):
+ * parts[] (at most n) with their index lists carved from index (n entries).
+ * Returns how many.
  */
-static int split_by_node(rlock__net *net, const rlock__cmd *cmds, int n, node_part *parts,
+static int split_by_node(rlock__net *const *nets, const rlock__cmd *cmds, int n, node_part *parts,
                          int *index, rlock__node **node_of) {
     int nparts = 0;
     for (int i = 0; i < n; i++) {
-        node_of[i] = rlock__node_of(net, &cmds[i]);
+        node_of[i] = rlock__node_of(nets[i], &cmds[i]);
         int j = 0;
         while (j < nparts && parts[j].node != node_of[i])
             j++;
         if (j == nparts)
-            parts[nparts++] = (node_part){.node = node_of[i]};
+            parts[nparts++] = (node_part){.net = nets[i], .node = node_of[i]};
         parts[j].k++;
     }
     for (int j = 0, used = 0; j < nparts; j++) {
@@ -145,6 +152,12 @@ static int split_by_node(rlock__net *net, const rlock__cmd *cmds, int n, node_pa
     return nparts;
 }
 
+/* Lowers *acks to a (a WAIT's answer; -1: none was asked). */
+static void lower_acks(int *acks, int a) {
+    if (a >= 0 && (*acks < 0 || a < *acks))
+        *acks = a;
+}
+
 /*
  * A reply that says "not here" (MOVED, ASK) is that entry's alone: it goes
  * through rlock__exec, which follows the redirect, while the others keep
@@ -153,11 +166,11 @@ static int split_by_node(rlock__net *net, const rlock__cmd *cmds, int n, node_pa
  * one by one would hold the round for their number of round trips; the
  * caller tries again soon (TRYAGAIN: a multi-key call whose keys a
  * migration split, which no retry fixes before the migration ends).
- * Returns the first failure that left an entry without a reply.
+ * statuses[i] receives the outcome of each entry re-run; acks[i] its WAIT's.
  */
-static int rerun_redirected(rlock__net *net, const rlock__cmd *cmds, int n, int64_t deadline_ms,
-                            redisReply **replies, int *acks) {
-    int first_failure = RLOCK_OK;
+static void rerun_redirected(rlock__net *const *nets, const rlock__cmd *cmds, int n,
+                             int64_t deadline_ms, redisReply **replies, int *statuses,
+                             int *acks) {
     for (int i = 0; i < n; i++) {
         const redisReply *r = replies[i];
         if (r == NULL || !rlock__is_redirect(r) ||
@@ -167,52 +180,105 @@ static int rerun_redirected(rlock__net *net, const rlock__cmd *cmds, int n, int6
         rlock__exec_info info;
         cmd.flags |= RLOCK__CMD_NO_RETRY;
         rlock__drop_reply(&replies[i]);
-        int status = rlock__exec(net, &cmd, deadline_ms, &replies[i], &info);
-        int entry_acks = status == RLOCK_ENOREPL && info.acks < 0 ? 0 : info.acks;
-        if (entry_acks >= 0 && (*acks < 0 || entry_acks < *acks))
-            *acks = entry_acks;
-        if (replies[i] == NULL && first_failure == RLOCK_OK)
-            first_failure = status;
+        statuses[i] = rlock__exec(nets[i], &cmd, deadline_ms, &replies[i], &info);
+        acks[i] = statuses[i] == RLOCK_ENOREPL && info.acks < 0 ? 0 : info.acks;
+        if (statuses[i] != RLOCK_ENOREPL || (replies[i] != NULL &&
+                                             replies[i]->type == REDIS_REPLY_ERROR))
+            continue;
+        statuses[i] = RLOCK_OK; /* told by acks[i], as for the others */
     }
-    return first_failure;
 }
 
-int rlock__exec_pipeline(rlock__net *net, const rlock__cmd *cmds, int n, int64_t deadline_ms,
-                         redisReply **replies, int *acks) {
-    int status = RLOCK_OK;
-    *acks = -1;
+/*
+ * Runs cmds[i] on nets[i]: one pipeline per node, every node's written
+ * before any is read. statuses[i] is the outcome of the part cmds[i] went
+ * in (RLOCK_OK: replies[i] is set, an error reply included), acks[i] the
+ * WAIT answer of that part (-1: none asked).
+ */
+static int run_parts(rlock__net *const *nets, const rlock__cmd *cmds, int n, int64_t deadline_ms,
+                     redisReply **replies, int *statuses, int *acks) {
     for (int i = 0; i < n; i++)
         replies[i] = NULL;
+    if (n == 0)
+        return RLOCK_OK;
     node_part *parts = rlock__malloc((size_t)n * sizeof(*parts));
     int *index = rlock__malloc((size_t)n * sizeof(*index));
     rlock__node **node_of = rlock__malloc((size_t)n * sizeof(*node_of));
     if (parts == NULL || index == NULL || node_of == NULL) {
-        status = RLOCK_ENOMEM;
-        goto out;
+        rlock__free(node_of);
+        rlock__free(index);
+        rlock__free(parts);
+        return RLOCK_ENOMEM;
     }
-    int nparts = split_by_node(net, cmds, n, parts, index, node_of);
+    int nparts = split_by_node(nets, cmds, n, parts, index, node_of);
     /* Every node works on its part at once; a node that is slow to connect to
        (or hangs) is waited for only after the others have theirs. */
     for (int j = 0; j < nparts; j++)
-        send_part(net, cmds, &parts[j], 1, deadline_ms);
+        send_part(cmds, &parts[j], 1, deadline_ms);
     for (int j = 0; j < nparts; j++)
         if (parts[j].conn == NULL && parts[j].status == RLOCK_OK)
-            send_part(net, cmds, &parts[j], 0, deadline_ms);
+            send_part(cmds, &parts[j], 0, deadline_ms);
     for (int j = 0; j < nparts; j++) {
-        read_part(net, cmds, &parts[j], deadline_ms, replies);
-        if (parts[j].acks >= 0 && (*acks < 0 || parts[j].acks < *acks))
-            *acks = parts[j].acks;
-        if (status == RLOCK_OK)
-            status = parts[j].status;
+        read_part(cmds, &parts[j], deadline_ms, replies);
+        for (int k = 0; k < parts[j].k; k++) {
+            int i = parts[j].index[k];
+            statuses[i] = rlock__net_closing(nets[i]) && parts[j].status != RLOCK_OK
+                              ? RLOCK_ECLOSED
+                              : parts[j].status;
+            acks[i] = parts[j].acks;
+        }
     }
-    int rerun = rerun_redirected(net, cmds, n, deadline_ms, replies, acks);
-    if (status == RLOCK_OK)
-        status = rerun;
-out:
+    rerun_redirected(nets, cmds, n, deadline_ms, replies, statuses, acks);
     rlock__free(node_of);
     rlock__free(index);
     rlock__free(parts);
-    return rlock__net_closing(net) && status != RLOCK_OK ? RLOCK_ECLOSED : status;
+    return RLOCK_OK;
+}
+
+int rlock__exec_pipeline(rlock__net *net, const rlock__cmd *cmds, int n, int64_t deadline_ms,
+                         redisReply **replies, int *acks) {
+    int status = RLOCK_ENOMEM;
+    rlock__net **nets = rlock__malloc((size_t)n * sizeof(*nets));
+    int *statuses = rlock__malloc((size_t)n * sizeof(*statuses));
+    int *part_acks = rlock__malloc((size_t)n * sizeof(*part_acks));
+    *acks = -1;
+    for (int i = 0; i < n; i++)
+        replies[i] = NULL;
+    if (nets != NULL && statuses != NULL && part_acks != NULL) {
+        for (int i = 0; i < n; i++)
+            nets[i] = net;
+        status = run_parts(nets, cmds, n, deadline_ms, replies, statuses, part_acks);
+    }
+    /* The first failure that left an entry without a reply. */
+    for (int i = 0; i < n && status == RLOCK_OK; i++)
+        if (replies[i] == NULL)
+            status = statuses[i];
+    for (int i = 0; i < n && nets != NULL && statuses != NULL && part_acks != NULL; i++)
+        lower_acks(acks, part_acks[i]);
+    rlock__free(part_acks);
+    rlock__free(statuses);
+    rlock__free(nets);
+    return status;
+}
+
+int rlock__exec_fanout(rlock__net *const *nets, const rlock__cmd *cmds, int n,
+                       int64_t deadline_ms, redisReply **replies, int *statuses) {
+    if (n == 0)
+        return RLOCK_OK;
+    int *acks = rlock__malloc((size_t)n * sizeof(*acks));
+    int status = acks == NULL ? RLOCK_ENOMEM
+                              : run_parts(nets, cmds, n, deadline_ms, replies, statuses, acks);
+    for (int i = 0; i < n && status == RLOCK_OK; i++) {
+        const redisReply *r = replies[i];
+        if (statuses[i] != RLOCK_OK || r == NULL || r->type == REDIS_REPLY_ERROR)
+            continue;
+        /* With WAIT, too few acknowledgements: the reply says what the master did. */
+        if (acks[i] >= 0 && acks[i] < rlock__wait_for(nets[i], &cmds[i]))
+            statuses[i] = rlock__fail_acks(nets[i], rlock__node_of(nets[i], &cmds[i]),
+                                           &cmds[i], acks[i]);
+    }
+    rlock__free(acks);
+    return status;
 }
 
 rlock__conn *rlock__send_ahead(rlock__net *net, const rlock__cmd *cmd) {

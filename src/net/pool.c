@@ -171,20 +171,26 @@ int rlock__pool_connect(rlock__conn *conn, int connect_timeout_ms, int64_t deadl
     return status;
 }
 
+/*
+ * A command written on an idle slot is not re-sent if the slot turns out
+ * dead (its reply is read later, or by another thread), so each one is
+ * checked, however recently used (a server restarted since), and a dead one
+ * closed before the next is tried.
+ */
 rlock__conn *rlock__pool_take_idle(rlock__pool *pool) {
-    rlock__conn *conn = NULL;
-    pthread_mutex_lock(&pool->mutex);
-    for (int i = 0; i < pool->size && !pool->closing && conn == NULL; i++)
-        if (!pool->slots[i].busy && pool->slots[i].ctx != NULL)
-            conn = &pool->slots[i];
-    if (conn != NULL)
-        conn->busy = 1;
-    pthread_mutex_unlock(&pool->mutex);
-    if (conn != NULL && !usable(conn)) {
-        rlock__pool_give(conn, 0);
-        return NULL;
+    for (int next = 0;;) {
+        rlock__conn *conn = NULL;
+        pthread_mutex_lock(&pool->mutex);
+        for (; next < pool->size && !pool->closing && conn == NULL; next++)
+            if (!pool->slots[next].busy && pool->slots[next].ctx != NULL)
+                conn = &pool->slots[next];
+        if (conn != NULL)
+            conn->busy = 1;
+        pthread_mutex_unlock(&pool->mutex);
+        if (conn == NULL || still_open(conn->ctx))
+            return conn;
+        rlock__pool_give(conn, 0); /* closed by the server: dropped; the slots after it next */
     }
-    return conn;
 }
 
 

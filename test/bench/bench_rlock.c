@@ -12,6 +12,8 @@
  *   herd         W waiting threads of one process: script calls per hand-off
  *   watchdog     N held watchdog locks: renewal cost and correctness
  *   memory       client heap and Redis memory per handle, held lock, waiter
+ *   redlock      Redlock acquire over 3 masters of its own, beside one master
+ *                and beside Redisson's one-after-another attempt
  *
  * Each prints progress on stderr and one JSON line on stdout. Nothing here
  * asserts speed: a subcommand fails (exit 1) only when the library returned
@@ -115,6 +117,7 @@ static void usage(FILE *out) {
             "  herd        [-w WAITERS] [-r ROUNDS]\n"
             "  watchdog    [-n LOCKS] [-t THREADS] [--timeout MS] [-r ROUNDS]\n"
             "  memory      [-n LOCKS] [-w WAITERS]\n"
+            "  redlock     [-n CYCLES]   (3 redis-servers of its own; --url unused)\n"
             "Every subcommand takes --local-handoffs N (rlock_config.local_handoffs).\n"
             "URL defaults to $RLOCK_TEST_URL. Prints one JSON line on stdout.\n");
 }
@@ -181,7 +184,8 @@ int main(int argc, char **argv) {
     } subs[] = {{"uncontended", bench_uncontended}, {"handoff", bench_handoff},
                 {"contention", bench_contention},   {"herd", bench_herd},
                 {"fenced", bench_fenced},
-                {"watchdog", bench_watchdog},       {"memory", bench_memory}};
+                {"watchdog", bench_watchdog},       {"memory", bench_memory},
+                {"redlock", bench_redlock}};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
         if (strcmp(sub, subs[i].name) == 0)
             return subs[i].run(&o);

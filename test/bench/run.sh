@@ -173,6 +173,10 @@ fi
 # shellcheck disable=SC2086
 run clus "$bin/bench_cluster" $CLA
 
+# Three masters of its own (not the url's server): Redlock beside one master and
+# beside Redisson's one-after-another attempt.
+run redl "$bin/bench_rlock" redlock -n $N
+
 # ---- report ----------------------------------------------------------------------
 
 redis_version=$(redis-cli -u "$url" INFO server 2>/dev/null | tr -d '\r' | sed -n 's/^redis_version://p')
@@ -360,6 +364,21 @@ row "migration: failed lock/unlock calls" "$mf" "<= 0" "$(verdict "$mf" '<=' 0)"
 row "migration: held lock in the slot lost" "$(get "$clus" mig_lost)" "<= 0" "$(verdict "$(get "$clus" mig_lost)" '<=' 0)"
 textrow "migration: MOVED / ASK / TRYAGAIN seen" "$(get "$clus" mig_moved) / $(get "$clus" mig_ask) / $(get "$clus" mig_tryagain)"
 cmd "$(cmd_of "$clus")"
+
+section "10. Redlock over 3 masters of its own: uncontended acquire, 1 thread (lease locks)"
+rl50=$(get "$redl" redlock_to_single_p50) rl99=$(get "$redl" redlock_to_single_p99)
+row "one master (rlock_try_lock): p50 ms" "$(get "$redl" single_p50_ms)" "" ""
+row "one master: p99 ms" "$(get "$redl" single_p99_ms)" "" ""
+row "Redlock, 3 masters at once: p50 ms" "$(get "$redl" redlock_p50_ms)" "" ""
+row "Redlock: p99 ms" "$(get "$redl" redlock_p99_ms)" "" ""
+row "Redlock p50 ratio to one master" "$rl50" "<= 1.3" "$(verdict "$rl50" '<=' 1.3)"
+row "Redlock p99 ratio to one master" "$rl99" "<= 1.3" "$(verdict "$rl99" '<=' 1.3)"
+row "one after another (Redisson's RedLock): p50 ms" "$(get "$redl" sequential_p50_ms)" "" ""
+row "one after another: p99 ms" "$(get "$redl" sequential_p99_ms)" "" ""
+row "one after another: p50 ratio to one master" "$(get "$redl" sequential_to_single_p50)" "" ""
+row "Redlock unlock, 3 masters at once: p50 ms" "$(get "$redl" redlock_unlock_p50_ms)" "" ""
+row "Redlock unlock: p99 ms" "$(get "$redl" redlock_unlock_p99_ms)" "" ""
+cmd "$(cmd_of "$redl")"
 
 render_table
 

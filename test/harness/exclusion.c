@@ -20,6 +20,7 @@
 struct h_excl_shared {
     atomic_int inside;   /* holders in the critical section now */
     atomic_int overlaps; /* times a holder found another inside */
+    atomic_long overruns; /* holders that left after their validity */
     long counter;        /* read, pause, write: exact only under exclusion */
     atomic_long acquisitions;
     atomic_long per_process[H_EXCL_MAX_PROCESSES];
@@ -33,7 +34,8 @@ struct h_excl_shared {
 
 typedef struct worker {
     h_excl_shared *sh;
-    rlock *lock;
+    const h_excl_ops *ops;
+    void *ctx;
     int process;
 } worker;
 
@@ -52,7 +54,9 @@ static void *worker_main(void *arg) {
     worker *w = arg;
     h_excl_shared *sh = w->sh;
     while (!atomic_load(&sh->stop)) {
-        int rc = rlock_try_lock(w->lock, 2000, RLOCK_LEASE_WATCHDOG);
+        long long valid_ms = -1;
+        int rc = w->ops->acquire(w->ctx, &valid_ms);
+        long long until = valid_ms >= 0 ? h_now_ms() + valid_ms : -1;
         if (rc != RLOCK_OK) {
             atomic_fetch_add(&sh->refused[w->process], 1);
             atomic_store(&sh->last_refusal[w->process], rc);
@@ -60,7 +64,9 @@ static void *worker_main(void *arg) {
             continue;
         }
         critical_section(sh, w->process);
-        rc = rlock_unlock(w->lock);
+        if (until >= 0 && h_now_ms() > until)
+            atomic_fetch_add(&sh->overruns, 1);
+        rc = w->ops->release(w->ctx);
         if (rc != RLOCK_OK) {
             atomic_store(&sh->last_bad_unlock, rc);
             snprintf(sh->bad_unlock_msg, sizeof sh->bad_unlock_msg, "%s", rlock_last_error());
@@ -70,24 +76,52 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-/* One process: its own client, threads threads on one lock. */
-H_NORETURN static void run_process(const rlock_config *cfg, const char *name, h_excl_shared *sh,
-                                   int process, int threads) {
-    rlock_client *c = NULL;
-    rlock *lock = NULL;
+/* One process: what ops opens, threads threads on it. */
+H_NORETURN static void run_process(const h_excl_ops *ops, h_excl_shared *sh, int process,
+                                   int threads) {
     pthread_t th[H_EXCL_MAX_THREADS];
-    worker w = {.sh = sh, .process = process};
+    worker w = {.sh = sh, .ops = ops, .process = process};
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed test leaves none behind */
-    H_CHILD_CHECK(rlock_client_open(cfg, &c) == RLOCK_OK, 2);
-    H_CHILD_CHECK(rlock_get(c, name, &lock) == RLOCK_OK, 3);
-    w.lock = lock;
+    w.ctx = ops->open(ops->arg, process);
+    H_CHILD_CHECK(w.ctx != NULL, 2);
     for (int t = 0; t < threads; t++)
         H_CHILD_CHECK(pthread_create(&th[t], NULL, worker_main, &w) == 0, 4);
     for (int t = 0; t < threads; t++)
         pthread_join(th[t], NULL);
-    rlock_free(lock);
-    rlock_client_close(c);
+    ops->close(w.ctx);
     h_child_exit(0);
+}
+
+/* The default contest: one client per process, one handle, watchdog lease. */
+typedef struct one_lock {
+    const rlock_config *cfg;
+    const char *name;
+    rlock_client *client;
+    rlock *lock;
+} one_lock;
+
+static void *one_lock_open(const void *arg, int process) {
+    static one_lock one; /* one per process: each child has its own copy */
+    (void)process;
+    one = *(const one_lock *)arg;
+    H_CHILD_CHECK(rlock_client_open(one.cfg, &one.client) == RLOCK_OK, 2);
+    H_CHILD_CHECK(rlock_get(one.client, one.name, &one.lock) == RLOCK_OK, 3);
+    return &one;
+}
+
+static int one_lock_acquire(void *ctx, long long *valid_ms) {
+    *valid_ms = -1;
+    return rlock_try_lock(((one_lock *)ctx)->lock, 2000, RLOCK_LEASE_WATCHDOG);
+}
+
+static int one_lock_release(void *ctx) {
+    return rlock_unlock(((one_lock *)ctx)->lock);
+}
+
+static void one_lock_close(void *ctx) {
+    one_lock *one = ctx;
+    rlock_free(one->lock);
+    rlock_client_close(one->client);
 }
 
 void h_excl_config(rlock_config *cfg, const char *url) {
@@ -100,6 +134,14 @@ void h_excl_config(rlock_config *cfg, const char *url) {
 
 void h_excl_start(h_exclusion *ex, const rlock_config *cfg, const char *name, int processes,
                   int threads) {
+    static one_lock one; /* read by the children, which are forked below */
+    static const h_excl_ops ops = {one_lock_open, one_lock_acquire, one_lock_release,
+                                   one_lock_close, &one};
+    one = (one_lock){.cfg = cfg, .name = name};
+    h_excl_start_ops(ex, &ops, processes, threads);
+}
+
+void h_excl_start_ops(h_exclusion *ex, const h_excl_ops *ops, int processes, int threads) {
     if (processes < 1 || processes > H_EXCL_MAX_PROCESSES || threads < 1 ||
         threads > H_EXCL_MAX_THREADS)
         H_FAIL("h_excl_start: %d processes x %d threads (at most %d x %d)", processes, threads,
@@ -116,7 +158,7 @@ void h_excl_start(h_exclusion *ex, const rlock_config *cfg, const char *name, in
         if (ex->pid[p] < 0)
             H_FAIL("h_excl_start: fork failed");
         if (ex->pid[p] == 0)
-            run_process(cfg, name, ex->sh, p, threads);
+            run_process(ops, ex->sh, p, threads);
     }
 }
 
@@ -140,6 +182,7 @@ void h_excl_stop(h_exclusion *ex, long long timeout_ms, h_excl_result *r) {
     r->acquisitions = atomic_load(&sh->acquisitions);
     r->counter = sh->counter;
     r->overlaps = atomic_load(&sh->overlaps);
+    r->overruns = atomic_load(&sh->overruns);
     for (int p = 0; p < ex->processes; p++) {
         r->per_process[p] = atomic_load(&sh->per_process[p]);
         r->refused[p] = atomic_load(&sh->refused[p]);
@@ -158,8 +201,9 @@ void h_excl_stop(h_exclusion *ex, long long timeout_ms, h_excl_result *r) {
 }
 
 void h_excl_print(const h_excl_result *r) {
-    printf("      %ld acquisitions, counter %ld, overlaps %d, unlocks not OK %ld (last %s)\n",
-           r->acquisitions, r->counter, r->overlaps, r->bad_unlocks,
+    printf("      %ld acquisitions, counter %ld, overlaps %d, overruns %ld, unlocks not OK %ld "
+           "(last %s)\n",
+           r->acquisitions, r->counter, r->overlaps, r->overruns, r->bad_unlocks,
            rlock_status_name(r->last_bad_unlock));
     if (r->bad_unlocks > 0)
         printf("      an unlock said: %s\n", r->bad_unlock_msg);

@@ -41,6 +41,7 @@ typedef struct h_excl_result {
     long acquisitions;
     long counter; /* == acquisitions only if no two holders overlapped */
     int overlaps; /* times a holder found another inside */
+    long overruns; /* holders that left after their validity (h_excl_ops) */
     long per_process[H_EXCL_MAX_PROCESSES];
     long refused[H_EXCL_MAX_PROCESSES];     /* try_lock not RLOCK_OK: tried again */
     int last_refusal[H_EXCL_MAX_PROCESSES]; /* its last status (RLOCK_OK if none) */
@@ -48,6 +49,24 @@ typedef struct h_excl_result {
     int last_bad_unlock;                    /* the last one's status */
     char bad_unlock_msg[256];               /* rlock_last_error() of one of them */
 } h_excl_result;
+
+/*
+ * What the contest's threads take and give back, for a contest over another
+ * kind of lock than one rlock handle (a Redlock, a multi-lock). In each
+ * process: open(arg, process) once (NULL: the process exits 2), then per
+ * thread acquire / release on what it returned, and close at the end.
+ * acquire returns an rlock status; on RLOCK_OK it sets *valid_ms to how long
+ * from now the holder may count on the lock (a Redlock's validity), or -1
+ * for no such bound. A holder still inside after that counts as an overrun:
+ * an overlap then would not be the lock's fault.
+ */
+typedef struct h_excl_ops {
+    void *(*open)(const void *arg, int process);
+    int (*acquire)(void *ctx, long long *valid_ms);
+    int (*release)(void *ctx);
+    void (*close)(void *ctx);
+    const void *arg;
+} h_excl_ops;
 
 /* rlock_config_init, then the contest's client settings: url, watchdog
  * timeout 3 s, 40 retries 250 ms apart (a failover or a slot move takes
@@ -62,6 +81,8 @@ void h_excl_config(rlock_config *cfg, const char *url);
  */
 void h_excl_start(h_exclusion *ex, const rlock_config *cfg, const char *name, int processes,
                   int threads);
+/* The same contest over ops (h_excl_start runs it over one rlock handle per process). */
+void h_excl_start_ops(h_exclusion *ex, const h_excl_ops *ops, int processes, int threads);
 /* Acquisitions so far (all processes). */
 long h_excl_acquisitions(const h_exclusion *ex);
 /* Waits up to timeout_ms (scaled) for more acquisitions than there are now

@@ -490,6 +490,16 @@ void h_server_stop(h_server *s) {
 
 /* ---- cmocka fixtures --------------------------------------------------- */
 
+void h_servers_start(int n, h_server **out) {
+    for (int i = 0; i < n; i++)
+        out[i] = h_server_start();
+}
+
+void h_servers_stop(int n, h_server **s) {
+    for (int i = 0; i < n; i++)
+        h_server_stop(s[i]);
+}
+
 int h_server_fixture_start(void **state) {
     h_srv = h_server_start();
     *state = h_srv;

@@ -67,6 +67,11 @@ void h_server_restart(h_server *s);
 /* Kills it, removes its directory and frees s. NULL is a no-op. */
 void h_server_stop(h_server *s);
 
+/* n independent servers (h_server_start each) into out[0..n-1]: a Redlock's masters. */
+void h_servers_start(int n, h_server **out);
+/* h_server_stop of each (NULL entries skipped). */
+void h_servers_stop(int n, h_server **s);
+
 /*
  * cmocka fixtures, per test (cmocka_unit_test_setup_teardown) or per group
  * (cmocka_run_group_tests): *state = a fresh server (h_server *), also

@@ -53,6 +53,7 @@ int bench_contention(const options *o);
 int bench_herd(const options *o);
 int bench_watchdog(const options *o);
 int bench_memory(const options *o);
+int bench_redlock(const options *o);
 /* memory: re-runs the program with glibc's malloc cache off (memory.c). */
 void without_tcache(char **argv);
 

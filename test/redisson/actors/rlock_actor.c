@@ -37,6 +37,12 @@
  * act for the explicit owner OWNER (rlock_lock_as, ..., rlock_hold_count_as),
  * e.g. "2 fenced as 77 lock NAME".
  *
+ * With MORE_URLS (comma-separated) the actor also opens a client on each,
+ * and NAME may be a Redlock over URL and them (the masters in that order):
+ *
+ *     redlock LEASE_MS WAIT_MS NAME   rlock_redlock_try_lock  value: validity ms
+ *     redunlock NAME                  rlock_redlock_unlock
+ *
  * Each command is answered by one line (in completion order, which is why it
  * repeats the thread):
  *
@@ -46,7 +52,7 @@
  * start_us/end_us are CLOCK_REALTIME microseconds around the rlock call, so the
  * Java side can time wake-ups against its own clock on the same machine.
  *
- * Usage: rlock_actor URL [WATCHDOG_MS [LOCAL_HANDOFFS]]
+ * Usage: rlock_actor URL [WATCHDOG_MS [LOCAL_HANDOFFS [MORE_URLS]]]
  * Prints "ready <client uuid>" once the client is open; exits at EOF on stdin.
  */
 #include <hiredis/hiredis.h>
@@ -63,6 +69,10 @@
 #define MAX_HANDLES 64
 
 static rlock_client *client;
+/* The Redlock's masters: client, then one per MORE_URLS entry. */
+#define MAX_MASTERS 8
+static rlock_client *masters[MAX_MASTERS];
+static int nmasters;
 static char redis_host[256] = "127.0.0.1";
 static int redis_port = 6379;
 static atomic_int lost_calls, lost_events;
@@ -86,6 +96,9 @@ struct worker {
     rlock *handles[MAX_HANDLES];
     int kind[MAX_HANDLES];      /* handles[i] came from rlock_get (0), _fair (1), _fenced (2) */
     int nhandles;
+    rlock_redlock *redlocks[MAX_HANDLES]; /* this worker's Redlocks, by name */
+    char *redlock_names[MAX_HANDLES];
+    int nredlocks;
 };
 
 static struct worker *workers[MAX_WORKERS];
@@ -150,6 +163,35 @@ static char *word(char **rest) {
     return w;
 }
 
+static rlock_redlock *redlock(struct worker *w, const char *name) {
+    for (int i = 0; i < w->nredlocks; i++)
+        if (strcmp(w->redlock_names[i], name) == 0)
+            return w->redlocks[i];
+    if (w->nredlocks == MAX_HANDLES ||
+        rlock_redlock_new(masters, (size_t)nmasters, name, &w->redlocks[w->nredlocks]) != RLOCK_OK)
+        return NULL;
+    if ((w->redlock_names[w->nredlocks] = strdup(name)) == NULL) {
+        rlock_redlock_free(w->redlocks[w->nredlocks]);
+        return NULL;
+    }
+    return w->redlocks[w->nredlocks++];
+}
+
+/* redlock LEASE_MS WAIT_MS NAME, redunlock NAME: rest is what follows the command word. */
+static void run_redlock(struct worker *w, const char *op, char *rest) {
+    long long t0, validity = 0;
+    int acquire = strcmp(op, "redlock") == 0, rc = RLOCK_EINVAL;
+    char *lease = acquire ? word(&rest) : NULL, *wait = acquire ? word(&rest) : NULL;
+    rlock_redlock *rl = acquire && wait == NULL ? NULL : redlock(w, rest);
+    t0 = now_us();
+    if (rl != NULL && acquire)
+        rc = rlock_redlock_try_lock(rl, strtoll(wait, NULL, 10), strtoll(lease, NULL, 10),
+                                    &validity);
+    else if (rl != NULL)
+        rc = rlock_redlock_unlock(rl);
+    reply(w->id, rc, rc == RLOCK_OK ? validity : 0, t0, now_us());
+}
+
 /* The stress loop: its own hiredis connection for the counter (a context is
  * not thread-safe); stops at the first rlock or Redis error. */
 static void stress(int t, rlock *l, long long ms, const char *counter) {
@@ -204,6 +246,10 @@ static void run(struct worker *w, char *rest) {
     }
     if (op == NULL) {
         reply(w->id, RLOCK_EINVAL, 0, t0, t0);
+        return;
+    }
+    if (strcmp(op, "redlock") == 0 || strcmp(op, "redunlock") == 0) {
+        run_redlock(w, op, rest);
         return;
     }
     if (strcmp(op, "lost") == 0 || strcmp(op, "lostevents") == 0) {
@@ -279,6 +325,10 @@ static void *worker_main(void *arg) {
     }
     for (int i = 0; i < w->nhandles; i++)
         rlock_free(w->handles[i]);
+    for (int i = 0; i < w->nredlocks; i++) {
+        rlock_redlock_free(w->redlocks[i]);
+        free(w->redlock_names[i]);
+    }
     return NULL;
 }
 
@@ -304,8 +354,8 @@ int main(int argc, char **argv) {
     char line[70000];
     int rc;
 
-    if (argc < 2 || argc > 4) {
-        fprintf(stderr, "usage: %s URL [WATCHDOG_MS [LOCAL_HANDOFFS]]\n", argv[0]);
+    if (argc < 2 || argc > 5) {
+        fprintf(stderr, "usage: %s URL [WATCHDOG_MS [LOCAL_HANDOFFS [MORE_URLS]]]\n", argv[0]);
         return 2;
     }
     rlock_config_init(&cfg);
@@ -321,6 +371,19 @@ int main(int argc, char **argv) {
     if ((rc = rlock_client_open(&cfg, &client)) != RLOCK_OK) {
         fprintf(stderr, "rlock_actor: %s: %s\n", rlock_status_name(rc), rlock_last_error());
         return 1;
+    }
+    masters[nmasters++] = client;
+    for (char *more = argc > 4 ? argv[4] : NULL, *url; more != NULL && nmasters < MAX_MASTERS;) {
+        url = more;
+        more = strchr(more, ',');
+        if (more != NULL)
+            *more++ = '\0';
+        cfg.url = url;
+        if ((rc = rlock_client_open(&cfg, &masters[nmasters++])) != RLOCK_OK) {
+            fprintf(stderr, "rlock_actor: %s: %s: %s\n", url, rlock_status_name(rc),
+                    rlock_last_error());
+            return 1;
+        }
     }
     pthread_mutex_lock(&out_mu);
     printf("ready %s\n", rlock_client_id(client));
@@ -360,7 +423,8 @@ int main(int argc, char **argv) {
             pthread_mutex_unlock(&workers[i]->mu);
         }
     }
-    rlock_client_close(client);
+    for (int i = 0; i < nmasters; i++)
+        rlock_client_close(masters[i]);
     for (int i = 0; i < MAX_WORKERS; i++)
         if (workers[i])
             pthread_join(workers[i]->thread, NULL);

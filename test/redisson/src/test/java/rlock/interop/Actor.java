@@ -6,6 +6,8 @@ import java.io.InputStreamReader;
 import java.io.OutputStreamWriter;
 import java.io.Writer;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.ConcurrentHashMap;
@@ -34,8 +36,19 @@ final class Actor implements AutoCloseable {
 
     /** Starts an actor with the given rlock watchdog_timeout_ms and local_handoffs. */
     Actor(long watchdogMs, int localHandoffs) throws IOException {
-        process = new ProcessBuilder(Interop.ACTOR, Interop.URL, Long.toString(watchdogMs),
-                Integer.toString(localHandoffs))
+        this(watchdogMs, localHandoffs, null);
+    }
+
+    /**
+     * The same, with clients on more masters (comma-separated urls) for the
+     * "redlock" and "redunlock" commands: a Redlock over Interop.URL and them.
+     */
+    Actor(long watchdogMs, int localHandoffs, String moreUrls) throws IOException {
+        List<String> args = new ArrayList<>(List.of(Interop.ACTOR, Interop.URL,
+                Long.toString(watchdogMs), Integer.toString(localHandoffs)));
+        if (moreUrls != null)
+            args.add(moreUrls);
+        process = new ProcessBuilder(args)
                 .redirectError(ProcessBuilder.Redirect.INHERIT)
                 .start();
         in = new OutputStreamWriter(process.getOutputStream(), StandardCharsets.UTF_8);

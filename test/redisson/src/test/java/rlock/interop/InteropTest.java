@@ -35,6 +35,13 @@ abstract class InteropTest {
         return a;
     }
 
+    /** An actor with clients on more masters too (its Redlock's), stopped after the test. */
+    Actor actor(long watchdogMs, int localHandoffs, String moreUrls) throws IOException {
+        Actor a = new Actor(watchdogMs, localHandoffs, moreUrls);
+        resources.add(a);
+        return a;
+    }
+
     /** A Java thread stopped after the test. */
     JavaThread javaThread() {
         JavaThread t = new JavaThread();

@@ -1,0 +1,375 @@
+/*
+ * test_redlock.c - the Redlock (rlock_redlock_*) on 3 and 5 redis-servers of
+ * its own: Redisson's hash on every master with each client's owner field,
+ * the validity (lease - elapsed - drift) and a lock that really ends by the
+ * lease, quorum against other holders (ours and Redisson-style ones),
+ * reentrancy, a master down from the start, a master SIGSTOPped during the
+ * attempt (acquired within one reply bound, validity honoured), a majority
+ * unreachable, unlock outcomes, a waiter cancelled between attempts, and bad
+ * input. The fault runs (masters
+ * restarted empty, exclusion under kills) are in redlock_faults.c
+ * (make test-redlock).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+
+#include "harness/cancel_skip.h"
+
+#define MASTERS 5
+#define REPLY_BOUND_MS 300 /* the clients' command_timeout_ms: an attempt's reply bound */
+
+static h_server *srv[MASTERS];
+
+static int start_servers(void **state) {
+    (void)state;
+    h_servers_start(MASTERS, srv);
+    return 0;
+}
+
+static int stop_servers(void **state) {
+    (void)state;
+    h_servers_stop(MASTERS, srv);
+    return 0;
+}
+
+/* A Redlock over the first n servers, each through a client of its own. */
+typedef struct rl_set {
+    int n;
+    rlock_client *c[MASTERS];
+    rlock_redlock *rl;
+} rl_set;
+
+static void rl_open(rl_set *s, int n, const char *name) {
+    s->n = n;
+    for (int i = 0; i < n; i++)
+        s->c[i] = h_open_url(h_server_url(srv[i]), 30000, (int)H_MS(REPLY_BOUND_MS));
+    H_ASSERT_RC(rlock_redlock_new(s->c, (size_t)n, name, &s->rl), RLOCK_OK);
+}
+
+static void rl_close(rl_set *s) {
+    rlock_redlock_free(s->rl);
+    for (int i = 0; i < s->n; i++)
+        rlock_client_close(s->c[i]);
+}
+
+static long long drift(long long lease_ms) {
+    return lease_ms / 100 + 2;
+}
+
+/* Asserts master i holds name for client c with count (0: not at all). */
+static void assert_master(int i, const char *name, rlock_client *c, long long count) {
+    redisContext *r = h_server_redis(srv[i]);
+    if (count == 0)
+        assert_int_equal(h_exists(r, name, strlen(name)), 0);
+    else
+        H_ASSERT_LOCK_IS(r, name, rlock_client_id(c), count);
+    redisFree(r);
+}
+
+static long long master_pttl(int i, const char *name) {
+    redisContext *r = h_server_redis(srv[i]);
+    long long ttl = h_pttl(r, name, strlen(name));
+    redisFree(r);
+    return ttl;
+}
+
+static void test_layout_and_validity(void **state) {
+    const char *name = h_unique_name("redlock-layout");
+    const long long lease = 5000;
+    rl_set s;
+    long long validity = -1;
+    (void)state;
+    rl_open(&s, 3, name);
+    long long before = h_now_ms();
+    H_ASSERT_RC(rlock_redlock_try_lock(s.rl, 0, lease, &validity), RLOCK_OK);
+    long long took = h_now_ms() - before;
+    print_message("      acquired on 3 masters in %lld ms, validity %lld ms\n", took, validity);
+    H_ASSERT_BETWEEN(validity, lease - drift(lease) - took, lease - drift(lease));
+    for (int i = 0; i < 3; i++) {
+        assert_master(i, name, s.c[i], 1);
+        H_ASSERT_BETWEEN(master_pttl(i, name), lease - H_MS(500), lease);
+    }
+    H_ASSERT_RC(rlock_redlock_unlock(s.rl), RLOCK_OK);
+    for (int i = 0; i < 3; i++)
+        assert_master(i, name, s.c[i], 0);
+    H_ASSERT_RC(rlock_redlock_unlock(s.rl), RLOCK_ENOTOWNER);
+    rl_close(&s);
+}
+
+/* The validity is honoured: nobody else gets the lock before it ends, somebody after the lease. */
+static void test_validity_then_expiry(void **state) {
+    const char *name = h_unique_name("redlock-expiry");
+    const long long lease = 800;
+    rl_set a, b;
+    long long validity = -1, ignored;
+    (void)state;
+    rl_open(&a, 3, name);
+    rl_open(&b, 3, name);
+    long long before = h_now_ms();
+    H_ASSERT_RC(rlock_redlock_try_lock(a.rl, 0, lease, &validity), RLOCK_OK);
+    long long valid_until = h_now_ms() + validity;
+    assert_true(validity > 0 && validity <= lease - drift(lease));
+    /* Tried over and over until the validity ends: never granted. */
+    int tries = 0;
+    while (h_now_ms() + 30 < valid_until) {
+        H_ASSERT_RC(rlock_redlock_try_lock(b.rl, 0, lease, &ignored), RLOCK_BUSY);
+        tries++;
+        h_sleep_ms(20);
+    }
+    /* Every key was set after `before`: all have expired by before + lease. */
+    h_sleep_ms(before + lease + 5 - h_now_ms());
+    H_ASSERT_RC(rlock_redlock_try_lock(b.rl, 0, lease, &ignored), RLOCK_OK);
+    print_message("      %d attempts refused during the validity, granted %lld ms after the "
+                  "first acquisition began\n", tries, h_now_ms() - before);
+    assert_true(tries > 0);
+    /* The first holder's unlock: its holds are gone (validity over), it says so. */
+    H_ASSERT_RC(rlock_redlock_unlock(a.rl), RLOCK_ENOTOWNER);
+    H_ASSERT_RC(rlock_redlock_unlock(b.rl), RLOCK_OK);
+    rl_close(&a);
+    rl_close(&b);
+}
+
+/* A quorum decides: busy on a majority -> BUSY (nothing left), on a minority -> acquired. */
+static void test_quorum_against_other_holders(void **state) {
+    const char *name = h_unique_name("redlock-quorum");
+    rl_set s;
+    long long validity;
+    redisContext *r[MASTERS];
+    (void)state;
+    rl_open(&s, 5, name);
+    for (int i = 0; i < 5; i++)
+        r[i] = h_server_redis(srv[i]);
+    /* A Redisson-style holder on 3 of 5: no quorum. */
+    for (int i = 0; i < 3; i++)
+        h_foreign_lock(r[i], name, 10000);
+    H_ASSERT_RC(rlock_redlock_try_lock(s.rl, 200, 5000, &validity), RLOCK_BUSY);
+    print_message("      busy on 3 of 5: %s\n", rlock_last_error());
+    for (int i = 3; i < 5; i++)
+        assert_int_equal(h_exists(r[i], name, strlen(name)), 0); /* given back */
+    /* On 2 of 5: a quorum of 3 is free. */
+    h_foreign_unlock(r[2], name);
+    H_ASSERT_RC(rlock_redlock_try_lock(s.rl, 0, 5000, &validity), RLOCK_OK);
+    for (int i = 2; i < 5; i++)
+        assert_master(i, name, s.c[i], 1);
+    H_ASSERT_RC(rlock_redlock_unlock(s.rl), RLOCK_OK);
+    for (int i = 0; i < 2; i++) {
+        h_foreign_unlock(r[i], name);
+        redisFree(r[i]);
+    }
+    for (int i = 2; i < 5; i++) {
+        assert_int_equal(h_exists(r[i], name, strlen(name)), 0);
+        redisFree(r[i]);
+    }
+    rl_close(&s);
+}
+
+/* Two Redlocks of the same masters exclude each other; the second gets it after the unlock. */
+static void test_two_redlocks(void **state) {
+    const char *name = h_unique_name("redlock-two");
+    rl_set a, b;
+    long long validity;
+    (void)state;
+    rl_open(&a, 3, name);
+    rl_open(&b, 3, name);
+    H_ASSERT_RC(rlock_redlock_try_lock(a.rl, 0, 10000, &validity), RLOCK_OK);
+    long long before = h_now_ms();
+    H_ASSERT_RC(rlock_redlock_try_lock(b.rl, 300, 10000, &validity), RLOCK_BUSY);
+    H_ASSERT_BETWEEN(h_now_ms() - before, 300, H_MS(300 + 3 * REPLY_BOUND_MS + 500));
+    H_ASSERT_RC(rlock_redlock_unlock(a.rl), RLOCK_OK);
+    H_ASSERT_RC(rlock_redlock_try_lock(b.rl, 1000, 10000, &validity), RLOCK_OK);
+    H_ASSERT_RC(rlock_redlock_unlock(b.rl), RLOCK_OK);
+    rl_close(&a);
+    rl_close(&b);
+}
+
+static void test_reentrancy(void **state) {
+    const char *name = h_unique_name("redlock-reent");
+    rl_set s;
+    long long validity;
+    (void)state;
+    rl_open(&s, 3, name);
+    H_ASSERT_RC(rlock_redlock_lock(s.rl, 5000, &validity), RLOCK_OK);
+    H_ASSERT_RC(rlock_redlock_lock(s.rl, 5000, &validity), RLOCK_OK);
+    for (int i = 0; i < 3; i++)
+        assert_master(i, name, s.c[i], 2);
+    H_ASSERT_RC(rlock_redlock_unlock(s.rl), RLOCK_OK);
+    for (int i = 0; i < 3; i++)
+        assert_master(i, name, s.c[i], 1);
+    H_ASSERT_RC(rlock_redlock_unlock(s.rl), RLOCK_OK);
+    for (int i = 0; i < 3; i++)
+        assert_master(i, name, s.c[i], 0);
+    rl_close(&s);
+}
+
+/* One master (of 3) or two (of 5) down from the start: still acquired; a majority down: EIO. */
+static void test_masters_down_at_start(void **state) {
+    const char *name = h_unique_name("redlock-down");
+    long long validity;
+    (void)state;
+    for (int n = 3; n <= 5; n += 2) {
+        rl_set s;
+        int down = n / 2; /* the most a quorum can spare */
+        rl_open(&s, n, name);
+        for (int i = 0; i < down; i++)
+            h_server_kill(srv[i]);
+        long long before = h_now_ms();
+        H_ASSERT_RC(rlock_redlock_try_lock(s.rl, 0, 5000, &validity), RLOCK_OK);
+        print_message("      %d of %d masters down: acquired in %lld ms, validity %lld\n", down, n,
+                      h_now_ms() - before, validity);
+        for (int i = down; i < n; i++)
+            assert_master(i, name, s.c[i], 1);
+        H_ASSERT_RC(rlock_redlock_unlock(s.rl), RLOCK_OK);
+        /* One more down: no majority reachable. */
+        h_server_kill(srv[down]);
+        before = h_now_ms();
+        H_ASSERT_RC(rlock_redlock_try_lock(s.rl, 400, 5000, &validity), RLOCK_EIO);
+        print_message("      %d of %d down: %s (%lld ms)\n", down + 1, n, rlock_last_error(),
+                      h_now_ms() - before);
+        for (int i = down + 1; i < n; i++)
+            assert_master(i, name, s.c[i], 0);
+        for (int i = 0; i <= down; i++)
+            h_server_restart(srv[i]);
+        rl_close(&s);
+    }
+}
+
+/*
+ * A master SIGSTOPped: its reply never comes, the attempt waits for it up
+ * to the reply bound and holds on the others; the validity counts that wait.
+ */
+static void test_paused_master(void **state) {
+    const char *name = h_unique_name("redlock-paused");
+    const long long lease = H_MS(4000); /* room for two reply bounds, however scaled */
+    rl_set s, other;
+    long long validity, ignored;
+    (void)state;
+    rl_open(&s, 3, name);
+    rl_open(&other, 3, name);
+    H_ASSERT_RC(rlock_redlock_try_lock(s.rl, 0, lease, &validity), RLOCK_OK); /* connections up */
+    H_ASSERT_RC(rlock_redlock_unlock(s.rl), RLOCK_OK);
+    h_server_pause(srv[1]);
+    long long before = h_now_ms();
+    H_ASSERT_RC(rlock_redlock_try_lock(s.rl, 0, lease, &validity), RLOCK_OK);
+    long long took = h_now_ms() - before;
+    print_message("      one of 3 paused: acquired in %lld ms (reply bound %lld), validity %lld\n",
+                  took, (long long)H_MS(REPLY_BOUND_MS), validity);
+    H_ASSERT_BETWEEN(took, H_MS(REPLY_BOUND_MS) - 5, H_MS(REPLY_BOUND_MS) + H_MS(500));
+    H_ASSERT_BETWEEN(validity, lease - drift(lease) - took,
+                     lease - drift(lease) - H_MS(REPLY_BOUND_MS) + 5);
+    assert_master(0, name, s.c[0], 1);
+    assert_master(2, name, s.c[2], 1);
+    H_ASSERT_RC(rlock_redlock_try_lock(other.rl, 0, lease, &ignored), RLOCK_BUSY);
+    /* Unlock: two released, the paused one unknown -- another owner can take it now. */
+    H_ASSERT_RC(rlock_redlock_unlock(s.rl), RLOCK_OK);
+    assert_master(0, name, s.c[0], 0);
+    assert_master(2, name, s.c[2], 0);
+    H_ASSERT_RC(rlock_redlock_try_lock(other.rl, 0, lease, &ignored), RLOCK_OK);
+    H_ASSERT_RC(rlock_redlock_unlock(other.rl), RLOCK_OK);
+    h_server_resume(srv[1]);
+    /* Whatever the resumed master applied late ends with its lease; it never blocks a quorum. */
+    H_ASSERT_RC(rlock_redlock_try_lock(s.rl, 0, lease, &validity), RLOCK_OK);
+    H_ASSERT_RC(rlock_redlock_unlock(s.rl), RLOCK_OK);
+    rl_close(&s);
+    rl_close(&other);
+}
+
+static void *redlock_lock_main(void *rl) {
+    long long validity;
+    rlock_redlock_lock(rl, 5000, &validity);
+    return NULL; /* never reached: cancelled while it pauses between attempts */
+}
+
+/* A thread cancelled while it retries holds nothing, and leaves every client's guard. */
+static void test_cancelled_waiter(void **state) {
+    H_SKIP_CANCEL_UNDER_ASAN();
+    const char *name = h_unique_name("redlock-cancel");
+    rl_set holder, waiter;
+    long long validity;
+    pthread_t th;
+    (void)state;
+    rl_open(&holder, 3, name);
+    rl_open(&waiter, 3, name);
+    H_ASSERT_RC(rlock_redlock_try_lock(holder.rl, 0, 10000, &validity), RLOCK_OK);
+    assert_int_equal(pthread_create(&th, NULL, redlock_lock_main, waiter.rl), 0);
+    h_sleep_ms(300); /* several attempts, several pauses */
+    pthread_cancel(th);
+    pthread_join(th, NULL);
+    for (int i = 0; i < 3; i++)
+        assert_master(i, name, holder.c[i], 1); /* the waiter took nothing, left nothing */
+    H_ASSERT_RC(rlock_redlock_unlock(holder.rl), RLOCK_OK);
+    H_ASSERT_RC(rlock_redlock_try_lock(waiter.rl, 0, 10000, &validity), RLOCK_OK);
+    H_ASSERT_RC(rlock_redlock_unlock(waiter.rl), RLOCK_OK);
+    rl_close(&holder);
+    rl_close(&waiter); /* would hang if a guard had not been left */
+}
+
+static void test_bad_input(void **state) {
+    const char *name = h_unique_name("redlock-bad");
+    rlock_client *c[3];
+    rlock_redlock *rl = NULL;
+    long long validity = 12345;
+    (void)state;
+    for (int i = 0; i < 3; i++)
+        c[i] = h_open_url(h_server_url(srv[i]), 30000, 1000);
+    rlock_client *same_server[2] = {c[0], h_open_url(h_server_url(srv[0]), 30000, 1000)};
+    rlock_client *twice[2] = {c[0], c[0]};
+    rlock_client *with_null[2] = {c[0], NULL};
+    H_ASSERT_RC(rlock_redlock_new(NULL, 3, name, &rl), RLOCK_EINVAL);
+    H_ASSERT_RC(rlock_redlock_new(c, 0, name, &rl), RLOCK_EINVAL);
+    H_ASSERT_RC(rlock_redlock_new(c, RLOCK_GROUP_MAX + 1, name, &rl), RLOCK_EINVAL);
+    H_ASSERT_RC(rlock_redlock_new(c, 3, NULL, &rl), RLOCK_EINVAL);
+    H_ASSERT_RC(rlock_redlock_new(c, 3, "", &rl), RLOCK_EINVAL);
+    H_ASSERT_RC(rlock_redlock_new(c, 3, name, NULL), RLOCK_EINVAL);
+    H_ASSERT_RC(rlock_redlock_new(with_null, 2, name, &rl), RLOCK_EINVAL);
+    H_ASSERT_RC(rlock_redlock_new(twice, 2, name, &rl), RLOCK_EINVAL);
+    print_message("      same client twice: %s\n", rlock_last_error());
+    H_ASSERT_RC(rlock_redlock_new(same_server, 2, name, &rl), RLOCK_EINVAL);
+    print_message("      one server twice: %s\n", rlock_last_error());
+    assert_null(rl);
+    H_ASSERT_RC(rlock_redlock_new(c, 3, name, &rl), RLOCK_OK);
+    H_ASSERT_RC(rlock_redlock_try_lock(rl, 0, RLOCK_LEASE_WATCHDOG, &validity), RLOCK_EINVAL);
+    print_message("      watchdog lease: %s\n", rlock_last_error());
+    H_ASSERT_RC(rlock_redlock_lock(rl, 2, &validity), RLOCK_EINVAL);
+    H_ASSERT_RC(rlock_redlock_try_lock(rl, 0, 0, &validity), RLOCK_EINVAL);
+    H_ASSERT_RC(rlock_redlock_try_lock(rl, 0, RLOCK_MAX_LEASE_MS + 1, &validity), RLOCK_EINVAL);
+    assert_int_equal(validity, 12345); /* untouched on failure */
+    H_ASSERT_RC(rlock_redlock_try_lock(NULL, 0, 1000, &validity), RLOCK_EINVAL);
+    H_ASSERT_RC(rlock_redlock_unlock(NULL), RLOCK_EINVAL);
+    H_ASSERT_RC(rlock_redlock_unlock(rl), RLOCK_ENOTOWNER); /* never held */
+    H_ASSERT_RC(rlock_redlock_try_lock(rl, 0, 1000, NULL), RLOCK_OK); /* validity optional */
+    H_ASSERT_RC(rlock_redlock_unlock(rl), RLOCK_OK);
+    rlock_redlock_free(NULL);
+    /* A closed client: every call says so; free still works. */
+    rlock_client_close(c[2]);
+    H_ASSERT_RC(rlock_redlock_try_lock(rl, 0, 1000, &validity), RLOCK_ECLOSED);
+    H_ASSERT_RC(rlock_redlock_unlock(rl), RLOCK_ECLOSED);
+    rlock_redlock_free(rl);
+    rlock_client_close(same_server[1]);
+    rlock_client_close(c[0]);
+    rlock_client_close(c[1]);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layout_and_validity),
+        cmocka_unit_test(test_validity_then_expiry),
+        cmocka_unit_test(test_quorum_against_other_holders),
+        cmocka_unit_test(test_two_redlocks),
+        cmocka_unit_test(test_reentrancy),
+        cmocka_unit_test(test_masters_down_at_start),
+        cmocka_unit_test(test_paused_master),
+        cmocka_unit_test(test_cancelled_waiter),
+        cmocka_unit_test(test_bad_input),
+    };
+    return cmocka_run_group_tests(tests, start_servers, stop_servers);
+}
