@@ -26,20 +26,36 @@ void rlock__error_restore(const rlock__error_detail *saved) {
     last.mark = mark + 1; /* a record happened in between, as far as marks can tell */
 }
 
+/* Appends ": detail" after the n bytes of buf, cut to fit (the message is one line). */
+static void append_detail(char *buf, size_t size, size_t n, const char *detail) {
+    for (const char *p = ": "; *p != '\0' && n + 1 < size; p++)
+        buf[n++] = *p;
+    for (const char *p = detail; *p != '\0' && n + 1 < size; p++)
+        buf[n++] = *p;
+    buf[n] = '\0';
+}
+
+/*
+ * Formats into locals first: callers may pass the last message or Redis text
+ * as an argument ("giving it back failed too (%s)"), and those live in the
+ * very buffers being written.
+ */
 static void record(int status, int sys_errno, const char *redis_error, const char *fmt,
                    va_list ap) {
-    size_t n = 0;
+    char message[sizeof(last.message)], redis_text[sizeof(last.redis_error)];
+    snprintf(redis_text, sizeof(redis_text), "%s", redis_error);
+    int wrote = vsnprintf(message, sizeof(message), fmt, ap);
+    size_t n = wrote < 0 ? 0 : (size_t)wrote < sizeof(message) ? (size_t)wrote : sizeof(message) - 1;
+    if (sys_errno != 0)
+        append_detail(message, sizeof(message), n, strerror(sys_errno));
+    else if (redis_text[0] != '\0')
+        append_detail(message, sizeof(message), n, redis_text);
     last.status = status;
     last.sys_errno = sys_errno;
     last.host_not_found = 0;
     last.mark++;
-    snprintf(last.redis_error, sizeof(last.redis_error), "%s", redis_error);
-    int wrote = vsnprintf(last.message, sizeof(last.message), fmt, ap);
-    n = wrote < 0 ? 0 : (size_t)wrote < sizeof(last.message) ? (size_t)wrote : sizeof(last.message) - 1;
-    if (sys_errno != 0 && n < sizeof(last.message))
-        snprintf(last.message + n, sizeof(last.message) - n, ": %s", strerror(sys_errno));
-    else if (redis_error[0] != '\0' && n < sizeof(last.message))
-        snprintf(last.message + n, sizeof(last.message) - n, ": %s", redis_error);
+    memcpy(last.redis_error, redis_text, sizeof(redis_text));
+    memcpy(last.message, message, sizeof(message));
 }
 
 int rlock__fail(int status, int sys_errno, const char *fmt, ...) {
