@@ -518,13 +518,62 @@ static void test_odd_names(void **state) {
     rlock_client_close(c);
 }
 
+/* ---- what Redis holds cannot drive the operator's terminal --------------------------- */
+
+/* An owner id that clears the screen and sets the window title, if printed raw. */
+#define ESC_ID "\x1b[2J\x1b]0;pwned\x07"
+
+/* Fails unless text has no control byte but '\n': C0, DEL, and C1 (U+0080..U+009F) in UTF-8. */
+static void expect_no_controls(const char *what, const char *text) {
+    const unsigned char *u = (const unsigned char *)text;
+    for (size_t i = 0; u[i] != '\0'; i++)
+        if ((u[i] < 0x20 && u[i] != '\n') || u[i] == 0x7f ||
+            (u[i] == 0xc2 && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f))
+            H_FAIL("%s: control byte 0x%02x at %zu reaches the terminal:\n%s", what, u[i], i, text);
+}
+
+static void run_clean(const char *what, int status, const char *url, const char *a1, const char *a2,
+                      const char *a3, const char *a4, const char *a5) {
+    h_tool t;
+    h_tool_run(&t, url, a1, a2, a3, a4, a5, NULL);
+    h_tool_expect(&t, status, NULL);
+    expect_no_controls(what, t.out);
+    expect_no_controls(what, t.err);
+    h_tool_free(&t);
+}
+
+static void test_terminal_escapes(void **state) {
+    (void)state;
+    char *name = name_for("ctl-esc"), *pattern = pattern_of(name);
+    redisContext *r = h_redis();
+    h_cmd_ok(r, "HSET %s %s:1 1", name, ESC_ID);
+    h_cmd_ok(r, "PEXPIRE %s 20000", name);
+    /* its registration: escapes in the id, host and version, a C1 CSI (U+009B) in the program */
+    h_cmd_ok(r, "HSET rlock:client:%s id %s host %s pid 1 program %s version %s started_ms 1 "
+                "url %s watchdog_timeout_ms 30000",
+             ESC_ID, ESC_ID, "h\x1b[31m", "p\xc2\x9b" "2J", "\x1b[5m0.5", "redis://\x1b[8m");
+    h_cmd_ok(r, "PEXPIRE rlock:client:%s 60000", ESC_ID);
+
+    run_clean("list", 0, h_url(), "list", pattern, NULL, NULL, NULL);
+    run_clean("show", 0, h_url(), "show", name, NULL, NULL, NULL);
+    run_clean("watch", 0, h_url(), "watch", name, "-n", "1", NULL);
+    run_clean("watch PATTERN", 0, h_url(), "watch", pattern, "-n", "1", NULL);
+    run_clean("clients", 0, h_url(), "clients", NULL, NULL, NULL, NULL);
+    run_clean("unlock", 0, h_url(), "unlock", name, "--yes", NULL, NULL);
+    assert_int_equal(h_exists(r, name, strlen(name)), 0);
+    h_cmd_ok(r, "DEL rlock:client:%s", ESC_ID);
+    redisFree(r);
+    free(pattern);
+    free(name);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_usage),    cmocka_unit_test(test_connect_errors),
         cmocka_unit_test(test_plain),    cmocka_unit_test(test_fair),
         cmocka_unit_test(test_unlock),   cmocka_unit_test(test_rw_fenced),
         cmocka_unit_test(test_clients),  cmocka_unit_test(test_watch),
-        cmocka_unit_test(test_odd_names),
+        cmocka_unit_test(test_odd_names), cmocka_unit_test(test_terminal_escapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

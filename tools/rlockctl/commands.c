@@ -151,7 +151,9 @@ static int force_unlock(ctl *c, const ctl_lock *l) {
         return CTL_NOTHING;
     }
     if (rc == RLOCK_ENOTLOCK) {
-        fprintf(stderr, "rlockctl: %s\n", rlock_last_error());
+        fputs("rlockctl: ", stderr);
+        ctl_put_str(stderr, rlock_last_error()); /* it quotes the name */
+        fputc('\n', stderr);
         return CTL_NOT_LOCK;
     }
     return ctl_redis_error("force unlock", rc);

@@ -71,8 +71,11 @@ char *xstrndup(const char *s, size_t len) {
 }
 
 int ctl_redis_error(const char *what, int status) {
-    fprintf(stderr, "rlockctl: %s: %s (%s)\n", what, rlock_last_error(),
-            rlock_status_name(status));
+    fputs("rlockctl: ", stderr); /* what may be a lock name, the error may quote one */
+    ctl_put_str(stderr, what);
+    fputs(": ", stderr);
+    ctl_put_str(stderr, rlock_last_error());
+    fprintf(stderr, " (%s)\n", rlock_status_name(status));
     return CTL_REDIS;
 }
 

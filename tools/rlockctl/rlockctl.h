@@ -190,8 +190,15 @@ void ctl_clients_free(ctl_clients *clients);
 
 /* ---- text.c --------------------------------------------------------------- */
 
-/* Writes bytes for a terminal: printable ASCII and valid UTF-8 as they are, others \xNN. */
+/*
+ * Writes bytes for a terminal: printable ASCII and valid UTF-8 as they are,
+ * others \xNN -- C0 and C1 controls included, so nothing read from Redis
+ * (names, owner fields, registrations, error messages) can drive the
+ * operator's terminal. Every such string is printed through it.
+ */
 void ctl_put_text(FILE *f, const char *s, size_t len);
+/* ctl_put_text of a NUL-terminated string; "?" for NULL (an absent field). */
+void ctl_put_str(FILE *f, const char *s);
 /* Writes a JSON string literal (quotes included); bytes that are not UTF-8 as \u00NN. */
 void ctl_put_json(FILE *f, const char *s, size_t len);
 /* "29.812s", "4m03s", "2h01m", "3d04h" for ms >= 0; "-" for ms < 0. Into buf. */

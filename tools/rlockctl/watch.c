@@ -266,8 +266,12 @@ static void draw_row(watch *w, const ctl_lock *l, double seconds, int first) {
     for (int k = 0; k < l->nowners; k++) {
         fputs(k > 0 ? ", " : "", f);
         ctl_put_owner_short(f, &l->owners[k]);
-        if (l->owners[k].process != NULL && l->owners[k].process->host != NULL)
-            fprintf(f, " (%s:%lld)", l->owners[k].process->host, l->owners[k].process->pid);
+        const ctl_process *p = l->owners[k].process;
+        if (p != NULL && p->host != NULL) {
+            fputs(" (", f);
+            ctl_put_str(f, p->host);
+            fprintf(f, ":%lld)", p->pid);
+        }
     }
     fputs(l->nowners == 0 ? "-\n" : "\n", f);
     free(t->owners);
