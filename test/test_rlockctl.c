@@ -388,6 +388,63 @@ static void test_unlock(void **state) {
     free(name);
 }
 
+/* While the operator reads the question, the holder unlocks and another takes the lock. */
+#define NEXT_OWNER "0dd0dd00-2222-4333-8444-955556666777:3"
+
+static void hand_over(void *name) {
+    redisContext *r = h_redis();
+    h_cmd_ok(r, "DEL %s", (const char *)name);
+    h_cmd_ok(r, "HSET %s " NEXT_OWNER " 1", (const char *)name);
+    h_cmd_ok(r, "PEXPIRE %s 20000", (const char *)name);
+    redisFree(r);
+}
+
+static void reenter(void *name) {
+    redisContext *r = h_redis();
+    h_cmd_ok(r, "HINCRBY %s " H_FOREIGN_OWNER " 1", (const char *)name);
+    h_cmd_ok(r, "PEXPIRE %s 30000", (const char *)name);
+    redisFree(r);
+}
+
+static void release(void *name) {
+    redisContext *r = h_redis();
+    h_cmd_ok(r, "DEL %s", (const char *)name);
+    redisFree(r);
+}
+
+/* The yes was for the holders shown: another holder by then is not force-unlocked. */
+static void test_unlock_holder_changed(void **state) {
+    (void)state;
+    char *name = name_for("ctl-unlock-changed");
+    redisContext *r = h_redis();
+    h_tool t;
+    h_foreign_lock(r, name, 20000);
+    h_tool_run_tty_after(&t, "[y/N]", hand_over, name, "y\n", h_url(), "unlock", name, NULL);
+    h_tool_expect(&t, 4, NULL);
+    expect_in(t.err, "holders changed");
+    expect_in(t.err, "0dd0dd00:3"); /* who holds it now */
+    h_tool_free(&t);
+    assert_int_equal(h_cmd_int(r, "HEXISTS %s " NEXT_OWNER, name), 1);
+
+    /* Released meanwhile: nothing to do (1). */
+    h_cmd_ok(r, "DEL %s", name);
+    h_foreign_lock(r, name, 20000);
+    h_tool_run_tty_after(&t, "[y/N]", release, name, "y\n", h_url(), "unlock", name, NULL);
+    h_tool_expect(&t, 1, NULL);
+    expect_in(t.err, "not locked");
+    h_tool_free(&t);
+
+    /* The same holder (a hold more, a TTL renewed): the answer stands. */
+    h_foreign_lock(r, name, 20000);
+    h_tool_run_tty_after(&t, "[y/N]", reenter, name, "y\n", h_url(), "unlock", name,
+                         NULL);
+    h_tool_expect(&t, 0, "force-unlocked");
+    h_tool_free(&t);
+    assert_int_equal(h_exists(r, name, strlen(name)), 0);
+    redisFree(r);
+    free(name);
+}
+
 /* ---- read-write and fenced: Redisson's layouts, by hand ----------------------------- */
 
 #define JAVA_ID "0c0ffee0-1111-4222-8333-944445555666"
@@ -571,7 +628,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_usage),    cmocka_unit_test(test_connect_errors),
         cmocka_unit_test(test_plain),    cmocka_unit_test(test_fair),
-        cmocka_unit_test(test_unlock),   cmocka_unit_test(test_rw_fenced),
+        cmocka_unit_test(test_unlock),   cmocka_unit_test(test_unlock_holder_changed),
+        cmocka_unit_test(test_rw_fenced),
         cmocka_unit_test(test_clients),  cmocka_unit_test(test_watch),
         cmocka_unit_test(test_odd_names), cmocka_unit_test(test_terminal_escapes),
     };
