@@ -46,9 +46,9 @@ static const command_help command_helps[] = {
      "    \"force-unlock NAME held by ...? [y/N]\" on the terminal; --yes skips\n"
      "    the question. Without a terminal on stdin it refuses unless --yes is\n"
      "    given (exit status 4). If the holders changed while you answered, it\n"
-    "    refuses too (4): the yes was to the holders shown.\n"
-    "    Exit status 1 if NAME was not locked, 5 if it is\n"
-     "    not a lock or a kind this build cannot force-unlock (read-write).\n"
+     "    refuses too (4): the yes was to the holders shown. Exit status 1 if\n"
+     "    NAME was not locked, 5 if it is not a lock or a kind this build cannot\n"
+     "    force-unlock (read-write).\n"
      "    The previous holder learns of the loss at its next renewal or call.\n"},
     {"clients", "rlockctl clients [--json]",
      "    The rlock clients registered on the masters (SCAN rlock:client:*):\n"
