@@ -445,6 +445,54 @@ static void test_unlock_holder_changed(void **state) {
     free(name);
 }
 
+/* ---- a refused read is an error, never "not locked" ---------------------------------- */
+
+/*
+ * rlockctl as a user the ACL refuses `refused` (ACL rules, e.g. "-type"): reading NAME
+ * must end in status 3 naming the command and Redis's NOPERM, not in a
+ * verdict about the lock made from the error reply.
+ */
+static void expect_refused(const char *name, const char *refused, const char *command,
+                           const char *tool_command) {
+    redisContext *r = h_redis();
+    char url[256];
+    char *rules = strdup(refused), *save = NULL;
+    h_cmd_ok(r, "ACL SETUSER rlockctl-refused reset on >pw ~* &* +@all");
+    for (char *rule = strtok_r(rules, " ", &save); rule != NULL; rule = strtok_r(NULL, " ", &save))
+        h_cmd_ok(r, "ACL SETUSER rlockctl-refused %s", rule); /* one rule an argument */
+    free(rules);
+    h_url_auth(url, sizeof(url), h_url(), "rlockctl-refused", "pw");
+    h_tool t;
+    h_tool_run(&t, url, tool_command, name, NULL);
+    h_tool_expect(&t, 3, NULL);
+    expect_in(t.err, command);
+    expect_in(t.err, "NOPERM");
+    h_tool_free(&t);
+    h_cmd_ok(r, "ACL DELUSER rlockctl-refused");
+    redisFree(r);
+}
+
+static void test_refused_reads(void **state) {
+    (void)state;
+    char *name = name_for("ctl-refused"), *pattern = pattern_of(name);
+    redisContext *r = h_redis();
+    h_register_client(r, "feedbeef-0000-4000-8000-0000000000aa", "host-r", 1, "refused");
+    h_cmd_ok(r, "HSET %s feedbeef-0000-4000-8000-0000000000aa:1 1", name);
+    h_cmd_ok(r, "PEXPIRE %s 60000", name);
+    expect_refused(name, "-type", "TYPE", "show");            /* was: "not locked" (1) */
+    expect_refused(name, "-hgetall", "HGETALL", "show");      /* was: "not a lock" (5) */
+    expect_refused(name, "-pttl", "PTTL", "show");            /* was: "no TTL" (5) */
+    expect_refused(name, "-pubsub|numsub", "PUBSUB", "show"); /* was: 0 waiters */
+    expect_refused(pattern, "-hgetall", "HGETALL", "list");   /* was: nothing matched (1) */
+    /* the owner's registration unreadable: was "unregistered" */
+    expect_refused(name, "resetkeys ~rlock-test:* ~redisson_*", "rlock:client:", "show");
+    expect_refused(pattern, "-scan", "SCAN", "list");
+    h_cmd_ok(r, "DEL %s rlock:client:feedbeef-0000-4000-8000-0000000000aa", name);
+    redisFree(r);
+    free(pattern);
+    free(name);
+}
+
 /* ---- read-write and fenced: Redisson's layouts, by hand ----------------------------- */
 
 #define JAVA_ID "0c0ffee0-1111-4222-8333-944445555666"
@@ -629,7 +677,7 @@ int main(void) {
         cmocka_unit_test(test_usage),    cmocka_unit_test(test_connect_errors),
         cmocka_unit_test(test_plain),    cmocka_unit_test(test_fair),
         cmocka_unit_test(test_unlock),   cmocka_unit_test(test_unlock_holder_changed),
-        cmocka_unit_test(test_rw_fenced),
+        cmocka_unit_test(test_refused_reads), cmocka_unit_test(test_rw_fenced),
         cmocka_unit_test(test_clients),  cmocka_unit_test(test_watch),
         cmocka_unit_test(test_odd_names), cmocka_unit_test(test_terminal_escapes),
     };

@@ -79,6 +79,9 @@ int ctl_read_processes(ctl *c, char **ids, int n, ctl_process **out) {
         cmds[i * 2 + 1] = (rlock__inspect_cmd){.argc = 2, .argv = argv + i * 4 + 2};
     }
     int status = ctl_run(c, cmds, n * 2, rs);
+    for (int i = 0; i < n * 2 && status == RLOCK_OK; i++)
+        if (rs[i]->type == REDIS_REPLY_ERROR) /* refused: not "unregistered" */
+            status = ctl_reply_failed(&cmds[i], rs[i]);
     for (int i = 0; i < n && status == RLOCK_OK; i++)
         out[i] = read_process(ids[i], rs[i * 2], rs[i * 2 + 1]);
     ctl_free_replies(rs, n * 2);

@@ -22,6 +22,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "rlockctl.h"
 
@@ -122,27 +123,19 @@ const char *ctl_renewal(const ctl_lock *lock, long long *wd_ms) {
 
 /* ---- names: SCAN on every master ---------------------------------------------- */
 
-typedef struct names {
-    char **v;
-    size_t *len;
-    int n, cap;
-} names;
-
-static void names_add(names *ns, const char *s, size_t len) {
+void ctl_names_add(ctl_names *ns, const char *s, size_t len) {
     if (ns->n == ns->cap) {
         ns->cap = ns->cap ? ns->cap * 2 : 64;
         ns->v = xrealloc(ns->v, (size_t)ns->cap * sizeof(*ns->v));
-        ns->len = xrealloc(ns->len, (size_t)ns->cap * sizeof(*ns->len));
     }
-    ns->v[ns->n] = xstrndup(s, len);
-    ns->len[ns->n++] = len;
+    ns->v[ns->n++] = (ctl_name){.s = xstrndup(s, len), .len = len};
 }
 
-static void names_free(names *ns) {
+void ctl_names_free(ctl_names *ns) {
     for (int i = 0; i < ns->n; i++)
-        free(ns->v[i]);
+        free(ns->v[i].s);
     free(ns->v);
-    free(ns->len);
+    *ns = (ctl_names){0};
 }
 
 static int cmp_bytes(const char *a, size_t alen, const char *b, size_t blen) {
@@ -150,31 +143,35 @@ static int cmp_bytes(const char *a, size_t alen, const char *b, size_t blen) {
     return r != 0 ? r : (alen > blen) - (alen < blen);
 }
 
+static int cmp_names(const void *a, const void *b) {
+    const ctl_name *x = a, *y = b;
+    return cmp_bytes(x->s, x->len, y->s, y->len);
+}
+
 /* Sorts and drops repeats (SCAN may return a key twice). */
-static void names_sort_unique(names *ns) {
-    for (int i = 1; i < ns->n; i++) /* insertion sort: stable, fine for a screenful */
-        for (int j = i; j > 0 && cmp_bytes(ns->v[j - 1], ns->len[j - 1], ns->v[j], ns->len[j]) > 0;
-             j--) {
-            char *t = ns->v[j];
-            size_t tl = ns->len[j];
-            ns->v[j] = ns->v[j - 1], ns->len[j] = ns->len[j - 1];
-            ns->v[j - 1] = t, ns->len[j - 1] = tl;
-        }
+static void names_sort_unique(ctl_names *ns) {
     int out = 0;
+    if (ns->n > 1)
+        qsort(ns->v, (size_t)ns->n, sizeof(*ns->v), cmp_names);
     for (int i = 0; i < ns->n; i++) {
-        if (out > 0 && cmp_bytes(ns->v[out - 1], ns->len[out - 1], ns->v[i], ns->len[i]) == 0) {
-            free(ns->v[i]);
+        if (out > 0 && cmp_names(&ns->v[out - 1], &ns->v[i]) == 0) {
+            free(ns->v[i].s);
             continue;
         }
-        ns->v[out] = ns->v[i];
-        ns->len[out++] = ns->len[i];
+        ns->v[out++] = ns->v[i];
     }
     ns->n = out;
 }
 
+/* SCAN's reply: [cursor, [key, ...]]. */
+static int is_scan_reply(const redisReply *r) {
+    return r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+           r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_ARRAY;
+}
+
 /* Every key of type `type` matching `match` on one master. */
 static int scan_master(ctl *c, rlock__inspect_node *node, const char *match, const char *type,
-                       names *out) {
+                       ctl_names *out) {
     char cursor[32] = "0";
     do {
         const char *argv[] = {"SCAN", cursor, "MATCH", match, "COUNT", SCAN_COUNT, "TYPE", type};
@@ -183,27 +180,23 @@ static int scan_master(ctl *c, rlock__inspect_node *node, const char *match, con
         int status = ctl_run(c, &cmd, 1, &r);
         if (status != RLOCK_OK)
             return status;
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-            r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY) {
-            char where[300];
-            fprintf(stderr, "rlockctl: SCAN at %s: %s\n",
-                    rlock__inspect_node_addr(node, where, sizeof(where)),
-                    r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        if (!is_scan_reply(r)) {
+            status = ctl_reply_failed(&cmd, r);
             freeReplyObject(r);
-            return RLOCK_EREDIS;
+            return status;
         }
         snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
         for (size_t i = 0; i < r->element[1]->elements; i++) {
             const redisReply *k = r->element[1]->element[i];
             if (k->type == REDIS_REPLY_STRING)
-                names_add(out, k->str, k->len);
+                ctl_names_add(out, k->str, k->len);
         }
         freeReplyObject(r);
     } while (strcmp(cursor, "0") != 0);
     return RLOCK_OK;
 }
 
-static int scan_all(ctl *c, const char *match, const char *type, names *out) {
+int ctl_scan(ctl *c, const char *match, const char *type, ctl_names *out) {
     rlock__inspect_node *masters[RLOCK__INSPECT_MAX_MASTERS];
     int n = 0;
     int status = rlock__inspect_masters(c->client, masters, RLOCK__INSPECT_MAX_MASTERS, &n);
@@ -213,19 +206,19 @@ static int scan_all(ctl *c, const char *match, const char *type, names *out) {
 }
 
 /* The lock names of fair queues (redisson_lock_queue:...) matching pattern. */
-static int scan_queues(ctl *c, const char *pattern, names *out) {
+static int scan_queues(ctl *c, const char *pattern, ctl_names *out) {
     static const char prefix[] = "redisson_lock_queue:";
-    names queues = {0};
-    int status = scan_all(c, "redisson_lock_queue:*", "list", &queues);
+    ctl_names queues = {0};
+    int status = ctl_scan(c, "redisson_lock_queue:*", "list", &queues);
     for (int i = 0; i < queues.n && status == RLOCK_OK; i++) {
         size_t len;
-        char *name = unprefixed(queues.v[i] + sizeof(prefix) - 1,
-                                queues.len[i] - (sizeof(prefix) - 1), &len);
+        char *name = unprefixed(queues.v[i].s + sizeof(prefix) - 1,
+                                queues.v[i].len - (sizeof(prefix) - 1), &len);
         if (name != NULL && ctl_glob_match(pattern, name, len))
-            names_add(out, name, len);
+            ctl_names_add(out, name, len);
         free(name);
     }
-    names_free(&queues);
+    ctl_names_free(&queues);
     return status;
 }
 
@@ -429,6 +422,11 @@ static long long count_of(const redisReply *r) {
     return r->element[1]->integer;
 }
 
+/* Redis < 7 has no PUBSUB SHARDNUMSUB: "ERR unknown subcommand ..." (6.0: "Unknown"). */
+static int is_unknown_subcommand(const redisReply *r) {
+    return r->type == REDIS_REPLY_ERROR && strncasecmp(r->str, "ERR unknown subcommand", 22) == 0;
+}
+
 /* PUBSUB NUMSUB and SHARDNUMSUB of every channel of locks[0..n), at the channel's node. */
 static int read_subscribers(ctl *c, ctl_lock *locks, int n) {
     int total = 0, k = 0;
@@ -454,10 +452,13 @@ static int read_subscribers(ctl *c, ctl_lock *locks, int n) {
             }
         }
     int status = ctl_run(c, cmds, total * 2, rs);
+    for (k = 0; k < total * 2 && status == RLOCK_OK; k++)
+        if (count_of(rs[k]) < 0 && !(k % 2 == 1 && is_unknown_subcommand(rs[k])))
+            status = ctl_reply_failed(&cmds[k], rs[k]);
     k = 0;
     for (int i = 0; i < n && status == RLOCK_OK; i++)
         for (int j = 0; j < locks[i].nchannels; j++, k += 2) {
-            locks[i].channels[j].classic = count_of(rs[k]) > 0 ? count_of(rs[k]) : 0;
+            locks[i].channels[j].classic = count_of(rs[k]);
             locks[i].channels[j].sharded = count_of(rs[k + 1]); /* -1: Redis < 7 */
         }
     ctl_free_replies(rs, total * 2);
@@ -531,7 +532,7 @@ static void locks_push(ctl_locks *ls, const ctl_lock *l) {
  * Reads names[0..n) (one pipeline per node) and appends the locks among them
  * to out; lookups[i] (may be NULL) says what each name holds.
  */
-static int read_batch(ctl *c, char **nv, const size_t *nlen, int n, ctl_locks *out,
+static int read_batch(ctl *c, const ctl_name *names, int n, ctl_locks *out,
                       ctl_lookup *lookups) {
     int per = R_PER_NAME, first = out->n;
     rlock__inspect_cmd *cmds = xcalloc((size_t)n * per, sizeof(*cmds));
@@ -541,13 +542,16 @@ static int read_batch(ctl *c, char **nv, const size_t *nlen, int n, ctl_locks *o
     size_t *klen = xcalloc((size_t)n * 3, sizeof(*klen));
     redisReply **rs = xcalloc((size_t)n * per, sizeof(*rs));
     for (int i = 0; i < n; i++)
-        layout_cmds(nv[i], nlen[i], keys + i * 3, klen + i * 3, cmds + i * per,
+        layout_cmds(names[i].s, names[i].len, keys + i * 3, klen + i * 3, cmds + i * per,
                     argv + (size_t)i * per * 5, argvlen + (size_t)i * per * 5);
     int status = ctl_run(c, cmds, n * per, rs);
+    for (int i = 0; i < n * per && status == RLOCK_OK; i++)
+        if (rs[i]->type == REDIS_REPLY_ERROR && strncmp(rs[i]->str, "WRONGTYPE", 9) != 0)
+            status = ctl_reply_failed(&cmds[i], rs[i]); /* WRONGTYPE: a key of another type */
     for (int i = 0; i < n && status == RLOCK_OK; i++) {
         ctl_lock l;
         ctl_lookup ignored = {0}, *lookup = lookups != NULL ? &lookups[i] : &ignored;
-        if (read_layout(nv[i], nlen[i], rs + i * per, &l, lookup))
+        if (read_layout(names[i].s, names[i].len, rs + i * per, &l, lookup))
             locks_push(out, &l);
     }
     ctl_free_replies(rs, n * per);
@@ -562,23 +566,22 @@ static int read_batch(ctl *c, char **nv, const size_t *nlen, int n, ctl_locks *o
 }
 
 int ctl_find_locks(ctl *c, const char *pattern, ctl_locks *out) {
-    names ns = {0};
+    ctl_names ns = {0};
     *out = (ctl_locks){0};
-    int status = scan_all(c, pattern != NULL ? pattern : "*", "hash", &ns);
+    int status = ctl_scan(c, pattern != NULL ? pattern : "*", "hash", &ns);
     if (status == RLOCK_OK)
         status = scan_queues(c, pattern, &ns);
     names_sort_unique(&ns);
     for (int i = 0; i < ns.n && status == RLOCK_OK; i += BATCH)
-        status = read_batch(c, ns.v + i, ns.len + i, ns.n - i < BATCH ? ns.n - i : BATCH, out,
-                            NULL);
-    names_free(&ns);
+        status = read_batch(c, ns.v + i, ns.n - i < BATCH ? ns.n - i : BATCH, out, NULL);
+    ctl_names_free(&ns);
     return status;
 }
 
 int ctl_find_lock(ctl *c, const char *name, size_t len, ctl_lookup *lookup, ctl_locks *out) {
-    char *nv[1] = {(char *)name};
+    ctl_name one = {.s = (char *)name, .len = len};
     *out = (ctl_locks){0};
-    return read_batch(c, nv, &len, 1, out, lookup);
+    return read_batch(c, &one, 1, out, lookup);
 }
 
 void ctl_locks_free(ctl_locks *locks) {

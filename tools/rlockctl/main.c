@@ -70,7 +70,32 @@ char *xstrndup(const char *s, size_t len) {
     return p;
 }
 
+/* A Redis error the tool found in a reply and said already (ctl_reply_failed). */
+static int reply_error_said;
+
+int ctl_reply_failed(const rlock__inspect_cmd *cmd, const redisReply *r) {
+    fputs("rlockctl: ", stderr);
+    for (int i = 0; i < cmd->argc && i < 3; i++) { /* the verb and the key, or subcommand */
+        ctl_put_text(stderr, cmd->argv[i], cmd->argvlen != NULL ? cmd->argvlen[i]
+                                                                : strlen(cmd->argv[i]));
+        fputs(i + 1 < cmd->argc && i < 2 ? " " : "", stderr);
+    }
+    if (cmd->node != NULL) {
+        char where[300];
+        fprintf(stderr, " at %s", rlock__inspect_node_addr(cmd->node, where, sizeof(where)));
+    }
+    fputs(": ", stderr);
+    ctl_put_str(stderr, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+    fputc('\n', stderr);
+    reply_error_said = 1;
+    return RLOCK_EREDIS;
+}
+
 int ctl_redis_error(const char *what, int status) {
+    if (reply_error_said) { /* rlock_last_error() would be an older, unrelated one */
+        reply_error_said = 0;
+        return CTL_REDIS;
+    }
     fputs("rlockctl: ", stderr); /* what may be a lock name, the error may quote one */
     ctl_put_str(stderr, what);
     fputs(": ", stderr);

@@ -55,8 +55,18 @@ typedef struct ctl {
     FILE *out;               /* stdout */
 } ctl;
 
-/* Prints "rlockctl: <what>: <rlock_last_error()>" on stderr; returns CTL_REDIS. */
+/*
+ * Prints "rlockctl: <what>: <rlock_last_error()>" on stderr -- unless the
+ * failure was a reply ctl_reply_failed() said already; returns CTL_REDIS.
+ */
 int ctl_redis_error(const char *what, int status);
+/*
+ * An error reply (NOPERM, LOADING, ...) or a reply of the wrong shape to
+ * cmd: says "rlockctl: VERB KEY: <Redis's text>" on stderr; returns
+ * RLOCK_EREDIS. A reply is never taken for an answer about a lock when it
+ * is an error: a refused TYPE is not "not locked".
+ */
+int ctl_reply_failed(const rlock__inspect_cmd *cmd, const redisReply *r);
 /* malloc / realloc / strdup that exit(CTL_REDIS) with a message when memory runs out. */
 void *xmalloc(size_t size);
 void *xcalloc(size_t n, size_t size);
@@ -138,6 +148,26 @@ typedef struct ctl_locks {
     ctl_process **processes; /* registrations read for the owners (owned) */
     int nprocesses;
 } ctl_locks;
+
+/* A key's name: any bytes (NUL-terminated too, for messages). */
+typedef struct ctl_name {
+    char *s;                 /* owned by the ctl_names holding it */
+    size_t len;
+} ctl_name;
+
+typedef struct ctl_names {
+    ctl_name *v;
+    int n, cap;
+} ctl_names;
+
+void ctl_names_add(ctl_names *ns, const char *s, size_t len);
+void ctl_names_free(ctl_names *ns);
+/*
+ * Every key of type `type` matching `match` on every master, with SCAN
+ * (never KEYS), appended to out. RLOCK_OK or an error (said on stderr, or
+ * recorded for rlock_last_error()).
+ */
+int ctl_scan(ctl *c, const char *match, const char *type, ctl_names *out);
 
 /*
  * The locks whose names match pattern (Redis glob; NULL: all), read from
