@@ -493,6 +493,70 @@ static void test_refused_reads(void **state) {
     free(name);
 }
 
+/* ---- a big keyspace: list reads only what may be a lock ------------------------------- */
+
+/* Calls of a command since the server started (INFO commandstats). */
+static long long calls_of(redisContext *r, const char *command) {
+    char *info = h_cmd_str(r, "INFO commandstats"), want[64];
+    snprintf(want, sizeof(want), "cmdstat_%s:calls=", command);
+    const char *at = strstr(info, want);
+    long long n = at != NULL ? strtoll(at + strlen(want), NULL, 10) : 0;
+    free(info);
+    return n;
+}
+
+/* Reads the replies of n pipelined commands (redisAppendCommand). */
+static void drain_replies(redisContext *r, int n) {
+    for (int i = 0; i < n; i++) {
+        redisReply *reply = NULL;
+        assert_int_equal(redisGetReply(r, (void **)&reply), REDIS_OK);
+        freeReplyObject(reply);
+    }
+}
+
+static void test_list_other_hashes(void **state) {
+    (void)state;
+    char *base = name_for("ctl-big"), *pattern = pattern_of(base), key[256];
+    redisContext *r = h_redis();
+    for (int i = 0; i < 3000; i++) /* sessions: two fields, no TTL */
+        redisAppendCommand(r, "HSET %s:session:%d field value other 2", base, i);
+    drain_replies(r, 3000);
+    /* a hash with a TTL but more fields than a lock has: 10 001 */
+    snprintf(key, sizeof(key), "%s:huge", base);
+    for (int i = 0; i <= 10000; i++)
+        redisAppendCommand(r, "HSET %s f%d 1", key, i);
+    drain_replies(r, 10001);
+    h_cmd_ok(r, "PEXPIRE %s 60000", key);
+    char lock_b[256], lock_a[256];
+    snprintf(lock_b, sizeof(lock_b), "%s:lock-b", base);
+    snprintf(lock_a, sizeof(lock_a), "%s:lock-a", base);
+    h_foreign_lock(r, lock_b, 60000);
+    h_foreign_lock(r, lock_a, 60000);
+
+    long long before = calls_of(r, "hgetall");
+    h_tool t;
+    h_tool_run(&t, h_url(), "list", pattern, NULL);
+    h_tool_expect(&t, 0, lock_a);
+    expect_in(t.out, lock_b);
+    if (strstr(t.out, lock_a) > strstr(t.out, lock_b))
+        H_FAIL("not sorted by name:\n%s", t.out);
+    if (strstr(t.out, ":session:") != NULL || strstr(t.out, ":huge") != NULL)
+        H_FAIL("a hash that is no lock listed:\n%s", t.out);
+    h_tool_free(&t);
+    /* HGETALL for the two locks (and their owner's registration), not for 3 001 others */
+    long long hgetalls = calls_of(r, "hgetall") - before;
+    if (hgetalls > 3)
+        H_FAIL("list sent %lld HGETALLs for 2 locks among 3 001 other hashes", hgetalls);
+
+    for (int i = 0; i < 3000; i++)
+        redisAppendCommand(r, "DEL %s:session:%d", base, i);
+    drain_replies(r, 3000);
+    h_cmd_ok(r, "DEL %s %s %s", key, lock_a, lock_b);
+    redisFree(r);
+    free(pattern);
+    free(base);
+}
+
 /* ---- read-write and fenced: Redisson's layouts, by hand ----------------------------- */
 
 #define JAVA_ID "0c0ffee0-1111-4222-8333-944445555666"
@@ -677,7 +741,8 @@ int main(void) {
         cmocka_unit_test(test_usage),    cmocka_unit_test(test_connect_errors),
         cmocka_unit_test(test_plain),    cmocka_unit_test(test_fair),
         cmocka_unit_test(test_unlock),   cmocka_unit_test(test_unlock_holder_changed),
-        cmocka_unit_test(test_refused_reads), cmocka_unit_test(test_rw_fenced),
+        cmocka_unit_test(test_refused_reads), cmocka_unit_test(test_list_other_hashes),
+        cmocka_unit_test(test_rw_fenced),
         cmocka_unit_test(test_clients),  cmocka_unit_test(test_watch),
         cmocka_unit_test(test_odd_names), cmocka_unit_test(test_terminal_escapes),
     };

@@ -97,7 +97,7 @@ int ctl_read_processes(ctl *c, char **ids, int n, ctl_process **out) {
 static int scan_registrations(ctl *c, ctl_names *ids) {
     static const size_t plen = sizeof(REGISTRATION_PREFIX) - 1;
     ctl_names keys = {0};
-    int status = ctl_scan(c, REGISTRATION_PREFIX "*", "hash", &keys);
+    int status = ctl_scan(c, REGISTRATION_PREFIX "*", "hash", NULL, &keys);
     for (int i = 0; i < keys.n && status == RLOCK_OK; i++) {
         /* rlockctl's own client registers too: it is not what the operator asks about */
         const ctl_name *k = &keys.v[i];

@@ -29,6 +29,7 @@
 #define SCAN_COUNT "1000"
 #define BATCH 128            /* names read per round of pipelines */
 #define QUEUE_MAX "999"      /* a fair queue's entries shown: 0..999 */
+#define FIELDS_MAX 10000     /* a hash with more fields is no lock to list (show still reads it) */
 
 const char *ctl_kind_name(int kind) {
     static const char *const names[] = {"plain", "fair", "rw", "fenced"};
@@ -169,11 +170,12 @@ static int is_scan_reply(const redisReply *r) {
            r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_ARRAY;
 }
 
-/* Every key of type `type` matching `match` on one master. */
+/* Every key of type `type` matching `match` on one master; keep() sifts each page. */
 static int scan_master(ctl *c, rlock__inspect_node *node, const char *match, const char *type,
-                       ctl_names *out) {
+                       ctl_sift keep, ctl_names *out) {
     char cursor[32] = "0";
     do {
+        int page = out->n;
         const char *argv[] = {"SCAN", cursor, "MATCH", match, "COUNT", SCAN_COUNT, "TYPE", type};
         rlock__inspect_cmd cmd = {.node = node, .argc = 8, .argv = argv};
         redisReply *r = NULL;
@@ -192,16 +194,63 @@ static int scan_master(ctl *c, rlock__inspect_node *node, const char *match, con
                 ctl_names_add(out, k->str, k->len);
         }
         freeReplyObject(r);
+        status = keep != NULL ? keep(c, out, page) : RLOCK_OK;
+        if (status != RLOCK_OK)
+            return status;
     } while (strcmp(cursor, "0") != 0);
     return RLOCK_OK;
 }
 
-int ctl_scan(ctl *c, const char *match, const char *type, ctl_names *out) {
+int ctl_scan(ctl *c, const char *match, const char *type, ctl_sift keep, ctl_names *out) {
     rlock__inspect_node *masters[RLOCK__INSPECT_MAX_MASTERS];
     int n = 0;
     int status = rlock__inspect_masters(c->client, masters, RLOCK__INSPECT_MAX_MASTERS, &n);
     for (int i = 0; i < n && status == RLOCK_OK; i++)
-        status = scan_master(c, masters[i], match, type, out);
+        status = scan_master(c, masters[i], match, type, keep, out);
+    return status;
+}
+
+/* A lock's hash: a TTL (PTTL >= 0) and 1..FIELDS_MAX fields. */
+static int may_be_lock(const redisReply *pttl, const redisReply *hlen) {
+    return pttl->type == REDIS_REPLY_INTEGER && pttl->integer >= 0 &&
+           hlen->type == REDIS_REPLY_INTEGER && hlen->integer > 0 && hlen->integer <= FIELDS_MAX;
+}
+
+/*
+ * Drops from ns->v[from..] the hashes that cannot be locks, after a PTTL and
+ * an HLEN each (one pipeline per node): a lock's hash always has a TTL
+ * (Redisson's scripts set one with every change) and a field per holding
+ * thread. So the sessions, caches and million-field hashes that SCAN ...
+ * TYPE hash returns too are never HGETALLed, which on a production Redis
+ * would block it and move the lot, for nothing.
+ */
+static int keep_lock_hashes(ctl *c, ctl_names *ns, int from) {
+    int n = ns->n - from, kept = from;
+    if (n == 0)
+        return RLOCK_OK;
+    rlock__inspect_cmd *cmds = xcalloc((size_t)n * 2, sizeof(*cmds));
+    const char **argv = xcalloc((size_t)n * 4, sizeof(*argv));
+    size_t *argvlen = xcalloc((size_t)n * 4, sizeof(*argvlen));
+    redisReply **rs = xcalloc((size_t)n * 2, sizeof(*rs));
+    for (int i = 0; i < n * 2; i++) {
+        const ctl_name *name = &ns->v[from + i / 2];
+        argv[i * 2] = i % 2 == 0 ? "PTTL" : "HLEN", argvlen[i * 2] = 4;
+        argv[i * 2 + 1] = name->s, argvlen[i * 2 + 1] = name->len;
+        cmds[i] = (rlock__inspect_cmd){.argc = 2, .argv = argv + i * 2, .argvlen = argvlen + i * 2};
+    }
+    int status = ctl_run(c, cmds, n * 2, rs);
+    for (int i = 0; i < n * 2 && status == RLOCK_OK; i++)
+        if (rs[i]->type == REDIS_REPLY_ERROR && strncmp(rs[i]->str, "WRONGTYPE", 9) != 0)
+            status = ctl_reply_failed(&cmds[i], rs[i]);
+    for (int i = 0; i < n; i++) { /* on an error all are kept, for the caller to free */
+        if (status == RLOCK_OK && !may_be_lock(rs[i * 2], rs[i * 2 + 1]))
+            free(ns->v[from + i].s);
+        else
+            ns->v[kept++] = ns->v[from + i];
+    }
+    ns->n = kept;
+    ctl_free_replies(rs, n * 2);
+    free(rs), free(argvlen), free(argv), free(cmds);
     return status;
 }
 
@@ -209,7 +258,7 @@ int ctl_scan(ctl *c, const char *match, const char *type, ctl_names *out) {
 static int scan_queues(ctl *c, const char *pattern, ctl_names *out) {
     static const char prefix[] = "redisson_lock_queue:";
     ctl_names queues = {0};
-    int status = ctl_scan(c, "redisson_lock_queue:*", "list", &queues);
+    int status = ctl_scan(c, "redisson_lock_queue:*", "list", NULL, &queues);
     for (int i = 0; i < queues.n && status == RLOCK_OK; i++) {
         size_t len;
         char *name = unprefixed(queues.v[i].s + sizeof(prefix) - 1,
@@ -568,7 +617,7 @@ static int read_batch(ctl *c, const ctl_name *names, int n, ctl_locks *out,
 int ctl_find_locks(ctl *c, const char *pattern, ctl_locks *out) {
     ctl_names ns = {0};
     *out = (ctl_locks){0};
-    int status = ctl_scan(c, pattern != NULL ? pattern : "*", "hash", &ns);
+    int status = ctl_scan(c, pattern != NULL ? pattern : "*", "hash", keep_lock_hashes, &ns);
     if (status == RLOCK_OK)
         status = scan_queues(c, pattern, &ns);
     names_sort_unique(&ns);

@@ -162,12 +162,15 @@ typedef struct ctl_names {
 
 void ctl_names_add(ctl_names *ns, const char *s, size_t len);
 void ctl_names_free(ctl_names *ns);
+/* Drops from ns->v[from..] the names not wanted (freeing them); RLOCK_OK or an error. */
+typedef int (*ctl_sift)(ctl *c, ctl_names *ns, int from);
 /*
  * Every key of type `type` matching `match` on every master, with SCAN
- * (never KEYS), appended to out. RLOCK_OK or an error (said on stderr, or
- * recorded for rlock_last_error()).
+ * (never KEYS), appended to out; keep (may be NULL) sifts each page as it
+ * comes, so memory follows what is kept. RLOCK_OK or an error (said on
+ * stderr, or recorded for rlock_last_error()).
  */
-int ctl_scan(ctl *c, const char *match, const char *type, ctl_names *out);
+int ctl_scan(ctl *c, const char *match, const char *type, ctl_sift keep, ctl_names *out);
 
 /*
  * The locks whose names match pattern (Redis glob; NULL: all), read from
