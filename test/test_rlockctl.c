@@ -22,8 +22,10 @@
  *   names          quotes, newlines, bytes that are not UTF-8: --json stays
  *                  valid (jq), the table shows escapes
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -658,6 +660,87 @@ static void test_watch(void **state) {
     free(name);
 }
 
+/* A thread publishing unlock messages of another lock, as a busy server has. */
+typedef struct noise {
+    char channel[256];
+    pthread_t th;
+    atomic_int stop;
+    atomic_long sent;
+} noise;
+
+static void *noise_main(void *arg) {
+    noise *n = arg;
+    redisContext *r = h_redis();
+    while (!atomic_load(&n->stop)) {
+        h_cmd_ok(r, "PUBLISH %s 0", n->channel);
+        atomic_fetch_add(&n->sent, 1);
+        h_sleep_ms(5);
+    }
+    redisFree(r);
+    return NULL;
+}
+
+/* The header's count on the last screen of a watch's output. */
+static long long last_heard(const char *out) {
+    const char *last = NULL;
+    for (const char *p = out; (p = strstr(p, "pub/sub, ")) != NULL; p++)
+        last = p;
+    return last != NULL ? strtoll(last + strlen("pub/sub, "), NULL, 10) : -1;
+}
+
+/*
+ * watch NAME counts NAME's messages only: another lock's, however many, are
+ * neither counted nor kept (a watch running for hours on a busy server kept
+ * a tally of every lock it ever heard, and searched it for each message).
+ */
+static void test_watch_other_locks(void **state) {
+    (void)state;
+    char *name = name_for("ctl-watch-one"), *other = name_for("ctl-watch-other");
+    redisContext *r = h_redis();
+    h_foreign_lock(r, name, 60000);
+    noise *n = calloc(1, sizeof(*n));
+    snprintf(n->channel, sizeof(n->channel), "redisson_lock__channel:{%s}", other);
+    pthread_create(&n->th, NULL, noise_main, n);
+    H_WAIT_FOR(atomic_load(&n->sent) > 3, 10000);
+    h_tool t;
+    long long sent_before = atomic_load(&n->sent);
+    h_tool_run(&t, h_url(), "watch", name, "--interval", "500", "-n", "3", NULL);
+    long long sent = atomic_load(&n->sent) - sent_before;
+    atomic_store(&n->stop, 1);
+    pthread_join(n->th, NULL);
+    h_tool_expect(&t, 0, name);
+    if (sent < 10)
+        H_FAIL("the other lock's messages were not sent meanwhile (%lld)", sent);
+    if (last_heard(t.out) != 0)
+        H_FAIL("%lld messages of another lock counted for %s:\n%s", last_heard(t.out), name, t.out);
+    h_tool_free(&t);
+    free(n);
+    h_cmd_ok(r, "DEL %s", name);
+    redisFree(r);
+    free(other);
+    free(name);
+}
+
+/* A refused subscription is said: hand-offs then come from holder changes only. */
+static void test_watch_refused(void **state) {
+    (void)state;
+    char *name = name_for("ctl-watch-refused"), url[256];
+    redisContext *r = h_redis();
+    h_foreign_lock(r, name, 60000);
+    h_cmd_ok(r, "ACL SETUSER rlockctl-nosub reset on >pw ~* &* +@all -psubscribe");
+    h_url_auth(url, sizeof(url), h_url(), "rlockctl-nosub", "pw");
+    h_tool t;
+    h_tool_run(&t, url, "watch", name, "--interval", "200", "-n", "2", NULL);
+    h_tool_expect(&t, 0, name);
+    expect_in(t.err, "NOPERM");
+    expect_in(t.err, "holder changes only");
+    h_tool_free(&t);
+    h_cmd_ok(r, "ACL DELUSER rlockctl-nosub");
+    h_cmd_ok(r, "DEL %s", name);
+    redisFree(r);
+    free(name);
+}
+
 /* ---- names that are not plain text -------------------------------------------------- */
 
 static void test_odd_names(void **state) {
@@ -744,6 +827,7 @@ int main(void) {
         cmocka_unit_test(test_refused_reads), cmocka_unit_test(test_list_other_hashes),
         cmocka_unit_test(test_rw_fenced),
         cmocka_unit_test(test_clients),  cmocka_unit_test(test_watch),
+        cmocka_unit_test(test_watch_other_locks), cmocka_unit_test(test_watch_refused),
         cmocka_unit_test(test_odd_names), cmocka_unit_test(test_terminal_escapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
