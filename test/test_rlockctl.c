@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -112,6 +113,49 @@ static void test_connect_errors(void **state) {
     h_tool_expect(&t, 1, NULL);
     expect_in(t.err, "not locked");
     h_tool_free(&t);
+}
+
+/*
+ * `rlockctl ARGS > /dev/full` (no room for the output): its exit status
+ * (124: still running after 20 s) and stderr into err (size bytes).
+ */
+static int run_to_full(char *err, size_t size, const char *args) {
+    char cmd[1024], path[] = "/tmp/rlockctl-test-err.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    snprintf(cmd, sizeof(cmd), "timeout 20 '%s' --url '%s' %s >/dev/full 2>'%s'", h_tool_path(),
+             h_url(), args, path);
+    int status = system(cmd);
+    FILE *f = fopen(path, "r");
+    size_t n = f != NULL ? fread(err, 1, size - 1, f) : 0;
+    err[n] = '\0';
+    if (f != NULL)
+        fclose(f);
+    unlink(path);
+    fprintf(stderr, "  $ rlockctl %s >/dev/full   -> %d, stderr: %s", args, WEXITSTATUS(status),
+            err);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1000;
+}
+
+/* Output that cannot be written is an error said on stderr (3), and ends a watch. */
+static void test_output_errors(void **state) {
+    (void)state;
+    char err[1024];
+    char *name = name_for("ctl-full"), args[512];
+    redisContext *r = h_redis();
+    h_foreign_lock(r, name, 60000);
+    snprintf(args, sizeof(args), "list '%s'", name);
+    assert_int_equal(run_to_full(err, sizeof(err), args), 3);
+    expect_in(err, "cannot write the output");
+    snprintf(args, sizeof(args), "watch '%s' --interval 10 -n 100000", name);
+    assert_int_equal(run_to_full(err, sizeof(err), args), 3); /* was: writing on, for ever */
+    expect_in(err, "cannot write the output");
+    assert_int_equal(run_to_full(err, sizeof(err), "--help"), 3);
+    expect_in(err, "cannot write the output");
+    h_cmd_ok(r, "DEL %s", name);
+    redisFree(r);
+    free(name);
 }
 
 /* ---- plain ---------------------------------------------------------------------------- */
@@ -822,6 +866,7 @@ static void test_terminal_escapes(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_usage),    cmocka_unit_test(test_connect_errors),
+        cmocka_unit_test(test_output_errors),
         cmocka_unit_test(test_plain),    cmocka_unit_test(test_fair),
         cmocka_unit_test(test_unlock),   cmocka_unit_test(test_unlock_holder_changed),
         cmocka_unit_test(test_refused_reads), cmocka_unit_test(test_list_other_hashes),

@@ -9,6 +9,7 @@
  *
  * Threads: the main thread only (the client has threads of its own).
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,7 +212,18 @@ static int open_client(ctl *c) {
     return ctl_redis_error("cannot connect", status);
 }
 
-int main(int argc, char **argv) {
+/* CTL_OK, or CTL_REDIS after saying so if stdout could not take the output (a full disk). */
+static int output_written(void) {
+    int failed = fflush(stdout) != 0;
+    if (!failed && !ferror(stdout))
+        return CTL_OK;
+    fprintf(stderr, "rlockctl: cannot write the output: %s\n",
+            failed ? strerror(errno) : "write error");
+    return CTL_REDIS;
+}
+
+/* Runs what the command line asks for; its exit status (without the output check). */
+static int run(int argc, char **argv) {
     ctl c = {.out = stdout};
     parsed p = {0};
     c.opt.url = getenv("RLOCK_URL") != NULL && getenv("RLOCK_URL")[0] != '\0' ? getenv("RLOCK_URL")
@@ -245,8 +257,12 @@ int main(int argc, char **argv) {
     if (status != CTL_OK)
         return status;
     status = cmd->run(&c);
-    if (fflush(stdout) != 0 && status == CTL_OK)
-        status = CTL_REDIS;
     rlock_client_close(c.client);
     return status;
+}
+
+int main(int argc, char **argv) {
+    int status = run(argc, argv);
+    int written = output_written(); /* also for --help: a script may read it */
+    return status != CTL_OK ? status : written;
 }

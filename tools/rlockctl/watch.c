@@ -330,7 +330,8 @@ static void draw_free_heard(watch *w, double seconds) {
     }
 }
 
-static void draw(watch *w, const ctl_locks *locks, long long screen, double seconds) {
+/* Draws a screen; 0, or -1 if the output could not be written (main says so). */
+static int draw(watch *w, const ctl_locks *locks, long long screen, double seconds) {
     draw_header(w, screen);
     for (int i = 0; i < locks->n; i++)
         draw_row(w, &locks->v[i], seconds, screen == 1);
@@ -340,7 +341,7 @@ static void draw(watch *w, const ctl_locks *locks, long long screen, double seco
         w->t[i].interval = 0;
     if (locks->n == 0)
         fputs("(no lock matches)\n", w->c->out);
-    fflush(w->c->out);
+    return fflush(w->c->out) != 0 || ferror(w->c->out) ? -1 : 0;
 }
 
 static void watch_free(watch *w) {
@@ -376,11 +377,11 @@ int ctl_cmd_watch(ctl *c) {
         }
         int64_t now = rlock__inspect_now_ms();
         listen_sharded(&w, &locks);
-        draw(&w, &locks, screen, (double)(now - last > 0 ? now - last : 1) / 1000.0);
+        int drawn = draw(&w, &locks, screen, (double)(now - last > 0 ? now - last : 1) / 1000.0);
         ctl_locks_free(&locks);
         last = now;
-        if (c->opt.count > 0 && screen >= c->opt.count)
-            break;
+        if (drawn != 0 || (c->opt.count > 0 && screen >= c->opt.count))
+            break; /* nowhere to draw: stop (main reports it) rather than spin on */
         status = listen_until(&w, now + c->opt.interval_ms);
     }
     watch_free(&w);
