@@ -54,6 +54,18 @@ static char *pattern_of(const char *name) {
     return p;
 }
 
+/* A Java Redisson client's id, for owners written by hand. */
+#define JAVA_ID "0c0ffee0-1111-4222-8333-944445555666"
+
+/* Reads the replies of n pipelined commands (redisAppendCommand). */
+static void drain_replies(redisContext *r, int n) {
+    for (int i = 0; i < n; i++) {
+        redisReply *reply = NULL;
+        assert_int_equal(redisGetReply(r, (void **)&reply), REDIS_OK);
+        freeReplyObject(reply);
+    }
+}
+
 static void expect_in(const char *text, const char *needle) {
     if (strstr(text, needle) == NULL)
         H_FAIL("\"%s\" not in:\n%s", needle, text);
@@ -366,6 +378,30 @@ static void test_fair(void **state) {
     free(name);
 }
 
+/* A queue longer than what show lists (1 000 entries): waiters counts them all. */
+static void test_fair_long_queue(void **state) {
+    (void)state;
+    char *name = name_for("ctl-fair-long");
+    redisContext *r = h_redis();
+    h_foreign_lock(r, name, 60000);
+    for (int i = 0; i < 1500; i++)
+        redisAppendCommand(r, "RPUSH redisson_lock_queue:{%s} " JAVA_ID ":%d", name, i);
+    drain_replies(r, 1500);
+    h_tool t;
+    h_tool_run(&t, h_url(), "show", name, "--json", NULL);
+    h_tool_expect(&t, 0, NULL);
+    h_jq_expect(t.out, ".kind", "fair");
+    h_jq_expect(t.out, ".waiters", "1500"); /* was 1000: LRANGE's */
+    h_jq_expect(t.out, ".queue | length", "1000");
+    h_tool_free(&t);
+    h_tool_run(&t, h_url(), "show", name, NULL);
+    h_tool_expect(&t, 0, "and 500 more");
+    h_tool_free(&t);
+    h_cmd_ok(r, "DEL %s redisson_lock_queue:{%s}", name, name);
+    redisFree(r);
+    free(name);
+}
+
 /* ---- unlock ------------------------------------------------------------------------ */
 
 static void test_unlock(void **state) {
@@ -551,14 +587,6 @@ static long long calls_of(redisContext *r, const char *command) {
     return n;
 }
 
-/* Reads the replies of n pipelined commands (redisAppendCommand). */
-static void drain_replies(redisContext *r, int n) {
-    for (int i = 0; i < n; i++) {
-        redisReply *reply = NULL;
-        assert_int_equal(redisGetReply(r, (void **)&reply), REDIS_OK);
-        freeReplyObject(reply);
-    }
-}
 
 static void test_list_other_hashes(void **state) {
     (void)state;
@@ -604,8 +632,6 @@ static void test_list_other_hashes(void **state) {
 }
 
 /* ---- read-write and fenced: Redisson's layouts, by hand ----------------------------- */
-
-#define JAVA_ID "0c0ffee0-1111-4222-8333-944445555666"
 
 static void test_rw_fenced(void **state) {
     (void)state;
@@ -868,6 +894,7 @@ int main(void) {
         cmocka_unit_test(test_usage),    cmocka_unit_test(test_connect_errors),
         cmocka_unit_test(test_output_errors),
         cmocka_unit_test(test_plain),    cmocka_unit_test(test_fair),
+        cmocka_unit_test(test_fair_long_queue),
         cmocka_unit_test(test_unlock),   cmocka_unit_test(test_unlock_holder_changed),
         cmocka_unit_test(test_refused_reads), cmocka_unit_test(test_list_other_hashes),
         cmocka_unit_test(test_rw_fenced),

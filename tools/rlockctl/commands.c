@@ -212,7 +212,7 @@ int ctl_cmd_unlock(ctl *c) {
     if (status == CTL_OK && !locks.v[0].held) {
         fputs("rlockctl: ", stderr);
         put_name(stderr, locks.v[0].name);
-        fprintf(stderr, ": not locked (%d waiters queued)\n", locks.v[0].nqueue);
+        fprintf(stderr, ": not locked (%lld waiters queued)\n", locks.v[0].queue_len);
         status = CTL_NOTHING;
     }
     if (status == CTL_OK)

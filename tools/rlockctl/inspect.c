@@ -104,7 +104,7 @@ char *ctl_channel_lock(const char *channel, size_t len, size_t *out_len) {
 long long ctl_lock_waiters(const ctl_lock *lock) {
     long long n = 0;
     if (lock->kind == KIND_FAIR)
-        return lock->nqueue;
+        return lock->queue_len;
     for (int i = 0; i < lock->nchannels; i++) {
         const ctl_channel *ch = &lock->channels[i];
         n += ch->classic + (ch->sharded > 0 ? ch->sharded : 0);
@@ -273,7 +273,7 @@ static int scan_queues(ctl *c, const char *pattern, ctl_names *out) {
 
 /* ---- one lock's layout ------------------------------------------------------------ */
 
-enum { R_TYPE, R_HASH, R_PTTL, R_QUEUE, R_TIMEOUTS, R_TOKEN, R_PER_NAME };
+enum { R_TYPE, R_HASH, R_PTTL, R_QUEUE, R_QUEUE_LEN, R_TIMEOUTS, R_TOKEN, R_PER_NAME };
 
 /* The commands reading name's layout into cmds[0..R_PER_NAME); keys in keys[0..3). */
 static void layout_cmds(const char *name, size_t len, char **keys, size_t *klen,
@@ -282,11 +282,11 @@ static void layout_cmds(const char *name, size_t len, char **keys, size_t *klen,
     keys[1] = prefixed("redisson_lock_timeout", name, len, &klen[1]);
     keys[2] = prefixed("redisson_lock_token", name, len, &klen[2]);
     static const char *const verbs[R_PER_NAME][4] = {
-        {"TYPE"}, {"HGETALL"}, {"PTTL"}, {"LRANGE", NULL, "0", QUEUE_MAX},
+        {"TYPE"}, {"HGETALL"}, {"PTTL"}, {"LRANGE", NULL, "0", QUEUE_MAX}, {"LLEN"},
         {"ZRANGE", NULL, "0", "-1"}, {"GET"}};
-    static const int argcs[R_PER_NAME] = {2, 2, 2, 4, 5, 2};
-    const char *key[R_PER_NAME] = {name, name, name, keys[0], keys[1], keys[2]};
-    size_t key_len[R_PER_NAME] = {len, len, len, klen[0], klen[1], klen[2]};
+    static const int argcs[R_PER_NAME] = {2, 2, 2, 4, 2, 5, 2};
+    const char *key[R_PER_NAME] = {name, name, name, keys[0], keys[0], keys[1], keys[2]};
+    size_t key_len[R_PER_NAME] = {len, len, len, klen[0], klen[0], klen[1], klen[2]};
     for (int i = 0; i < R_PER_NAME; i++) {
         const char **a = argv + i * 5;
         size_t *l = argvlen + i * 5;
@@ -414,6 +414,7 @@ static int read_layout(const char *name, size_t len, redisReply **rs, ctl_lock *
     l->name = xstrndup(name, len);
     l->name_len = len;
     read_queue(rs[R_QUEUE], rs[R_TIMEOUTS], l);
+    l->queue_len = rs[R_QUEUE_LEN]->type == REDIS_REPLY_INTEGER ? rs[R_QUEUE_LEN]->integer : 0;
     if (hash) {
         l->held = 1;
         l->ttl_ms = rs[R_PTTL] != NULL && rs[R_PTTL]->type == REDIS_REPLY_INTEGER

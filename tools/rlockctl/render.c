@@ -223,6 +223,8 @@ static void show_queue(FILE *f, const ctl_lock *l) {
         ctl_put_process(f, w->who.process);
         fputc('\n', f);
     }
+    if (l->queue_len > l->nqueue)
+        fprintf(f, "          and %lld more\n", l->queue_len - l->nqueue);
 }
 
 void ctl_render_show(ctl *c, const ctl_lock *l) {

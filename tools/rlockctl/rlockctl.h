@@ -127,8 +127,9 @@ typedef struct ctl_lock {
     long long token;         /* fenced: the last token given; -1 if none */
     ctl_owner *owners;
     int nowners;
-    ctl_waiter *queue;       /* fair: in order */
+    ctl_waiter *queue;       /* fair: in order, the first 1000 */
     int nqueue;
+    long long queue_len;     /* fair: LLEN of the queue, all of it */
     ctl_channel *channels;   /* where its waiters sleep */
     int nchannels;
 } ctl_lock;
