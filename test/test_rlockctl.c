@@ -91,7 +91,7 @@ static void test_usage(void **state) {
     h_tool_free(&t);
 
     static const char *const bad[][5] = {
-        {"help", "nope", NULL}, {NULL}, {"frobnicate", NULL}, {"show", NULL},
+        {"help", "nope", NULL}, {"help", "list", "extra", NULL}, {NULL}, {"frobnicate", NULL}, {"show", NULL},
         {"show", "a", "b", NULL}, {"list", "--yes", NULL}, {"unlock", "x", "--json", NULL},
         {"list", "--bogus", NULL}, {"watch", "x", "-n", "0", NULL},
         {"--timeout", "zero", "list", NULL},

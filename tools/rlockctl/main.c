@@ -188,6 +188,8 @@ static int help_command(const ctl_options *o) {
         ctl_help(stdout);
         return CTL_OK;
     }
+    if (o->argc > 2)
+        return ctl_usage(NULL, "help takes one command");
     if (ctl_help_command(stdout, o->argv[1]) != 0)
         return ctl_usage(NULL, "help: no such command");
     return CTL_OK;
