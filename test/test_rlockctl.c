@@ -22,8 +22,10 @@
  *   names          quotes, newlines, bytes that are not UTF-8: --json stays
  *                  valid (jq), the table shows escapes
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -49,6 +52,18 @@ static char *pattern_of(const char *name) {
     p[len] = '*';
     p[len + 1] = '\0';
     return p;
+}
+
+/* A Java Redisson client's id, for owners written by hand. */
+#define JAVA_ID "0c0ffee0-1111-4222-8333-944445555666"
+
+/* Reads the replies of n pipelined commands (redisAppendCommand). */
+static void drain_replies(redisContext *r, int n) {
+    for (int i = 0; i < n; i++) {
+        redisReply *reply = NULL;
+        assert_int_equal(redisGetReply(r, (void **)&reply), REDIS_OK);
+        freeReplyObject(reply);
+    }
 }
 
 static void expect_in(const char *text, const char *needle) {
@@ -76,7 +91,7 @@ static void test_usage(void **state) {
     h_tool_free(&t);
 
     static const char *const bad[][5] = {
-        {"help", "nope", NULL}, {NULL}, {"frobnicate", NULL}, {"show", NULL},
+        {"help", "nope", NULL}, {"help", "list", "extra", NULL}, {NULL}, {"frobnicate", NULL}, {"show", NULL},
         {"show", "a", "b", NULL}, {"list", "--yes", NULL}, {"unlock", "x", "--json", NULL},
         {"list", "--bogus", NULL}, {"watch", "x", "-n", "0", NULL},
         {"--timeout", "zero", "list", NULL},
@@ -110,6 +125,49 @@ static void test_connect_errors(void **state) {
     h_tool_expect(&t, 1, NULL);
     expect_in(t.err, "not locked");
     h_tool_free(&t);
+}
+
+/*
+ * `rlockctl ARGS > /dev/full` (no room for the output): its exit status
+ * (124: still running after 20 s) and stderr into err (size bytes).
+ */
+static int run_to_full(char *err, size_t size, const char *args) {
+    char cmd[1024], path[] = "/tmp/rlockctl-test-err.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    snprintf(cmd, sizeof(cmd), "timeout 20 '%s' --url '%s' %s >/dev/full 2>'%s'", h_tool_path(),
+             h_url(), args, path);
+    int status = system(cmd);
+    FILE *f = fopen(path, "r");
+    size_t n = f != NULL ? fread(err, 1, size - 1, f) : 0;
+    err[n] = '\0';
+    if (f != NULL)
+        fclose(f);
+    unlink(path);
+    fprintf(stderr, "  $ rlockctl %s >/dev/full   -> %d, stderr: %s", args, WEXITSTATUS(status),
+            err);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1000;
+}
+
+/* Output that cannot be written is an error said on stderr (3), and ends a watch. */
+static void test_output_errors(void **state) {
+    (void)state;
+    char err[1024];
+    char *name = name_for("ctl-full"), args[512];
+    redisContext *r = h_redis();
+    h_foreign_lock(r, name, 60000);
+    snprintf(args, sizeof(args), "list '%s'", name);
+    assert_int_equal(run_to_full(err, sizeof(err), args), 3);
+    expect_in(err, "cannot write the output");
+    snprintf(args, sizeof(args), "watch '%s' --interval 10 -n 100000", name);
+    assert_int_equal(run_to_full(err, sizeof(err), args), 3); /* was: writing on, for ever */
+    expect_in(err, "cannot write the output");
+    assert_int_equal(run_to_full(err, sizeof(err), "--help"), 3);
+    expect_in(err, "cannot write the output");
+    h_cmd_ok(r, "DEL %s", name);
+    redisFree(r);
+    free(name);
 }
 
 /* ---- plain ---------------------------------------------------------------------------- */
@@ -320,6 +378,30 @@ static void test_fair(void **state) {
     free(name);
 }
 
+/* A queue longer than what show lists (1 000 entries): waiters counts them all. */
+static void test_fair_long_queue(void **state) {
+    (void)state;
+    char *name = name_for("ctl-fair-long");
+    redisContext *r = h_redis();
+    h_foreign_lock(r, name, 60000);
+    for (int i = 0; i < 1500; i++)
+        redisAppendCommand(r, "RPUSH redisson_lock_queue:{%s} " JAVA_ID ":%d", name, i);
+    drain_replies(r, 1500);
+    h_tool t;
+    h_tool_run(&t, h_url(), "show", name, "--json", NULL);
+    h_tool_expect(&t, 0, NULL);
+    h_jq_expect(t.out, ".kind", "fair");
+    h_jq_expect(t.out, ".waiters", "1500"); /* was 1000: LRANGE's */
+    h_jq_expect(t.out, ".queue | length", "1000");
+    h_tool_free(&t);
+    h_tool_run(&t, h_url(), "show", name, NULL);
+    h_tool_expect(&t, 0, "and 500 more");
+    h_tool_free(&t);
+    h_cmd_ok(r, "DEL %s redisson_lock_queue:{%s}", name, name);
+    redisFree(r);
+    free(name);
+}
+
 /* ---- unlock ------------------------------------------------------------------------ */
 
 static void test_unlock(void **state) {
@@ -388,9 +470,168 @@ static void test_unlock(void **state) {
     free(name);
 }
 
-/* ---- read-write and fenced: Redisson's layouts, by hand ----------------------------- */
+/* While the operator reads the question, the holder unlocks and another takes the lock. */
+#define NEXT_OWNER "0dd0dd00-2222-4333-8444-955556666777:3"
 
-#define JAVA_ID "0c0ffee0-1111-4222-8333-944445555666"
+static void hand_over(void *name) {
+    redisContext *r = h_redis();
+    h_cmd_ok(r, "DEL %s", (const char *)name);
+    h_cmd_ok(r, "HSET %s " NEXT_OWNER " 1", (const char *)name);
+    h_cmd_ok(r, "PEXPIRE %s 20000", (const char *)name);
+    redisFree(r);
+}
+
+static void reenter(void *name) {
+    redisContext *r = h_redis();
+    h_cmd_ok(r, "HINCRBY %s " H_FOREIGN_OWNER " 1", (const char *)name);
+    h_cmd_ok(r, "PEXPIRE %s 30000", (const char *)name);
+    redisFree(r);
+}
+
+static void release(void *name) {
+    redisContext *r = h_redis();
+    h_cmd_ok(r, "DEL %s", (const char *)name);
+    redisFree(r);
+}
+
+/* The yes was for the holders shown: another holder by then is not force-unlocked. */
+static void test_unlock_holder_changed(void **state) {
+    (void)state;
+    char *name = name_for("ctl-unlock-changed");
+    redisContext *r = h_redis();
+    h_tool t;
+    h_foreign_lock(r, name, 20000);
+    h_tool_run_tty_after(&t, "[y/N]", hand_over, name, "y\n", h_url(), "unlock", name, NULL);
+    h_tool_expect(&t, 4, NULL);
+    expect_in(t.err, "holders changed");
+    expect_in(t.err, "0dd0dd00:3"); /* who holds it now */
+    h_tool_free(&t);
+    assert_int_equal(h_cmd_int(r, "HEXISTS %s " NEXT_OWNER, name), 1);
+
+    /* Released meanwhile: nothing to do (1). */
+    h_cmd_ok(r, "DEL %s", name);
+    h_foreign_lock(r, name, 20000);
+    h_tool_run_tty_after(&t, "[y/N]", release, name, "y\n", h_url(), "unlock", name, NULL);
+    h_tool_expect(&t, 1, NULL);
+    expect_in(t.err, "not locked");
+    h_tool_free(&t);
+
+    /* The same holder (a hold more, a TTL renewed): the answer stands. */
+    h_foreign_lock(r, name, 20000);
+    h_tool_run_tty_after(&t, "[y/N]", reenter, name, "y\n", h_url(), "unlock", name,
+                         NULL);
+    h_tool_expect(&t, 0, "force-unlocked");
+    h_tool_free(&t);
+    assert_int_equal(h_exists(r, name, strlen(name)), 0);
+    redisFree(r);
+    free(name);
+}
+
+/* ---- a refused read is an error, never "not locked" ---------------------------------- */
+
+/*
+ * rlockctl as a user the ACL refuses `refused` (ACL rules, e.g. "-type"): reading NAME
+ * must end in status 3 naming the command and Redis's NOPERM, not in a
+ * verdict about the lock made from the error reply.
+ */
+static void expect_refused(const char *name, const char *refused, const char *command,
+                           const char *tool_command) {
+    redisContext *r = h_redis();
+    char url[256];
+    char *rules = strdup(refused), *save = NULL;
+    h_cmd_ok(r, "ACL SETUSER rlockctl-refused reset on >pw ~* &* +@all");
+    for (char *rule = strtok_r(rules, " ", &save); rule != NULL; rule = strtok_r(NULL, " ", &save))
+        h_cmd_ok(r, "ACL SETUSER rlockctl-refused %s", rule); /* one rule an argument */
+    free(rules);
+    h_url_auth(url, sizeof(url), h_url(), "rlockctl-refused", "pw");
+    h_tool t;
+    h_tool_run(&t, url, tool_command, name, NULL);
+    h_tool_expect(&t, 3, NULL);
+    expect_in(t.err, command);
+    expect_in(t.err, "NOPERM");
+    h_tool_free(&t);
+    h_cmd_ok(r, "ACL DELUSER rlockctl-refused");
+    redisFree(r);
+}
+
+static void test_refused_reads(void **state) {
+    (void)state;
+    char *name = name_for("ctl-refused"), *pattern = pattern_of(name);
+    redisContext *r = h_redis();
+    h_register_client(r, "feedbeef-0000-4000-8000-0000000000aa", "host-r", 1, "refused");
+    h_cmd_ok(r, "HSET %s feedbeef-0000-4000-8000-0000000000aa:1 1", name);
+    h_cmd_ok(r, "PEXPIRE %s 60000", name);
+    expect_refused(name, "-type", "TYPE", "show");            /* was: "not locked" (1) */
+    expect_refused(name, "-hgetall", "HGETALL", "show");      /* was: "not a lock" (5) */
+    expect_refused(name, "-pttl", "PTTL", "show");            /* was: "no TTL" (5) */
+    expect_refused(name, "-pubsub|numsub", "PUBSUB", "show"); /* was: 0 waiters */
+    expect_refused(pattern, "-hgetall", "HGETALL", "list");   /* was: nothing matched (1) */
+    /* the owner's registration unreadable: was "unregistered" */
+    expect_refused(name, "resetkeys ~rlock-test:* ~redisson_*", "rlock:client:", "show");
+    expect_refused(pattern, "-scan", "SCAN", "list");
+    h_cmd_ok(r, "DEL %s rlock:client:feedbeef-0000-4000-8000-0000000000aa", name);
+    redisFree(r);
+    free(pattern);
+    free(name);
+}
+
+/* ---- a big keyspace: list reads only what may be a lock ------------------------------- */
+
+/* Calls of a command since the server started (INFO commandstats). */
+static long long calls_of(redisContext *r, const char *command) {
+    char *info = h_cmd_str(r, "INFO commandstats"), want[64];
+    snprintf(want, sizeof(want), "cmdstat_%s:calls=", command);
+    const char *at = strstr(info, want);
+    long long n = at != NULL ? strtoll(at + strlen(want), NULL, 10) : 0;
+    free(info);
+    return n;
+}
+
+
+static void test_list_other_hashes(void **state) {
+    (void)state;
+    char *base = name_for("ctl-big"), *pattern = pattern_of(base), key[256];
+    redisContext *r = h_redis();
+    for (int i = 0; i < 3000; i++) /* sessions: two fields, no TTL */
+        redisAppendCommand(r, "HSET %s:session:%d field value other 2", base, i);
+    drain_replies(r, 3000);
+    /* a hash with a TTL but more fields than a lock has: 10 001 */
+    snprintf(key, sizeof(key), "%s:huge", base);
+    for (int i = 0; i <= 10000; i++)
+        redisAppendCommand(r, "HSET %s f%d 1", key, i);
+    drain_replies(r, 10001);
+    h_cmd_ok(r, "PEXPIRE %s 60000", key);
+    char lock_b[256], lock_a[256];
+    snprintf(lock_b, sizeof(lock_b), "%s:lock-b", base);
+    snprintf(lock_a, sizeof(lock_a), "%s:lock-a", base);
+    h_foreign_lock(r, lock_b, 60000);
+    h_foreign_lock(r, lock_a, 60000);
+
+    long long before = calls_of(r, "hgetall");
+    h_tool t;
+    h_tool_run(&t, h_url(), "list", pattern, NULL);
+    h_tool_expect(&t, 0, lock_a);
+    expect_in(t.out, lock_b);
+    if (strstr(t.out, lock_a) > strstr(t.out, lock_b))
+        H_FAIL("not sorted by name:\n%s", t.out);
+    if (strstr(t.out, ":session:") != NULL || strstr(t.out, ":huge") != NULL)
+        H_FAIL("a hash that is no lock listed:\n%s", t.out);
+    h_tool_free(&t);
+    /* HGETALL for the two locks (and their owner's registration), not for 3 001 others */
+    long long hgetalls = calls_of(r, "hgetall") - before;
+    if (hgetalls > 3)
+        H_FAIL("list sent %lld HGETALLs for 2 locks among 3 001 other hashes", hgetalls);
+
+    for (int i = 0; i < 3000; i++)
+        redisAppendCommand(r, "DEL %s:session:%d", base, i);
+    drain_replies(r, 3000);
+    h_cmd_ok(r, "DEL %s %s %s", key, lock_a, lock_b);
+    redisFree(r);
+    free(pattern);
+    free(base);
+}
+
+/* ---- read-write and fenced: Redisson's layouts, by hand ----------------------------- */
 
 static void test_rw_fenced(void **state) {
     (void)state;
@@ -489,6 +730,87 @@ static void test_watch(void **state) {
     free(name);
 }
 
+/* A thread publishing unlock messages of another lock, as a busy server has. */
+typedef struct noise {
+    char channel[256];
+    pthread_t th;
+    atomic_int stop;
+    atomic_long sent;
+} noise;
+
+static void *noise_main(void *arg) {
+    noise *n = arg;
+    redisContext *r = h_redis();
+    while (!atomic_load(&n->stop)) {
+        h_cmd_ok(r, "PUBLISH %s 0", n->channel);
+        atomic_fetch_add(&n->sent, 1);
+        h_sleep_ms(5);
+    }
+    redisFree(r);
+    return NULL;
+}
+
+/* The header's count on the last screen of a watch's output. */
+static long long last_heard(const char *out) {
+    const char *last = NULL;
+    for (const char *p = out; (p = strstr(p, "pub/sub, ")) != NULL; p++)
+        last = p;
+    return last != NULL ? strtoll(last + strlen("pub/sub, "), NULL, 10) : -1;
+}
+
+/*
+ * watch NAME counts NAME's messages only: another lock's, however many, are
+ * neither counted nor kept (a watch running for hours on a busy server kept
+ * a tally of every lock it ever heard, and searched it for each message).
+ */
+static void test_watch_other_locks(void **state) {
+    (void)state;
+    char *name = name_for("ctl-watch-one"), *other = name_for("ctl-watch-other");
+    redisContext *r = h_redis();
+    h_foreign_lock(r, name, 60000);
+    noise *n = calloc(1, sizeof(*n));
+    snprintf(n->channel, sizeof(n->channel), "redisson_lock__channel:{%s}", other);
+    pthread_create(&n->th, NULL, noise_main, n);
+    H_WAIT_FOR(atomic_load(&n->sent) > 3, 10000);
+    h_tool t;
+    long long sent_before = atomic_load(&n->sent);
+    h_tool_run(&t, h_url(), "watch", name, "--interval", "500", "-n", "3", NULL);
+    long long sent = atomic_load(&n->sent) - sent_before;
+    atomic_store(&n->stop, 1);
+    pthread_join(n->th, NULL);
+    h_tool_expect(&t, 0, name);
+    if (sent < 10)
+        H_FAIL("the other lock's messages were not sent meanwhile (%lld)", sent);
+    if (last_heard(t.out) != 0)
+        H_FAIL("%lld messages of another lock counted for %s:\n%s", last_heard(t.out), name, t.out);
+    h_tool_free(&t);
+    free(n);
+    h_cmd_ok(r, "DEL %s", name);
+    redisFree(r);
+    free(other);
+    free(name);
+}
+
+/* A refused subscription is said: hand-offs then come from holder changes only. */
+static void test_watch_refused(void **state) {
+    (void)state;
+    char *name = name_for("ctl-watch-refused"), url[256];
+    redisContext *r = h_redis();
+    h_foreign_lock(r, name, 60000);
+    h_cmd_ok(r, "ACL SETUSER rlockctl-nosub reset on >pw ~* &* +@all -psubscribe");
+    h_url_auth(url, sizeof(url), h_url(), "rlockctl-nosub", "pw");
+    h_tool t;
+    h_tool_run(&t, url, "watch", name, "--interval", "200", "-n", "2", NULL);
+    h_tool_expect(&t, 0, name);
+    expect_in(t.err, "NOPERM");
+    expect_in(t.err, "holder changes only");
+    h_tool_free(&t);
+    h_cmd_ok(r, "ACL DELUSER rlockctl-nosub");
+    h_cmd_ok(r, "DEL %s", name);
+    redisFree(r);
+    free(name);
+}
+
 /* ---- names that are not plain text -------------------------------------------------- */
 
 static void test_odd_names(void **state) {
@@ -518,13 +840,67 @@ static void test_odd_names(void **state) {
     rlock_client_close(c);
 }
 
+/* ---- what Redis holds cannot drive the operator's terminal --------------------------- */
+
+/* An owner id that clears the screen and sets the window title, if printed raw. */
+#define ESC_ID "\x1b[2J\x1b]0;pwned\x07"
+
+/* Fails unless text has no control byte but '\n': C0, DEL, and C1 (U+0080..U+009F) in UTF-8. */
+static void expect_no_controls(const char *what, const char *text) {
+    const unsigned char *u = (const unsigned char *)text;
+    for (size_t i = 0; u[i] != '\0'; i++)
+        if ((u[i] < 0x20 && u[i] != '\n') || u[i] == 0x7f ||
+            (u[i] == 0xc2 && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f))
+            H_FAIL("%s: control byte 0x%02x at %zu reaches the terminal:\n%s", what, u[i], i, text);
+}
+
+static void run_clean(const char *what, int status, const char *url, const char *a1, const char *a2,
+                      const char *a3, const char *a4, const char *a5) {
+    h_tool t;
+    h_tool_run(&t, url, a1, a2, a3, a4, a5, NULL);
+    h_tool_expect(&t, status, NULL);
+    expect_no_controls(what, t.out);
+    expect_no_controls(what, t.err);
+    h_tool_free(&t);
+}
+
+static void test_terminal_escapes(void **state) {
+    (void)state;
+    char *name = name_for("ctl-esc"), *pattern = pattern_of(name);
+    redisContext *r = h_redis();
+    h_cmd_ok(r, "HSET %s %s:1 1", name, ESC_ID);
+    h_cmd_ok(r, "PEXPIRE %s 20000", name);
+    /* its registration: escapes in the id, host and version, a C1 CSI (U+009B) in the program */
+    h_cmd_ok(r, "HSET rlock:client:%s id %s host %s pid 1 program %s version %s started_ms 1 "
+                "url %s watchdog_timeout_ms 30000",
+             ESC_ID, ESC_ID, "h\x1b[31m", "p\xc2\x9b" "2J", "\x1b[5m0.5", "redis://\x1b[8m");
+    h_cmd_ok(r, "PEXPIRE rlock:client:%s 60000", ESC_ID);
+
+    run_clean("list", 0, h_url(), "list", pattern, NULL, NULL, NULL);
+    run_clean("show", 0, h_url(), "show", name, NULL, NULL, NULL);
+    run_clean("watch", 0, h_url(), "watch", name, "-n", "1", NULL);
+    run_clean("watch PATTERN", 0, h_url(), "watch", pattern, "-n", "1", NULL);
+    run_clean("clients", 0, h_url(), "clients", NULL, NULL, NULL, NULL);
+    run_clean("unlock", 0, h_url(), "unlock", name, "--yes", NULL, NULL);
+    assert_int_equal(h_exists(r, name, strlen(name)), 0);
+    h_cmd_ok(r, "DEL rlock:client:%s", ESC_ID);
+    redisFree(r);
+    free(pattern);
+    free(name);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_usage),    cmocka_unit_test(test_connect_errors),
+        cmocka_unit_test(test_output_errors),
         cmocka_unit_test(test_plain),    cmocka_unit_test(test_fair),
-        cmocka_unit_test(test_unlock),   cmocka_unit_test(test_rw_fenced),
+        cmocka_unit_test(test_fair_long_queue),
+        cmocka_unit_test(test_unlock),   cmocka_unit_test(test_unlock_holder_changed),
+        cmocka_unit_test(test_refused_reads), cmocka_unit_test(test_list_other_hashes),
+        cmocka_unit_test(test_rw_fenced),
         cmocka_unit_test(test_clients),  cmocka_unit_test(test_watch),
-        cmocka_unit_test(test_odd_names),
+        cmocka_unit_test(test_watch_other_locks), cmocka_unit_test(test_watch_refused),
+        cmocka_unit_test(test_odd_names), cmocka_unit_test(test_terminal_escapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

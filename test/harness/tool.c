@@ -89,11 +89,29 @@ static int drain(int fd, buffer *b) {
     return n > 0 || (n < 0 && errno == EINTR);
 }
 
+/* Holds the input back until prompt is on stderr, then runs before_input(arg). */
+typedef struct gate {
+    const char *prompt;
+    void (*before_input)(void *arg);
+    void *arg;
+} gate;
+
+/* Whether the input may be fed now (g NULL: at once); runs g's hook the first time. */
+static int gate_open(const gate *g, const buffer *err, int *opened) {
+    if (g == NULL || *opened)
+        return 1;
+    if (strstr(err->data, g->prompt) == NULL)
+        return 0;
+    g->before_input(g->arg);
+    return *opened = 1;
+}
+
 /*
  * Runs argv; input (may be NULL) is written to its stdin -- through a pty
- * when tty is set. Fills t.
+ * when tty is set, and only once g (may be NULL) lets it. Fills t.
  */
-static void capture(const char *const *argv, const char *input, int tty, h_tool *t) {
+static void capture(const char *const *argv, const char *input, int tty, const gate *g,
+                    h_tool *t) {
     int out[2], err[2], in[2] = {-1, -1}, master = tty ? open_pty() : -1;
     if (pipe(out) != 0 || pipe(err) != 0 || (!tty && input != NULL && pipe(in) != 0))
         H_FAIL("pipe: %s", strerror(errno));
@@ -128,12 +146,14 @@ static void capture(const char *const *argv, const char *input, int tty, h_tool 
     buffer bo = {0}, be = {0};
     append(&bo, "", 0);
     append(&be, "", 0);
-    int open_out = 1, open_err = 1;
+    int open_out = 1, open_err = 1, opened = 0;
     long long deadline = h_now_ms() + h_scaled(60000);
     while ((open_out || open_err) && h_now_ms() < deadline) {
         struct pollfd p[3] = {{.fd = open_out ? out[0] : -1, .events = POLLIN},
                               {.fd = open_err ? err[0] : -1, .events = POLLIN},
-                              {.fd = feed >= 0 && fed < want ? feed : -1, .events = POLLOUT}};
+                              {.fd = feed >= 0 && fed < want && gate_open(g, &be, &opened)
+                                         ? feed : -1,
+                               .events = POLLOUT}};
         if (poll(p, 3, 100) < 0 && errno != EINTR)
             H_FAIL("poll: %s", strerror(errno));
         if (p[0].revents)
@@ -159,7 +179,8 @@ static void capture(const char *const *argv, const char *input, int tty, h_tool 
 }
 
 /* argv: the tool, --url url (if any), then the NULL-ended arguments of ap. */
-static void run_tool(h_tool *t, const char *answer, int tty, const char *url, va_list ap) {
+static void run_tool(h_tool *t, const char *answer, int tty, const gate *g, const char *url,
+                     va_list ap) {
     const char *argv[40];
     int n = 0;
     argv[n++] = h_tool_path();
@@ -173,21 +194,30 @@ static void run_tool(h_tool *t, const char *answer, int tty, const char *url, va
     fprintf(stderr, "  $ rlockctl");
     for (int i = url != NULL ? 3 : 1; i < n; i++)
         fprintf(stderr, " %s", argv[i]);
-    capture(argv, answer, tty, t);
+    capture(argv, answer, tty, g, t);
     fprintf(stderr, "   -> exit %d%s%s", t->status, t->err[0] ? ", stderr: " : "\n", t->err);
 }
 
 void h_tool_run(h_tool *t, const char *url, ...) {
     va_list ap;
     va_start(ap, url);
-    run_tool(t, NULL, 0, url, ap);
+    run_tool(t, NULL, 0, NULL, url, ap);
     va_end(ap);
 }
 
 void h_tool_run_tty(h_tool *t, const char *answer, const char *url, ...) {
     va_list ap;
     va_start(ap, url);
-    run_tool(t, answer, 1, url, ap);
+    run_tool(t, answer, 1, NULL, url, ap);
+    va_end(ap);
+}
+
+void h_tool_run_tty_after(h_tool *t, const char *prompt, void (*before_answer)(void *arg),
+                          void *arg, const char *answer, const char *url, ...) {
+    gate g = {.prompt = prompt, .before_input = before_answer, .arg = arg};
+    va_list ap;
+    va_start(ap, url);
+    run_tool(t, answer, 1, &g, url, ap);
     va_end(ap);
 }
 
@@ -208,7 +238,7 @@ void h_tool_expect(const h_tool *t, int status, const char *needle) {
 char *h_jq(const char *json, const char *filter) {
     const char *argv[] = {"jq", "-r", filter, NULL};
     h_tool t;
-    capture(argv, json, 0, &t);
+    capture(argv, json, 0, NULL, &t);
     if (t.status != 0)
         H_FAIL("jq -r '%s' exited %d: %s\non: %s", filter, t.status, t.err, json);
     size_t len = strlen(t.out);

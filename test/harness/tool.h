@@ -23,6 +23,12 @@ const char *h_tool_path(void);
 void h_tool_run(h_tool *t, const char *url, ...);
 /* The same with stdin a terminal (pty) on which answer (e.g. "y\n") is typed. */
 void h_tool_run_tty(h_tool *t, const char *answer, const char *url, ...);
+/*
+ * h_tool_run_tty, but the answer is typed only once prompt is on stderr, and
+ * before_answer(arg) runs first: what changes while the operator reads the question.
+ */
+void h_tool_run_tty_after(h_tool *t, const char *prompt, void (*before_answer)(void *arg),
+                          void *arg, const char *answer, const char *url, ...);
 void h_tool_free(h_tool *t);
 /* Fails the test unless t exited with status and `needle` is in its stdout (NULL: any). */
 void h_tool_expect(const h_tool *t, int status, const char *needle);

@@ -79,6 +79,9 @@ int ctl_read_processes(ctl *c, char **ids, int n, ctl_process **out) {
         cmds[i * 2 + 1] = (rlock__inspect_cmd){.argc = 2, .argv = argv + i * 4 + 2};
     }
     int status = ctl_run(c, cmds, n * 2, rs);
+    for (int i = 0; i < n * 2 && status == RLOCK_OK; i++)
+        if (rs[i]->type == REDIS_REPLY_ERROR) /* refused: not "unregistered" */
+            status = ctl_reply_failed(&cmds[i], rs[i]);
     for (int i = 0; i < n && status == RLOCK_OK; i++)
         out[i] = read_process(ids[i], rs[i * 2], rs[i * 2 + 1]);
     ctl_free_replies(rs, n * 2);
@@ -90,35 +93,19 @@ int ctl_read_processes(ctl *c, char **ids, int n, ctl_process **out) {
 
 /* ---- every registration and connection ---------------------------------------------- */
 
-/* The ids of the registrations on one master (SCAN rlock:client:*), appended to *ids. */
-static int scan_registrations(ctl *c, rlock__inspect_node *node, char ***ids, int *n) {
-    char cursor[32] = "0";
-    do {
-        const char *argv[] = {"SCAN", cursor, "MATCH", REGISTRATION_PREFIX "*", "COUNT", "1000",
-                              "TYPE", "hash"};
-        rlock__inspect_cmd cmd = {.node = node, .argc = 8, .argv = argv};
-        redisReply *r = NULL;
-        int status = ctl_run(c, &cmd, 1, &r);
-        if (status != RLOCK_OK)
-            return status;
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
-            fprintf(stderr, "rlockctl: SCAN: %s\n", r->type == REDIS_REPLY_ERROR ? r->str : "?");
-            freeReplyObject(r);
-            return RLOCK_EREDIS;
-        }
-        snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
-        const redisReply *keys = r->element[1];
-        *ids = xrealloc(*ids, (size_t)(*n + (int)keys->elements + 1) * sizeof(**ids));
-        for (size_t i = 0; i < keys->elements; i++) {
-            size_t plen = strlen(REGISTRATION_PREFIX);
-            /* rlockctl's own client registers too: it is not what the operator asks about */
-            const redisReply *k = keys->element[i];
-            if (k->len > plen && strcmp(k->str + plen, rlock_client_id(c->client)) != 0)
-                (*ids)[(*n)++] = xstrndup(k->str + plen, k->len - plen);
-        }
-        freeReplyObject(r);
-    } while (strcmp(cursor, "0") != 0);
-    return RLOCK_OK;
+/* The ids of the registrations (SCAN rlock:client:* on every master), but rlockctl's own. */
+static int scan_registrations(ctl *c, ctl_names *ids) {
+    static const size_t plen = sizeof(REGISTRATION_PREFIX) - 1;
+    ctl_names keys = {0};
+    int status = ctl_scan(c, REGISTRATION_PREFIX "*", "hash", NULL, &keys);
+    for (int i = 0; i < keys.n && status == RLOCK_OK; i++) {
+        /* rlockctl's own client registers too: it is not what the operator asks about */
+        const ctl_name *k = &keys.v[i];
+        if (k->len > plen && strcmp(k->s + plen, rlock_client_id(c->client)) != 0)
+            ctl_names_add(ids, k->s + plen, k->len - plen);
+    }
+    ctl_names_free(&keys);
+    return status;
 }
 
 static void add_conn(ctl_clients *cl, const char *name, size_t len, const char *addr) {
@@ -189,19 +176,23 @@ static int names_process(const ctl_conns *conn, const ctl_process *p) {
 
 int ctl_find_clients(ctl *c, ctl_clients *out) {
     rlock__inspect_node *masters[RLOCK__INSPECT_MAX_MASTERS];
-    char **ids = NULL;
-    int nmasters = 0, nids = 0;
+    ctl_names ids = {0};
+    int nmasters = 0;
     *out = (ctl_clients){0};
-    int status = rlock__inspect_masters(c->client, masters, RLOCK__INSPECT_MAX_MASTERS, &nmasters);
-    for (int i = 0; i < nmasters && status == RLOCK_OK; i++)
-        status = scan_registrations(c, masters[i], &ids, &nids);
+    int status = scan_registrations(c, &ids);
     if (status == RLOCK_OK) {
-        out->v = xcalloc((size_t)nids, sizeof(*out->v));
-        status = ctl_read_processes(c, ids, nids, out->v);
-        for (int i = 0; i < nids; i++)
+        char **id = xcalloc((size_t)ids.n, sizeof(*id));
+        for (int i = 0; i < ids.n; i++)
+            id[i] = ids.v[i].s;
+        out->v = xcalloc((size_t)ids.n, sizeof(*out->v));
+        status = ctl_read_processes(c, id, ids.n, out->v);
+        for (int i = 0; i < ids.n; i++)
             if (out->v[i] != NULL) /* gone between SCAN and HGETALL: skipped */
                 out->v[out->n++] = out->v[i];
+        free(id);
     }
+    if (status == RLOCK_OK)
+        status = rlock__inspect_masters(c->client, masters, RLOCK__INSPECT_MAX_MASTERS, &nmasters);
     if (status == RLOCK_OK)
         status = list_connections(c, masters, nmasters, out);
     for (int i = 0; i < out->n; i++)
@@ -210,9 +201,7 @@ int ctl_find_clients(ctl *c, ctl_clients *out) {
                 out->v[i]->connections += out->conns[k].count;
                 out->conns[k].registered = 1;
             }
-    for (int i = 0; i < nids; i++)
-        free(ids[i]);
-    free(ids);
+    ctl_names_free(&ids);
     return status;
 }
 

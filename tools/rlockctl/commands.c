@@ -111,6 +111,53 @@ static int confirm(ctl *c, const ctl_lock *l) {
     return CTL_OK;
 }
 
+static int has_owner(const ctl_lock *l, const ctl_owner *o) {
+    for (int k = 0; k < l->nowners; k++)
+        if (l->owners[k].field_len == o->field_len &&
+            memcmp(l->owners[k].field, o->field, o->field_len) == 0)
+            return 1;
+    return 0;
+}
+
+/* The same holders (owner fields, in any order; hold counts may differ). */
+static int same_holders(const ctl_lock *a, const ctl_lock *b) {
+    if (a->nowners != b->nowners)
+        return 0;
+    for (int k = 0; k < a->nowners; k++)
+        if (!has_owner(b, &a->owners[k]))
+            return 0;
+    return 1;
+}
+
+/*
+ * After the question: reads the lock again, for the yes was to the holders
+ * shown. While the operator read, the lock may have been released and taken
+ * by another, whom nobody asked about: refused (CTL_REFUSED), or CTL_NOTHING
+ * if it is free. On CTL_OK *locks is the fresh read.
+ */
+static int still_as_confirmed(ctl *c, ctl_locks *locks) {
+    ctl_locks now;
+    int status = find_named(c, locks->v[0].name, &now);
+    if (status == CTL_OK && !now.v[0].held) {
+        fputs("rlockctl: ", stderr);
+        put_name(stderr, now.v[0].name);
+        fputs(": not locked any more (released or expired meanwhile)\n", stderr);
+        status = CTL_NOTHING;
+    } else if (status == CTL_OK && !same_holders(&locks->v[0], &now.v[0])) {
+        fputs("rlockctl: not force-unlocking: the holders changed while you answered: ", stderr);
+        describe_holders(stderr, &now.v[0]);
+        fputs(" now; run it again\n", stderr);
+        status = CTL_REFUSED;
+    }
+    if (status == CTL_OK) {
+        ctl_locks_free(locks);
+        *locks = now;
+    } else {
+        ctl_locks_free(&now);
+    }
+    return status;
+}
+
 /*
  * A handle of the lock's kind: rlock_get_fair for a fair lock, rlock_get for
  * plain and fenced ones (a fenced lock's hash and channel are the plain
@@ -151,7 +198,9 @@ static int force_unlock(ctl *c, const ctl_lock *l) {
         return CTL_NOTHING;
     }
     if (rc == RLOCK_ENOTLOCK) {
-        fprintf(stderr, "rlockctl: %s\n", rlock_last_error());
+        fputs("rlockctl: ", stderr);
+        ctl_put_str(stderr, rlock_last_error()); /* it quotes the name */
+        fputc('\n', stderr);
         return CTL_NOT_LOCK;
     }
     return ctl_redis_error("force unlock", rc);
@@ -163,11 +212,13 @@ int ctl_cmd_unlock(ctl *c) {
     if (status == CTL_OK && !locks.v[0].held) {
         fputs("rlockctl: ", stderr);
         put_name(stderr, locks.v[0].name);
-        fprintf(stderr, ": not locked (%d waiters queued)\n", locks.v[0].nqueue);
+        fprintf(stderr, ": not locked (%lld waiters queued)\n", locks.v[0].queue_len);
         status = CTL_NOTHING;
     }
     if (status == CTL_OK)
         status = confirm(c, &locks.v[0]);
+    if (status == CTL_OK && !c->opt.yes)
+        status = still_as_confirmed(c, &locks);
     if (status == CTL_OK)
         status = force_unlock(c, &locks.v[0]);
     ctl_locks_free(&locks);

@@ -45,8 +45,10 @@ static const command_help command_helps[] = {
      "    the lock's kind) and wakes its waiters. Shows the holders and asks\n"
      "    \"force-unlock NAME held by ...? [y/N]\" on the terminal; --yes skips\n"
      "    the question. Without a terminal on stdin it refuses unless --yes is\n"
-     "    given (exit status 4). Exit status 1 if NAME was not locked, 5 if it is\n"
-     "    not a lock or a kind this build cannot force-unlock (read-write).\n"
+     "    given (exit status 4). If the holders changed while you answered, it\n"
+     "    refuses too (4): the yes was to the holders shown. Exit status 1 if\n"
+     "    NAME was not locked, 5 if it is not a lock or a kind this build cannot\n"
+     "    force-unlock (read-write).\n"
      "    The previous holder learns of the loss at its next renewal or call.\n"},
     {"clients", "rlockctl clients [--json]",
      "    The rlock clients registered on the masters (SCAN rlock:client:*):\n"
@@ -107,7 +109,8 @@ static const char *const options_etc =
     "    0  done\n"
     "    1  nothing to show: no such lock, not locked, nothing matched, no client\n"
     "    2  usage error (bad command line, malformed url)\n"
-    "    3  cannot connect, or Redis answered an error (message on stderr)\n"
+    "    3  cannot connect, Redis answered an error (message on stderr), or the\n"
+    "       output could not be written\n"
     "    4  unlock refused: not confirmed, or no terminal and no --yes\n"
     "    5  the name holds something that is not a lock, or a lock this build\n"
     "       cannot force-unlock\n"

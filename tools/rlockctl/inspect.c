@@ -22,12 +22,14 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "rlockctl.h"
 
 #define SCAN_COUNT "1000"
 #define BATCH 128            /* names read per round of pipelines */
 #define QUEUE_MAX "999"      /* a fair queue's entries shown: 0..999 */
+#define FIELDS_MAX 10000     /* a hash with more fields is no lock to list (show still reads it) */
 
 const char *ctl_kind_name(int kind) {
     static const char *const names[] = {"plain", "fair", "rw", "fenced"};
@@ -102,7 +104,7 @@ char *ctl_channel_lock(const char *channel, size_t len, size_t *out_len) {
 long long ctl_lock_waiters(const ctl_lock *lock) {
     long long n = 0;
     if (lock->kind == KIND_FAIR)
-        return lock->nqueue;
+        return lock->queue_len;
     for (int i = 0; i < lock->nchannels; i++) {
         const ctl_channel *ch = &lock->channels[i];
         n += ch->classic + (ch->sharded > 0 ? ch->sharded : 0);
@@ -122,27 +124,19 @@ const char *ctl_renewal(const ctl_lock *lock, long long *wd_ms) {
 
 /* ---- names: SCAN on every master ---------------------------------------------- */
 
-typedef struct names {
-    char **v;
-    size_t *len;
-    int n, cap;
-} names;
-
-static void names_add(names *ns, const char *s, size_t len) {
+void ctl_names_add(ctl_names *ns, const char *s, size_t len) {
     if (ns->n == ns->cap) {
         ns->cap = ns->cap ? ns->cap * 2 : 64;
         ns->v = xrealloc(ns->v, (size_t)ns->cap * sizeof(*ns->v));
-        ns->len = xrealloc(ns->len, (size_t)ns->cap * sizeof(*ns->len));
     }
-    ns->v[ns->n] = xstrndup(s, len);
-    ns->len[ns->n++] = len;
+    ns->v[ns->n++] = (ctl_name){.s = xstrndup(s, len), .len = len};
 }
 
-static void names_free(names *ns) {
+void ctl_names_free(ctl_names *ns) {
     for (int i = 0; i < ns->n; i++)
-        free(ns->v[i]);
+        free(ns->v[i].s);
     free(ns->v);
-    free(ns->len);
+    *ns = (ctl_names){0};
 }
 
 static int cmp_bytes(const char *a, size_t alen, const char *b, size_t blen) {
@@ -150,88 +144,136 @@ static int cmp_bytes(const char *a, size_t alen, const char *b, size_t blen) {
     return r != 0 ? r : (alen > blen) - (alen < blen);
 }
 
+static int cmp_names(const void *a, const void *b) {
+    const ctl_name *x = a, *y = b;
+    return cmp_bytes(x->s, x->len, y->s, y->len);
+}
+
 /* Sorts and drops repeats (SCAN may return a key twice). */
-static void names_sort_unique(names *ns) {
-    for (int i = 1; i < ns->n; i++) /* insertion sort: stable, fine for a screenful */
-        for (int j = i; j > 0 && cmp_bytes(ns->v[j - 1], ns->len[j - 1], ns->v[j], ns->len[j]) > 0;
-             j--) {
-            char *t = ns->v[j];
-            size_t tl = ns->len[j];
-            ns->v[j] = ns->v[j - 1], ns->len[j] = ns->len[j - 1];
-            ns->v[j - 1] = t, ns->len[j - 1] = tl;
-        }
+static void names_sort_unique(ctl_names *ns) {
     int out = 0;
+    if (ns->n > 1)
+        qsort(ns->v, (size_t)ns->n, sizeof(*ns->v), cmp_names);
     for (int i = 0; i < ns->n; i++) {
-        if (out > 0 && cmp_bytes(ns->v[out - 1], ns->len[out - 1], ns->v[i], ns->len[i]) == 0) {
-            free(ns->v[i]);
+        if (out > 0 && cmp_names(&ns->v[out - 1], &ns->v[i]) == 0) {
+            free(ns->v[i].s);
             continue;
         }
-        ns->v[out] = ns->v[i];
-        ns->len[out++] = ns->len[i];
+        ns->v[out++] = ns->v[i];
     }
     ns->n = out;
 }
 
-/* Every key of type `type` matching `match` on one master. */
+/* SCAN's reply: [cursor, [key, ...]]. */
+static int is_scan_reply(const redisReply *r) {
+    return r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+           r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_ARRAY;
+}
+
+/* Every key of type `type` matching `match` on one master; keep() sifts each page. */
 static int scan_master(ctl *c, rlock__inspect_node *node, const char *match, const char *type,
-                       names *out) {
+                       ctl_sift keep, ctl_names *out) {
     char cursor[32] = "0";
     do {
+        int page = out->n;
         const char *argv[] = {"SCAN", cursor, "MATCH", match, "COUNT", SCAN_COUNT, "TYPE", type};
         rlock__inspect_cmd cmd = {.node = node, .argc = 8, .argv = argv};
         redisReply *r = NULL;
         int status = ctl_run(c, &cmd, 1, &r);
         if (status != RLOCK_OK)
             return status;
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-            r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY) {
-            char where[300];
-            fprintf(stderr, "rlockctl: SCAN at %s: %s\n",
-                    rlock__inspect_node_addr(node, where, sizeof(where)),
-                    r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        if (!is_scan_reply(r)) {
+            status = ctl_reply_failed(&cmd, r);
             freeReplyObject(r);
-            return RLOCK_EREDIS;
+            return status;
         }
         snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
         for (size_t i = 0; i < r->element[1]->elements; i++) {
             const redisReply *k = r->element[1]->element[i];
             if (k->type == REDIS_REPLY_STRING)
-                names_add(out, k->str, k->len);
+                ctl_names_add(out, k->str, k->len);
         }
         freeReplyObject(r);
+        status = keep != NULL ? keep(c, out, page) : RLOCK_OK;
+        if (status != RLOCK_OK)
+            return status;
     } while (strcmp(cursor, "0") != 0);
     return RLOCK_OK;
 }
 
-static int scan_all(ctl *c, const char *match, const char *type, names *out) {
+int ctl_scan(ctl *c, const char *match, const char *type, ctl_sift keep, ctl_names *out) {
     rlock__inspect_node *masters[RLOCK__INSPECT_MAX_MASTERS];
     int n = 0;
     int status = rlock__inspect_masters(c->client, masters, RLOCK__INSPECT_MAX_MASTERS, &n);
     for (int i = 0; i < n && status == RLOCK_OK; i++)
-        status = scan_master(c, masters[i], match, type, out);
+        status = scan_master(c, masters[i], match, type, keep, out);
+    return status;
+}
+
+/* A lock's hash: a TTL (PTTL >= 0) and 1..FIELDS_MAX fields. */
+static int may_be_lock(const redisReply *pttl, const redisReply *hlen) {
+    return pttl->type == REDIS_REPLY_INTEGER && pttl->integer >= 0 &&
+           hlen->type == REDIS_REPLY_INTEGER && hlen->integer > 0 && hlen->integer <= FIELDS_MAX;
+}
+
+/*
+ * Drops from ns->v[from..] the hashes that cannot be locks, after a PTTL and
+ * an HLEN each (one pipeline per node): a lock's hash always has a TTL
+ * (Redisson's scripts set one with every change) and a field per holding
+ * thread. So the sessions, caches and million-field hashes that SCAN ...
+ * TYPE hash returns too are never HGETALLed, which on a production Redis
+ * would block it and move the lot, for nothing.
+ */
+static int keep_lock_hashes(ctl *c, ctl_names *ns, int from) {
+    int n = ns->n - from, kept = from;
+    if (n == 0)
+        return RLOCK_OK;
+    rlock__inspect_cmd *cmds = xcalloc((size_t)n * 2, sizeof(*cmds));
+    const char **argv = xcalloc((size_t)n * 4, sizeof(*argv));
+    size_t *argvlen = xcalloc((size_t)n * 4, sizeof(*argvlen));
+    redisReply **rs = xcalloc((size_t)n * 2, sizeof(*rs));
+    for (int i = 0; i < n * 2; i++) {
+        const ctl_name *name = &ns->v[from + i / 2];
+        argv[i * 2] = i % 2 == 0 ? "PTTL" : "HLEN", argvlen[i * 2] = 4;
+        argv[i * 2 + 1] = name->s, argvlen[i * 2 + 1] = name->len;
+        cmds[i] = (rlock__inspect_cmd){.argc = 2, .argv = argv + i * 2, .argvlen = argvlen + i * 2};
+    }
+    int status = ctl_run(c, cmds, n * 2, rs);
+    for (int i = 0; i < n * 2 && status == RLOCK_OK; i++)
+        if (rs[i]->type == REDIS_REPLY_ERROR && strncmp(rs[i]->str, "WRONGTYPE", 9) != 0)
+            status = ctl_reply_failed(&cmds[i], rs[i]);
+    for (int i = 0; i < n; i++) { /* on an error all are kept, for the caller to free */
+        if (status == RLOCK_OK && !may_be_lock(rs[i * 2], rs[i * 2 + 1]))
+            free(ns->v[from + i].s);
+        else
+            ns->v[kept++] = ns->v[from + i];
+    }
+    ns->n = kept;
+    ctl_free_replies(rs, n * 2);
+    free(rs), free(argvlen), free(argv), free(cmds);
     return status;
 }
 
 /* The lock names of fair queues (redisson_lock_queue:...) matching pattern. */
-static int scan_queues(ctl *c, const char *pattern, names *out) {
+static int scan_queues(ctl *c, const char *pattern, ctl_names *out) {
     static const char prefix[] = "redisson_lock_queue:";
-    names queues = {0};
-    int status = scan_all(c, "redisson_lock_queue:*", "list", &queues);
+    ctl_names queues = {0};
+    int status = ctl_scan(c, "redisson_lock_queue:*", "list", NULL, &queues);
     for (int i = 0; i < queues.n && status == RLOCK_OK; i++) {
         size_t len;
-        char *name = unprefixed(queues.v[i] + sizeof(prefix) - 1,
-                                queues.len[i] - (sizeof(prefix) - 1), &len);
+        char *name = unprefixed(queues.v[i].s + sizeof(prefix) - 1,
+                                queues.v[i].len - (sizeof(prefix) - 1), &len);
         if (name != NULL && ctl_glob_match(pattern, name, len))
-            names_add(out, name, len);
+            ctl_names_add(out, name, len);
         free(name);
     }
-    names_free(&queues);
+    ctl_names_free(&queues);
     return status;
 }
 
 /* ---- one lock's layout ------------------------------------------------------------ */
 
-enum { R_TYPE, R_HASH, R_PTTL, R_QUEUE, R_TIMEOUTS, R_TOKEN, R_PER_NAME };
+enum { R_TYPE, R_HASH, R_PTTL, R_QUEUE, R_QUEUE_LEN, R_TIMEOUTS, R_TOKEN, R_PER_NAME };
 
 /* The commands reading name's layout into cmds[0..R_PER_NAME); keys in keys[0..3). */
 static void layout_cmds(const char *name, size_t len, char **keys, size_t *klen,
@@ -240,11 +282,11 @@ static void layout_cmds(const char *name, size_t len, char **keys, size_t *klen,
     keys[1] = prefixed("redisson_lock_timeout", name, len, &klen[1]);
     keys[2] = prefixed("redisson_lock_token", name, len, &klen[2]);
     static const char *const verbs[R_PER_NAME][4] = {
-        {"TYPE"}, {"HGETALL"}, {"PTTL"}, {"LRANGE", NULL, "0", QUEUE_MAX},
+        {"TYPE"}, {"HGETALL"}, {"PTTL"}, {"LRANGE", NULL, "0", QUEUE_MAX}, {"LLEN"},
         {"ZRANGE", NULL, "0", "-1"}, {"GET"}};
-    static const int argcs[R_PER_NAME] = {2, 2, 2, 4, 5, 2};
-    const char *key[R_PER_NAME] = {name, name, name, keys[0], keys[1], keys[2]};
-    size_t key_len[R_PER_NAME] = {len, len, len, klen[0], klen[1], klen[2]};
+    static const int argcs[R_PER_NAME] = {2, 2, 2, 4, 2, 5, 2};
+    const char *key[R_PER_NAME] = {name, name, name, keys[0], keys[0], keys[1], keys[2]};
+    size_t key_len[R_PER_NAME] = {len, len, len, klen[0], klen[0], klen[1], klen[2]};
     for (int i = 0; i < R_PER_NAME; i++) {
         const char **a = argv + i * 5;
         size_t *l = argvlen + i * 5;
@@ -372,6 +414,7 @@ static int read_layout(const char *name, size_t len, redisReply **rs, ctl_lock *
     l->name = xstrndup(name, len);
     l->name_len = len;
     read_queue(rs[R_QUEUE], rs[R_TIMEOUTS], l);
+    l->queue_len = rs[R_QUEUE_LEN]->type == REDIS_REPLY_INTEGER ? rs[R_QUEUE_LEN]->integer : 0;
     if (hash) {
         l->held = 1;
         l->ttl_ms = rs[R_PTTL] != NULL && rs[R_PTTL]->type == REDIS_REPLY_INTEGER
@@ -429,6 +472,11 @@ static long long count_of(const redisReply *r) {
     return r->element[1]->integer;
 }
 
+/* Redis < 7 has no PUBSUB SHARDNUMSUB: "ERR unknown subcommand ..." (6.0: "Unknown"). */
+static int is_unknown_subcommand(const redisReply *r) {
+    return r->type == REDIS_REPLY_ERROR && strncasecmp(r->str, "ERR unknown subcommand", 22) == 0;
+}
+
 /* PUBSUB NUMSUB and SHARDNUMSUB of every channel of locks[0..n), at the channel's node. */
 static int read_subscribers(ctl *c, ctl_lock *locks, int n) {
     int total = 0, k = 0;
@@ -454,10 +502,13 @@ static int read_subscribers(ctl *c, ctl_lock *locks, int n) {
             }
         }
     int status = ctl_run(c, cmds, total * 2, rs);
+    for (k = 0; k < total * 2 && status == RLOCK_OK; k++)
+        if (count_of(rs[k]) < 0 && !(k % 2 == 1 && is_unknown_subcommand(rs[k])))
+            status = ctl_reply_failed(&cmds[k], rs[k]);
     k = 0;
     for (int i = 0; i < n && status == RLOCK_OK; i++)
         for (int j = 0; j < locks[i].nchannels; j++, k += 2) {
-            locks[i].channels[j].classic = count_of(rs[k]) > 0 ? count_of(rs[k]) : 0;
+            locks[i].channels[j].classic = count_of(rs[k]);
             locks[i].channels[j].sharded = count_of(rs[k + 1]); /* -1: Redis < 7 */
         }
     ctl_free_replies(rs, total * 2);
@@ -531,7 +582,7 @@ static void locks_push(ctl_locks *ls, const ctl_lock *l) {
  * Reads names[0..n) (one pipeline per node) and appends the locks among them
  * to out; lookups[i] (may be NULL) says what each name holds.
  */
-static int read_batch(ctl *c, char **nv, const size_t *nlen, int n, ctl_locks *out,
+static int read_batch(ctl *c, const ctl_name *names, int n, ctl_locks *out,
                       ctl_lookup *lookups) {
     int per = R_PER_NAME, first = out->n;
     rlock__inspect_cmd *cmds = xcalloc((size_t)n * per, sizeof(*cmds));
@@ -541,13 +592,16 @@ static int read_batch(ctl *c, char **nv, const size_t *nlen, int n, ctl_locks *o
     size_t *klen = xcalloc((size_t)n * 3, sizeof(*klen));
     redisReply **rs = xcalloc((size_t)n * per, sizeof(*rs));
     for (int i = 0; i < n; i++)
-        layout_cmds(nv[i], nlen[i], keys + i * 3, klen + i * 3, cmds + i * per,
+        layout_cmds(names[i].s, names[i].len, keys + i * 3, klen + i * 3, cmds + i * per,
                     argv + (size_t)i * per * 5, argvlen + (size_t)i * per * 5);
     int status = ctl_run(c, cmds, n * per, rs);
+    for (int i = 0; i < n * per && status == RLOCK_OK; i++)
+        if (rs[i]->type == REDIS_REPLY_ERROR && strncmp(rs[i]->str, "WRONGTYPE", 9) != 0)
+            status = ctl_reply_failed(&cmds[i], rs[i]); /* WRONGTYPE: a key of another type */
     for (int i = 0; i < n && status == RLOCK_OK; i++) {
         ctl_lock l;
         ctl_lookup ignored = {0}, *lookup = lookups != NULL ? &lookups[i] : &ignored;
-        if (read_layout(nv[i], nlen[i], rs + i * per, &l, lookup))
+        if (read_layout(names[i].s, names[i].len, rs + i * per, &l, lookup))
             locks_push(out, &l);
     }
     ctl_free_replies(rs, n * per);
@@ -562,23 +616,22 @@ static int read_batch(ctl *c, char **nv, const size_t *nlen, int n, ctl_locks *o
 }
 
 int ctl_find_locks(ctl *c, const char *pattern, ctl_locks *out) {
-    names ns = {0};
+    ctl_names ns = {0};
     *out = (ctl_locks){0};
-    int status = scan_all(c, pattern != NULL ? pattern : "*", "hash", &ns);
+    int status = ctl_scan(c, pattern != NULL ? pattern : "*", "hash", keep_lock_hashes, &ns);
     if (status == RLOCK_OK)
         status = scan_queues(c, pattern, &ns);
     names_sort_unique(&ns);
     for (int i = 0; i < ns.n && status == RLOCK_OK; i += BATCH)
-        status = read_batch(c, ns.v + i, ns.len + i, ns.n - i < BATCH ? ns.n - i : BATCH, out,
-                            NULL);
-    names_free(&ns);
+        status = read_batch(c, ns.v + i, ns.n - i < BATCH ? ns.n - i : BATCH, out, NULL);
+    ctl_names_free(&ns);
     return status;
 }
 
 int ctl_find_lock(ctl *c, const char *name, size_t len, ctl_lookup *lookup, ctl_locks *out) {
-    char *nv[1] = {(char *)name};
+    ctl_name one = {.s = (char *)name, .len = len};
     *out = (ctl_locks){0};
-    return read_batch(c, nv, &len, 1, out, lookup);
+    return read_batch(c, &one, 1, out, lookup);
 }
 
 void ctl_locks_free(ctl_locks *locks) {

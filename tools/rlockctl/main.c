@@ -9,6 +9,7 @@
  *
  * Threads: the main thread only (the client has threads of its own).
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,9 +71,37 @@ char *xstrndup(const char *s, size_t len) {
     return p;
 }
 
+/* A Redis error the tool found in a reply and said already (ctl_reply_failed). */
+static int reply_error_said;
+
+int ctl_reply_failed(const rlock__inspect_cmd *cmd, const redisReply *r) {
+    fputs("rlockctl: ", stderr);
+    for (int i = 0; i < cmd->argc && i < 3; i++) { /* the verb and the key, or subcommand */
+        ctl_put_text(stderr, cmd->argv[i], cmd->argvlen != NULL ? cmd->argvlen[i]
+                                                                : strlen(cmd->argv[i]));
+        fputs(i + 1 < cmd->argc && i < 2 ? " " : "", stderr);
+    }
+    if (cmd->node != NULL) {
+        char where[300];
+        fprintf(stderr, " at %s", rlock__inspect_node_addr(cmd->node, where, sizeof(where)));
+    }
+    fputs(": ", stderr);
+    ctl_put_str(stderr, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+    fputc('\n', stderr);
+    reply_error_said = 1;
+    return RLOCK_EREDIS;
+}
+
 int ctl_redis_error(const char *what, int status) {
-    fprintf(stderr, "rlockctl: %s: %s (%s)\n", what, rlock_last_error(),
-            rlock_status_name(status));
+    if (reply_error_said) { /* rlock_last_error() would be an older, unrelated one */
+        reply_error_said = 0;
+        return CTL_REDIS;
+    }
+    fputs("rlockctl: ", stderr); /* what may be a lock name, the error may quote one */
+    ctl_put_str(stderr, what);
+    fputs(": ", stderr);
+    ctl_put_str(stderr, rlock_last_error());
+    fprintf(stderr, " (%s)\n", rlock_status_name(status));
     return CTL_REDIS;
 }
 
@@ -159,6 +188,8 @@ static int help_command(const ctl_options *o) {
         ctl_help(stdout);
         return CTL_OK;
     }
+    if (o->argc > 2)
+        return ctl_usage(NULL, "help takes one command");
     if (ctl_help_command(stdout, o->argv[1]) != 0)
         return ctl_usage(NULL, "help: no such command");
     return CTL_OK;
@@ -183,7 +214,18 @@ static int open_client(ctl *c) {
     return ctl_redis_error("cannot connect", status);
 }
 
-int main(int argc, char **argv) {
+/* CTL_OK, or CTL_REDIS after saying so if stdout could not take the output (a full disk). */
+static int output_written(void) {
+    int failed = fflush(stdout) != 0;
+    if (!failed && !ferror(stdout))
+        return CTL_OK;
+    fprintf(stderr, "rlockctl: cannot write the output: %s\n",
+            failed ? strerror(errno) : "write error");
+    return CTL_REDIS;
+}
+
+/* Runs what the command line asks for; its exit status (without the output check). */
+static int run(int argc, char **argv) {
     ctl c = {.out = stdout};
     parsed p = {0};
     c.opt.url = getenv("RLOCK_URL") != NULL && getenv("RLOCK_URL")[0] != '\0' ? getenv("RLOCK_URL")
@@ -217,8 +259,12 @@ int main(int argc, char **argv) {
     if (status != CTL_OK)
         return status;
     status = cmd->run(&c);
-    if (fflush(stdout) != 0 && status == CTL_OK)
-        status = CTL_REDIS;
     rlock_client_close(c.client);
     return status;
+}
+
+int main(int argc, char **argv) {
+    int status = run(argc, argv);
+    int written = output_written(); /* also for --help: a script may read it */
+    return status != CTL_OK ? status : written;
 }

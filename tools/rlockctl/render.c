@@ -15,8 +15,10 @@
 #define UNREGISTERED "unregistered (Redisson or rlock < 0.5)"
 
 void ctl_put_owner_short(FILE *f, const ctl_owner *o) {
-    fprintf(f, "%.8s:", o->client_id);
-    ctl_put_text(f, o->thread, strlen(o->thread));
+    size_t id_len = strlen(o->client_id);
+    ctl_put_text(f, o->client_id, id_len < 8 ? id_len : 8);
+    fputc(':', f);
+    ctl_put_str(f, o->thread);
     fprintf(f, "%s x%lld", o->write ? ":write" : "", o->holds);
 }
 
@@ -27,12 +29,13 @@ void ctl_put_process(FILE *f, const ctl_process *p) {
         return;
     }
     fputs("host ", f);
-    ctl_put_text(f, p->host != NULL ? p->host : "?", p->host != NULL ? strlen(p->host) : 1);
+    ctl_put_str(f, p->host);
     fprintf(f, "  pid %lld  program ", p->pid);
-    ctl_put_text(f, p->program != NULL ? p->program : "?",
-                 p->program != NULL ? strlen(p->program) : 1);
-    if (p->version != NULL)
-        fprintf(f, "  rlock %s", p->version);
+    ctl_put_str(f, p->program);
+    if (p->version != NULL) {
+        fputs("  rlock ", f);
+        ctl_put_str(f, p->version);
+    }
     if (p->started_ms > 0)
         fprintf(f, "  up %s", ctl_duration(ctl_wall_ms() - p->started_ms, age, sizeof(age)));
 }
@@ -47,6 +50,15 @@ static int text_width(const char *s, size_t len) {
 static void pad(FILE *f, int n) {
     for (; n > 0; n--)
         fputc(' ', f);
+}
+
+/* A column: s ("?" if NULL; its first max bytes if max > 0), padded to width. */
+static void put_cell(FILE *f, const char *s, int width, size_t max) {
+    size_t len = s != NULL ? strlen(s) : 1;
+    if (max > 0 && len > max)
+        len = max;
+    ctl_put_text(f, s != NULL ? s : "?", len);
+    pad(f, width - text_width(s != NULL ? s : "?", len));
 }
 
 static const char *state_of(const ctl_lock *l) {
@@ -211,6 +223,8 @@ static void show_queue(FILE *f, const ctl_lock *l) {
         ctl_put_process(f, w->who.process);
         fputc('\n', f);
     }
+    if (l->queue_len > l->nqueue)
+        fprintf(f, "          and %lld more\n", l->queue_len - l->nqueue);
 }
 
 void ctl_render_show(ctl *c, const ctl_lock *l) {
@@ -263,18 +277,18 @@ void ctl_render_clients(ctl *c, const ctl_clients *cl) {
                 "PROGRAM", "VERSION", "UP", "CONNS", "WATCHDOG", "URL");
     for (int i = 0; i < cl->n; i++) {
         const ctl_process *p = cl->v[i];
-        fprintf(f, "%-8.8s  ", p->id);
-        ctl_put_text(f, p->host != NULL ? p->host : "?", p->host != NULL ? strlen(p->host) : 1);
-        pad(f, 20 - (p->host != NULL ? text_width(p->host, strlen(p->host)) : 1));
+        put_cell(f, p->id, 8, 8);
+        fputs("  ", f);
+        put_cell(f, p->host, 20, 0);
         fprintf(f, "  %-7lld  ", p->pid);
-        ctl_put_text(f, p->program != NULL ? p->program : "?",
-                     p->program != NULL ? strlen(p->program) : 1);
-        pad(f, 16 - (p->program != NULL ? text_width(p->program, strlen(p->program)) : 1));
-        fprintf(f, "  %-7s  %-9s  %-5d  %-9s  ", p->version != NULL ? p->version : "?",
+        put_cell(f, p->program, 16, 0);
+        fputs("  ", f);
+        put_cell(f, p->version, 7, 0);
+        fprintf(f, "  %-9s  %-5d  %-9s  ",
                 ctl_duration(p->started_ms > 0 ? ctl_wall_ms() - p->started_ms : -1, up,
                              sizeof(up)),
                 p->connections, ctl_duration(p->watchdog_timeout_ms, wd, sizeof(wd)));
-        ctl_put_text(f, p->url != NULL ? p->url : "?", p->url != NULL ? strlen(p->url) : 1);
+        ctl_put_str(f, p->url);
         fputc('\n', f);
     }
     int header = 0;

@@ -55,8 +55,18 @@ typedef struct ctl {
     FILE *out;               /* stdout */
 } ctl;
 
-/* Prints "rlockctl: <what>: <rlock_last_error()>" on stderr; returns CTL_REDIS. */
+/*
+ * Prints "rlockctl: <what>: <rlock_last_error()>" on stderr -- unless the
+ * failure was a reply ctl_reply_failed() said already; returns CTL_REDIS.
+ */
 int ctl_redis_error(const char *what, int status);
+/*
+ * An error reply (NOPERM, LOADING, ...) or a reply of the wrong shape to
+ * cmd: says "rlockctl: VERB KEY: <Redis's text>" on stderr; returns
+ * RLOCK_EREDIS. A reply is never taken for an answer about a lock when it
+ * is an error: a refused TYPE is not "not locked".
+ */
+int ctl_reply_failed(const rlock__inspect_cmd *cmd, const redisReply *r);
 /* malloc / realloc / strdup that exit(CTL_REDIS) with a message when memory runs out. */
 void *xmalloc(size_t size);
 void *xcalloc(size_t n, size_t size);
@@ -117,8 +127,9 @@ typedef struct ctl_lock {
     long long token;         /* fenced: the last token given; -1 if none */
     ctl_owner *owners;
     int nowners;
-    ctl_waiter *queue;       /* fair: in order */
+    ctl_waiter *queue;       /* fair: in order, the first 1000 */
     int nqueue;
+    long long queue_len;     /* fair: LLEN of the queue, all of it */
     ctl_channel *channels;   /* where its waiters sleep */
     int nchannels;
 } ctl_lock;
@@ -138,6 +149,29 @@ typedef struct ctl_locks {
     ctl_process **processes; /* registrations read for the owners (owned) */
     int nprocesses;
 } ctl_locks;
+
+/* A key's name: any bytes (NUL-terminated too, for messages). */
+typedef struct ctl_name {
+    char *s;                 /* owned by the ctl_names holding it */
+    size_t len;
+} ctl_name;
+
+typedef struct ctl_names {
+    ctl_name *v;
+    int n, cap;
+} ctl_names;
+
+void ctl_names_add(ctl_names *ns, const char *s, size_t len);
+void ctl_names_free(ctl_names *ns);
+/* Drops from ns->v[from..] the names not wanted (freeing them); RLOCK_OK or an error. */
+typedef int (*ctl_sift)(ctl *c, ctl_names *ns, int from);
+/*
+ * Every key of type `type` matching `match` on every master, with SCAN
+ * (never KEYS), appended to out; keep (may be NULL) sifts each page as it
+ * comes, so memory follows what is kept. RLOCK_OK or an error (said on
+ * stderr, or recorded for rlock_last_error()).
+ */
+int ctl_scan(ctl *c, const char *match, const char *type, ctl_sift keep, ctl_names *out);
 
 /*
  * The locks whose names match pattern (Redis glob; NULL: all), read from
@@ -190,8 +224,15 @@ void ctl_clients_free(ctl_clients *clients);
 
 /* ---- text.c --------------------------------------------------------------- */
 
-/* Writes bytes for a terminal: printable ASCII and valid UTF-8 as they are, others \xNN. */
+/*
+ * Writes bytes for a terminal: printable ASCII and valid UTF-8 as they are,
+ * others \xNN -- C0 and C1 controls included, so nothing read from Redis
+ * (names, owner fields, registrations, error messages) can drive the
+ * operator's terminal. Every such string is printed through it.
+ */
 void ctl_put_text(FILE *f, const char *s, size_t len);
+/* ctl_put_text of a NUL-terminated string; "?" for NULL (an absent field). */
+void ctl_put_str(FILE *f, const char *s);
 /* Writes a JSON string literal (quotes included); bytes that are not UTF-8 as \u00NN. */
 void ctl_put_json(FILE *f, const char *s, size_t len);
 /* "29.812s", "4m03s", "2h01m", "3d04h" for ms >= 0; "-" for ms < 0. Into buf. */

@@ -28,11 +28,18 @@ static size_t utf8_seq(const unsigned char *s, size_t left) {
     return n;
 }
 
-/* Writes s: valid UTF-8 sequences as they are, every other byte through escape(). */
-static void put_escaped(FILE *f, const char *s, size_t len, void (*escape)(FILE *, unsigned char)) {
+/*
+ * Writes s: valid UTF-8 sequences as they are, every other byte through
+ * escape(). With keep_c1 0 the C1 controls U+0080..U+009F (0xc2 0x80..0x9f)
+ * are escaped too: a terminal may obey them (U+009B is CSI, as ESC [ is).
+ */
+static void put_escaped(FILE *f, const char *s, size_t len, int keep_c1,
+                        void (*escape)(FILE *, unsigned char)) {
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < len;) {
         size_t seq = u[i] >= 0x80 ? utf8_seq(u + i, len - i) : 0;
+        if (seq == 2 && !keep_c1 && u[i] == 0xc2 && u[i + 1] < 0xa0)
+            seq = 0;
         if (seq > 0) {
             fwrite(u + i, 1, seq, f);
             i += seq;
@@ -67,12 +74,16 @@ static void escape_json(FILE *f, unsigned char c) {
 }
 
 void ctl_put_text(FILE *f, const char *s, size_t len) {
-    put_escaped(f, s, len, escape_text);
+    put_escaped(f, s, len, 0, escape_text);
+}
+
+void ctl_put_str(FILE *f, const char *s) {
+    ctl_put_text(f, s != NULL ? s : "?", s != NULL ? strlen(s) : 1);
 }
 
 void ctl_put_json(FILE *f, const char *s, size_t len) {
     fputc('"', f);
-    put_escaped(f, s, len, escape_json);
+    put_escaped(f, s, len, 1, escape_json); /* a C1 control is a character JSON carries */
     fputc('"', f);
 }
 

@@ -50,6 +50,9 @@ typedef struct watch {
     ctl *c;
     const char *target;
     int pattern;             /* target has glob characters */
+    char *target_key;        /* not a pattern: the tally key of target (tally_key) */
+    size_t target_key_len;
+    int refusal_said;        /* a refused subscription was reported */
     int sharded;             /* the deployment's locks use SPUBLISH */
     listener ls[MAX_LISTENERS];
     int nls;
@@ -77,15 +80,35 @@ static tally *tally_of(watch *w, const char *key, size_t len) {
     return &w->t[w->nt++];
 }
 
-/* The tally of a lock: keyed as its channels name it ("X" for "{X}" too). */
-static tally *tally_of_lock(watch *w, const ctl_lock *l) {
-    size_t clen, klen;
-    char *channel = ctl_lock_channel(l->name, l->name_len, KIND_PLAIN, &clen);
-    char *key = ctl_channel_lock(channel, clen, &klen);
-    tally *t = key != NULL ? tally_of(w, key, klen) : tally_of(w, l->name, l->name_len);
-    free(key);
+/* The key a lock's tally goes by: as its channels name it ("X" for "{X}" too). Owned. */
+static char *tally_key(const char *name, size_t len, size_t *key_len) {
+    size_t clen;
+    char *channel = ctl_lock_channel(name, len, KIND_PLAIN, &clen);
+    char *key = ctl_channel_lock(channel, clen, key_len);
     free(channel);
+    if (key != NULL)
+        return key;
+    *key_len = len;
+    return xstrndup(name, len);
+}
+
+static tally *tally_of_lock(watch *w, const ctl_lock *l) {
+    size_t len;
+    char *key = tally_key(l->name, l->name_len, &len);
+    tally *t = tally_of(w, key, len);
+    free(key);
     return t;
+}
+
+/*
+ * Whether a lock heard of (by its tally key) is one this watch shows. Others
+ * are not tallied: the listener hears every lock on the server, and a watch
+ * running for hours would keep (and search, per message) a tally of each.
+ */
+static int watched(const watch *w, const char *key, size_t len) {
+    if (w->pattern)
+        return ctl_glob_match(w->target, key, len);
+    return len == w->target_key_len && memcmp(key, w->target_key, len) == 0;
 }
 
 /* ---- listening ------------------------------------------------------------------------ */
@@ -151,8 +174,21 @@ static void listen_sharded(watch *w, const ctl_locks *locks) {
         }
 }
 
-/* Counts one message or subscription reply. */
+/* A subscription the server refused (an ACL without the channels): said once. */
+static void take_refusal(watch *w, const redisReply *r) {
+    if (w->refusal_said++)
+        return;
+    fputs("rlockctl: watch: a subscription was refused: ", stderr);
+    ctl_put_str(stderr, r->str);
+    fputs("; hand-offs are counted from holder changes only\n", stderr);
+}
+
+/* Counts one message of a watched lock, or says a refused subscription. */
 static void take_message(watch *w, const redisReply *r) {
+    if (r->type == REDIS_REPLY_ERROR) {
+        take_refusal(w, r);
+        return;
+    }
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
         r->element[0]->type != REDIS_REPLY_STRING)
         return;
@@ -163,12 +199,12 @@ static void take_message(watch *w, const redisReply *r) {
         return;
     size_t len;
     char *key = ctl_channel_lock(r->element[at]->str, r->element[at]->len, &len);
-    if (key == NULL)
-        return;
-    tally *t = tally_of(w, key, len);
-    t->interval++;
-    t->total++;
-    w->heard++;
+    if (key != NULL && watched(w, key, len)) {
+        tally *t = tally_of(w, key, len);
+        t->interval++;
+        t->total++;
+        w->heard++;
+    }
     free(key);
 }
 
@@ -266,8 +302,12 @@ static void draw_row(watch *w, const ctl_lock *l, double seconds, int first) {
     for (int k = 0; k < l->nowners; k++) {
         fputs(k > 0 ? ", " : "", f);
         ctl_put_owner_short(f, &l->owners[k]);
-        if (l->owners[k].process != NULL && l->owners[k].process->host != NULL)
-            fprintf(f, " (%s:%lld)", l->owners[k].process->host, l->owners[k].process->pid);
+        const ctl_process *p = l->owners[k].process;
+        if (p != NULL && p->host != NULL) {
+            fputs(" (", f);
+            ctl_put_str(f, p->host);
+            fprintf(f, ":%lld)", p->pid);
+        }
     }
     fputs(l->nowners == 0 ? "-\n" : "\n", f);
     free(t->owners);
@@ -280,8 +320,7 @@ static void draw_free_heard(watch *w, double seconds) {
     FILE *f = w->c->out;
     for (int i = 0; i < w->nt; i++) {
         tally *t = &w->t[i];
-        if (t->interval <= 0 || (w->pattern ? !ctl_glob_match(w->target, t->key, t->len)
-                                            : strcmp(w->target, t->key) != 0))
+        if (t->interval <= 0 || !watched(w, t->key, t->len))
             continue;
         ctl_put_text(f, t->key, t->len);
         fprintf(f, "%*s  %-6s  %-5s  %-10s  %-7s  %-11.1f  %-6lld  -\n",
@@ -291,7 +330,8 @@ static void draw_free_heard(watch *w, double seconds) {
     }
 }
 
-static void draw(watch *w, const ctl_locks *locks, long long screen, double seconds) {
+/* Draws a screen; 0, or -1 if the output could not be written (main says so). */
+static int draw(watch *w, const ctl_locks *locks, long long screen, double seconds) {
     draw_header(w, screen);
     for (int i = 0; i < locks->n; i++)
         draw_row(w, &locks->v[i], seconds, screen == 1);
@@ -301,7 +341,7 @@ static void draw(watch *w, const ctl_locks *locks, long long screen, double seco
         w->t[i].interval = 0;
     if (locks->n == 0)
         fputs("(no lock matches)\n", w->c->out);
-    fflush(w->c->out);
+    return fflush(w->c->out) != 0 || ferror(w->c->out) ? -1 : 0;
 }
 
 static void watch_free(watch *w) {
@@ -316,11 +356,13 @@ static void watch_free(watch *w) {
     free(w->ssubscribed);
     free(w->sslen);
     free(w->t);
+    free(w->target_key);
 }
 
 int ctl_cmd_watch(ctl *c) {
     watch w = {.c = c, .target = c->opt.argv[1], .pattern = has_glob(c->opt.argv[1]),
                .sharded = rlock__inspect_sharded(c->client)};
+    w.target_key = tally_key(w.target, strlen(w.target), &w.target_key_len);
     struct sigaction sa = {.sa_handler = on_sigint};
     sigaction(SIGINT, &sa, NULL);
     int status = listen_classic(&w);
@@ -335,11 +377,11 @@ int ctl_cmd_watch(ctl *c) {
         }
         int64_t now = rlock__inspect_now_ms();
         listen_sharded(&w, &locks);
-        draw(&w, &locks, screen, (double)(now - last > 0 ? now - last : 1) / 1000.0);
+        int drawn = draw(&w, &locks, screen, (double)(now - last > 0 ? now - last : 1) / 1000.0);
         ctl_locks_free(&locks);
         last = now;
-        if (c->opt.count > 0 && screen >= c->opt.count)
-            break;
+        if (drawn != 0 || (c->opt.count > 0 && screen >= c->opt.count))
+            break; /* nowhere to draw: stop (main reports it) rather than spin on */
         status = listen_until(&w, now + c->opt.interval_ms);
     }
     watch_free(&w);
