@@ -620,6 +620,14 @@ RLOCK_EXTERN int rlock_remain_ttl(rlock *lock, long long *ttl_ms);
  * ends with that thread like any other of its holds (once the thread has
  * called rlock_thread_owner() or taken a lock itself).
  *
+ * Memory: the client keeps a small note per (lock, owner) while the owner
+ * holds the lock, and drops it when the owner's last hold is released or
+ * its lease runs out -- also for an owner that never calls again. A LOST
+ * hold's note (for the one RLOCK_ELOST) stays until the owner's next lock
+ * or unlock call on that lock, or until the client closes: an owner made
+ * for one request that ends after a loss should make that call
+ * (rlock_unlock_as answers RLOCK_ENOTOWNER or RLOCK_ELOST and forgets it).
+ *
  * One call at a time per owner and lock, as a thread makes them: an _as
  * call while another _as call for the same owner on the same lock (same
  * name, same client) is still running returns RLOCK_EINVAL and touches
