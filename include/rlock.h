@@ -716,7 +716,11 @@ RLOCK_EXTERN int rlock_hold_count_as(rlock *lock, uint64_t owner);
  * handle and of Java RFencedLock, so tokens of C and Java holders of one
  * name interleave on one counter. Tokens start at 1, strictly increase,
  * and may skip numbers (an acquisition given back for want of replica
- * acknowledgement used one). The counter has no TTL; rlock never deletes it.
+ * acknowledgement used one, and so did one whose reply was lost and which
+ * rlock sent again). The counter has no TTL; rlock never deletes it.
+ * Every acquirer of the name must use a fenced handle (Java: RFencedLock):
+ * a plain handle (rlock_get, Java getLock) takes the same lock but draws no
+ * token, so a paused fenced holder's late write is not refused after it.
  *
  * When a token can go backwards -- the counter is a Redis key like any other:
  * - Redis restarts without persistence (or loses its AOF/RDB): the counter
