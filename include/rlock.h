@@ -628,6 +628,12 @@ RLOCK_EXTERN int rlock_remain_ttl(rlock *lock, long long *ttl_ms);
  * for one request that ends after a loss should make that call
  * (rlock_unlock_as answers RLOCK_ENOTOWNER or RLOCK_ELOST and forgets it).
  *
+ * The _as calls block as the plain ones do. A thread serving many owners
+ * (an event loop) that waits in rlock_lock_as() for a lock another of its
+ * owners holds waits for itself -- for ever with a watchdog lease: on such
+ * a thread use rlock_try_lock_as() with wait_ms 0, or wait on another
+ * thread.
+ *
  * One call at a time per owner and lock, as a thread makes them: an _as
  * call while another _as call for the same owner on the same lock (same
  * name, same client) is still running returns RLOCK_EINVAL and touches
