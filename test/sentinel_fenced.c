@@ -79,16 +79,17 @@ static void test_acknowledged_counter_survives(void **state) {
     h_sentinels *hs = *state;
     atomic_int switched = 0;
     rlock_client *c = open_sentinel(hs, 2, &switched);
-    rlock *l = NULL;
-    H_ASSERT_RC(rlock_get_fenced(c, h_unique_name("sentinel-fence-acked"), &l), RLOCK_OK);
+    /* One replica is left after the kill: a client asking for 2 acknowledgements
+     * gets none there, so this one (no replica_acks) takes the token after it. */
+    atomic_int switched_after = 0;
+    rlock_client *after = open_sentinel(hs, 0, &switched_after);
+    const char *name = h_unique_name("sentinel-fence-acked");
+    rlock *l = NULL, *la = NULL;
+    H_ASSERT_RC(rlock_get_fenced(c, name, &l), RLOCK_OK);
+    H_ASSERT_RC(rlock_get_fenced(after, name, &la), RLOCK_OK);
 
     long long last = take_tokens(l, 5, 1);
     kill_master(hs, &switched); /* no WAIT of the test's own: replica_acks did it */
-    /* One replica is left: a client asking for 2 acknowledgements would get none. */
-    atomic_int switched_after = 0;
-    rlock_client *after = open_sentinel(hs, 0, &switched_after);
-    rlock *la = NULL;
-    H_ASSERT_RC(rlock_get_fenced(after, rlock_name(l), &la), RLOCK_OK);
     long long next = token_after(la);
     printf("      replica_acks 2: token %lld before the kill, %lld after the failover\n", last,
            next);
