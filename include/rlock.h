@@ -380,7 +380,10 @@ RLOCK_EXTERN int rlock_client_open(const rlock_config *cfg, rlock_client **out);
  * call in flight has returned: normally well under a second, at most about
  * connect_timeout_ms if a connection attempt is under way. Must be called
  * once, and not from the on_lock_lost callback. In a forked child it only
- * marks the inherited client; it releases nothing of the parent's.
+ * marks the inherited client; it releases nothing of the parent's. The
+ * client pointer itself stays valid after the close (calls taking it, such
+ * as rlock_get or rlock_fenced_set, return RLOCK_ECLOSED) only while a
+ * handle of it lives: with none left, the close frees it.
  */
 RLOCK_EXTERN void rlock_client_close(rlock_client *client);
 
