@@ -380,7 +380,10 @@ RLOCK_EXTERN int rlock_client_open(const rlock_config *cfg, rlock_client **out);
  * call in flight has returned: normally well under a second, at most about
  * connect_timeout_ms if a connection attempt is under way. Must be called
  * once, and not from the on_lock_lost callback. In a forked child it only
- * marks the inherited client; it releases nothing of the parent's.
+ * marks the inherited client; it releases nothing of the parent's. The
+ * client pointer itself stays valid after the close (calls taking it, such
+ * as rlock_get or rlock_fenced_set, return RLOCK_ECLOSED) only while a
+ * handle of it lives: with none left, the close frees it.
  */
 RLOCK_EXTERN void rlock_client_close(rlock_client *client);
 
@@ -620,6 +623,20 @@ RLOCK_EXTERN int rlock_remain_ttl(rlock *lock, long long *ttl_ms);
  * ends with that thread like any other of its holds (once the thread has
  * called rlock_thread_owner() or taken a lock itself).
  *
+ * Memory: the client keeps a small note per (lock, owner) while the owner
+ * holds the lock, and drops it when the owner's last hold is released or
+ * its lease runs out -- also for an owner that never calls again. A LOST
+ * hold's note (for the one RLOCK_ELOST) stays until the owner's next lock
+ * or unlock call on that lock, or until the client closes: an owner made
+ * for one request that ends after a loss should make that call
+ * (rlock_unlock_as answers RLOCK_ENOTOWNER or RLOCK_ELOST and forgets it).
+ *
+ * The _as calls block as the plain ones do. A thread serving many owners
+ * (an event loop) that waits in rlock_lock_as() for a lock another of its
+ * owners holds waits for itself -- for ever with a watchdog lease: on such
+ * a thread use rlock_try_lock_as() with wait_ms 0, or wait on another
+ * thread.
+ *
  * One call at a time per owner and lock, as a thread makes them: an _as
  * call while another _as call for the same owner on the same lock (same
  * name, same client) is still running returns RLOCK_EINVAL and touches
@@ -708,7 +725,11 @@ RLOCK_EXTERN int rlock_hold_count_as(rlock *lock, uint64_t owner);
  * handle and of Java RFencedLock, so tokens of C and Java holders of one
  * name interleave on one counter. Tokens start at 1, strictly increase,
  * and may skip numbers (an acquisition given back for want of replica
- * acknowledgement used one). The counter has no TTL; rlock never deletes it.
+ * acknowledgement used one, and so did one whose reply was lost and which
+ * rlock sent again). The counter has no TTL; rlock never deletes it.
+ * Every acquirer of the name must use a fenced handle (Java: RFencedLock):
+ * a plain handle (rlock_get, Java getLock) takes the same lock but draws no
+ * token, so a paused fenced holder's late write is not refused after it.
  *
  * When a token can go backwards -- the counter is a Redis key like any other:
  * - Redis restarts without persistence (or loses its AOF/RDB): the counter

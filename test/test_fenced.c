@@ -4,7 +4,8 @@
  *
  *   tokens       strictly increase across acquisitions: reentrant ones,
  *                plain rlock_lock on a fenced handle, other threads, other
- *                clients, other processes, in-process hand-offs
+ *                clients, other processes, in-process hand-offs, the same
+ *                owner again while Redis still keeps its ended hold
  *   layout       Redisson's: the counter "redisson_lock_token:{name}" with no
  *                TTL, the lock hash as any lock's
  *   fenced_set   accepts tokens >= the highest seen, refuses lower ones
@@ -229,25 +230,87 @@ static void test_handoff_token(void **state) {
     rlock_client_close(c);
 }
 
-/* ---- a re-sent acquisition takes no second token ------------------------------------------- */
+/* ---- the same owner again, right after its lease ended ------------------------------------- */
 
-/* EVAL of an rlock script with 2 keys and 3 arguments; the reply's element i as a number. */
-static long long eval_elem(redisContext *r, int script, const char *k1, const char *k2,
-                           const char *a1, const char *a2, const char *a3, size_t i) {
+/*
+ * The client's clock ends a lease at send time + lease; Redis's TTL runs
+ * from when the script ran, later. An acquisition Redis ran late (here a
+ * CLIENT PAUSE of writes) leaves a window in which the owner knows its hold
+ * is over while Redis still keeps its field: an acquisition then must still
+ * draw a new token, not answer the ended hold's one.
+ */
+static void test_reacquire_after_lease(void **state) {
+    rlock_client *c = h_open(30000, (int)H_MS(5000));
+    const char *name = h_unique_name("fence-again");
+    rlock *l = fenced(c, name);
+    redisContext *r = h_redis();
+    long long first = 0, again = 0, pause = H_MS(400), lease = H_MS(500);
+    (void)state;
+
+    h_cmd_ok(r, "CLIENT PAUSE %lld WRITE", pause);
+    H_ASSERT_RC(rlock_try_lock_fenced(l, 0, lease, &first), RLOCK_OK);
+    /* Returned after ~pause; the client's lease ends at send + lease, Redis's ~pause later. */
+    h_sleep_ms(pause / 2 + (lease - pause));
+    H_ASSERT_RC(rlock_is_held_by_current_thread(l), 0);
+    assert_true(h_cmd_int(r, "PTTL %s", name) > 0); /* the window: Redis still has the field */
+    H_ASSERT_RC(rlock_try_lock_fenced(l, 0, lease, &again), RLOCK_OK);
+    printf("      token %lld, then %lld for the acquisition after the lease ended\n", first, again);
+    assert_true(again > first);
+    assert_int_equal(counter(r, name), again);
+    H_ASSERT_RC(rlock_hold_count(l), 1);
+    H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
+
+    rlock_free(l);
+    redisFree(r);
+    rlock_client_close(c);
+}
+
+/* ---- a re-sent acquisition: one hold, and a token of its own ---------------------------------- */
+
+/* EVAL of an rlock script with 2 keys and 3 arguments; the reply (an array of >= n). */
+static redisReply *eval_script(redisContext *r, int script, const char *k1, const char *k2,
+                               const char *a1, const char *a2, const char *a3, size_t n) {
     redisReply *rep = h_cmd(r, "EVAL %s 2 %s %s %s %s %s", rlock__script_body(script), k1, k2,
                             a1, a2, a3);
-    if (rep->type != REDIS_REPLY_ARRAY || rep->elements <= i)
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements < n)
         H_FAIL("unexpected reply (type %d): %s", rep->type, rep->str ? rep->str : "");
-    redisReply *e = rep->element[i];
-    long long v = e->type == REDIS_REPLY_INTEGER ? e->integer : atoll(e->str);
+    return rep;
+}
+
+static long long elem(const redisReply *rep, size_t i) {
+    const redisReply *e = rep->element[i];
+    return e->type == REDIS_REPLY_INTEGER ? e->integer : atoll(e->str);
+}
+
+/* A fenced ACQUIRE as rlock sends it: the token it answers; *count the hold count. */
+static long long acquire_sent(redisContext *r, const char *name, const char *token_key,
+                              const char *owner, const char *expected, long long *count) {
+    redisReply *rep =
+        eval_script(r, RLOCK__SCRIPT_ACQUIRE, name, token_key, "20000", owner, expected, 3);
+    long long token = elem(rep, 2);
+    assert_int_equal(elem(rep, 0), 1);
+    *count = elem(rep, 1);
     freeReplyObject(rep);
-    return v;
+    return token;
+}
+
+/* A fenced TRANSFER as rlock sends it: the receiver's token. */
+static long long transfer_sent(redisContext *r, const char *name, const char *token_key,
+                               const char *from, const char *to) {
+    redisReply *rep = eval_script(r, RLOCK__SCRIPT_TRANSFER, name, token_key, from, to, "20000", 2);
+    long long token = elem(rep, 1);
+    assert_int_equal(elem(rep, 0), 1);
+    freeReplyObject(rep);
+    return token;
 }
 
 /*
- * What rlock re-sends after a lost reply is the same command: the scripts
- * see the hold already applied (Redis has expected + 1) and answer the token
- * that acquisition got, without a second INCR. Likewise TRANSFER.
+ * What rlock re-sends after a lost reply is the same command: ACQUIRE sees
+ * the hold already applied (Redis has expected + 1) and counts it once --
+ * but draws a new token (the lost reply's was never seen; the same answer
+ * meets an owner acquiring again while Redis keeps its ended hold, whose
+ * token was seen: test_reacquire_after_lease). A re-sent TRANSFER draws
+ * none: its receiver is still asleep, waiting for this unlock's outcome.
  */
 static void test_resend_idempotent(void **state) {
     const char *name = h_unique_name("fence-resend");
@@ -255,22 +318,25 @@ static void test_resend_idempotent(void **state) {
     const char *owner = "0b0b0b0b-0000-4000-8000-000000000001:7";
     const char *other = "0b0b0b0b-0000-4000-8000-000000000001:8";
     redisContext *r = h_redis();
+    long long count = 0;
     (void)state;
 
     snprintf(token_key, sizeof token_key, "redisson_lock_token:{%s}", name);
-    enum { ACQ = RLOCK__SCRIPT_ACQUIRE, XFER = RLOCK__SCRIPT_TRANSFER };
-    assert_int_equal(eval_elem(r, ACQ, name, token_key, "20000", owner, "0", 2), 1);
-    assert_int_equal(eval_elem(r, ACQ, name, token_key, "20000", owner, "0", 1), 1);
-    assert_int_equal(eval_elem(r, ACQ, name, token_key, "20000", owner, "0", 2), 1); /* re-sent */
-    assert_int_equal(counter(r, name), 1);
-    assert_int_equal(eval_elem(r, ACQ, name, token_key, "20000", owner, "1", 2), 2); /* re-entry */
-    assert_int_equal(eval_elem(r, ACQ, name, token_key, "20000", owner, "1", 2), 2); /* re-sent */
-    assert_int_equal(counter(r, name), 2);
+    assert_int_equal(acquire_sent(r, name, token_key, owner, "0", &count), 1);
+    assert_int_equal(count, 1);
+    assert_int_equal(acquire_sent(r, name, token_key, owner, "0", &count), 2); /* re-sent */
+    assert_int_equal(count, 1);
+    assert_int_equal(acquire_sent(r, name, token_key, owner, "1", &count), 3); /* re-entry */
+    assert_int_equal(count, 2);
+    assert_int_equal(acquire_sent(r, name, token_key, owner, "1", &count), 4); /* re-sent */
+    assert_int_equal(count, 2);
+    assert_int_equal(counter(r, name), 4);
+    H_ASSERT_LOCK_IS(r, name, "0b0b0b0b-0000-4000-8000-000000000001", 2);
     h_cmd_ok(r, "HSET %s %s 1", name, owner);
     /* A hand-off to another owner: one INCR, also when the TRANSFER is re-sent. */
-    assert_int_equal(eval_elem(r, XFER, name, token_key, owner, other, "20000", 1), 3);
-    assert_int_equal(eval_elem(r, XFER, name, token_key, owner, other, "20000", 1), 3);
-    assert_int_equal(counter(r, name), 3);
+    assert_int_equal(transfer_sent(r, name, token_key, owner, other), 5);
+    assert_int_equal(transfer_sent(r, name, token_key, owner, other), 5);
+    assert_int_equal(counter(r, name), 5);
     H_ASSERT_LOCK_IS(r, name, "0b0b0b0b-0000-4000-8000-000000000001", 1);
 
     h_cmd_ok(r, "DEL %s %s", name, token_key);
@@ -607,6 +673,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_tokens_increase),
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_handoff_token),
+        cmocka_unit_test(test_reacquire_after_lease),
         cmocka_unit_test(test_resend_idempotent),
         cmocka_unit_test(test_fenced_set),
         cmocka_unit_test(test_bad_input),

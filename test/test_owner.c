@@ -5,7 +5,9 @@
  * (a held lock handed to another thread); a thread's exit never drops an
  * explicit owner's hold, and the watchdog keeps renewing it; a loss is
  * reported once, with the owner in the event; owner ids never equal thread
- * ids; every lock kind; bad input and overlapping calls for one owner.
+ * ids; every lock kind; bad input and overlapping calls for one owner;
+ * owners whose lease ran out and who never call again leave nothing behind
+ * in the client (an event loop makes one owner per request).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +23,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "api/api.h" /* the client's holds table: what an owner leaves behind */
 
 /* "<client uuid>:<owner>": the field an owner's hold is in Redis. */
 static void owner_field(rlock_client *c, uint64_t owner, char *buf, size_t size) {
@@ -405,6 +408,50 @@ static void test_owner_handoff(void **state) {
     rlock_client_close(c);
 }
 
+/* ---- owners that never call again ---------------------------------------------------- */
+
+/* Entries in the client's holds table (one per lock and owner it knows of). */
+static size_t holds_entries(rlock_client *c) {
+    pthread_mutex_lock(&c->engine.holds.mutex);
+    size_t n = c->engine.holds.count;
+    pthread_mutex_unlock(&c->engine.holds.mutex);
+    return n;
+}
+
+/*
+ * An event loop gives each request an owner of its own; a request that
+ * takes a lease lock and lets the lease end (no unlock) never calls again.
+ * The client must not keep an entry per such owner for its whole life:
+ * 2400 owners leave at most a table's worth of entries.
+ */
+static void test_owner_expired_leases_forgotten(void **state) {
+    enum { NAMES = 16, ROUNDS = 150 };
+    rlock_client *c = h_open(30000, 0);
+    rlock *l[NAMES];
+    uint64_t last = 0;
+    (void)state;
+
+    for (int i = 0; i < NAMES; i++)
+        l[i] = h_get(c, h_unique_name("own-expire"));
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int i = 0; i < NAMES; i++) {
+            last = rlock_owner_new();
+            H_ASSERT_RC(rlock_try_lock_as(l[i], last, 0, 1), RLOCK_OK);
+        }
+        h_sleep_ms(3); /* every 1 ms lease ends, in Redis too */
+    }
+    size_t left = holds_entries(c);
+    printf("      %d owners with ended leases: %zu entries left\n", NAMES * ROUNDS, left);
+    assert_true(left <= 4 * NAMES);
+    /* An owner whose lease ended still gets the answer it always got. */
+    H_ASSERT_RC(rlock_unlock_as(l[NAMES - 1], last), RLOCK_ENOTOWNER);
+    H_ASSERT_RC(rlock_try_lock_as(l[NAMES - 1], last, 0, 1), RLOCK_OK);
+
+    for (int i = 0; i < NAMES; i++)
+        rlock_free(l[i]);
+    rlock_client_close(c);
+}
+
 /* ---- bad input --------------------------------------------------------------------------------- */
 
 static void test_owner_bad_input(void **state) {
@@ -476,6 +523,7 @@ int main(void) {
         cmocka_unit_test(test_owner_ids),
         cmocka_unit_test(test_owner_every_kind),
         cmocka_unit_test(test_owner_handoff),
+        cmocka_unit_test(test_owner_expired_leases_forgotten),
         cmocka_unit_test(test_owner_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -112,6 +112,9 @@ void rlock__owner_call_end(rlock__owner_call *call);
 /* The owner argument of rlock__lock_call meaning "the calling thread" (ids start at 1). */
 #define RLOCK__CALLING_THREAD 0
 
+/* An _as call's owner: RLOCK_EINVAL for 0 (no owner: 0 means the calling thread inside). */
+int rlock__check_owner(uint64_t owner);
+
 /*
  * The acquire behind every public lock call: for owner (an explicit id, or
  * RLOCK__CALLING_THREAD), waiting wait_ms (-1: no limit), lease_ms checked

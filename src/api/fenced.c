@@ -34,8 +34,8 @@ int rlock_lock_fenced(rlock *lock, long long lease_ms, long long *token) {
 int rlock_try_lock_fenced_as(rlock *lock, uint64_t owner, long long wait_ms, long long lease_ms,
                              long long *token) {
     int status = check_fenced(lock, token);
-    if (status == RLOCK_OK && owner == 0)
-        status = rlock__fail(RLOCK_EINVAL, 0, "owner 0: owner ids are 1..UINT64_MAX");
+    if (status == RLOCK_OK)
+        status = rlock__check_owner(owner);
     if (status != RLOCK_OK)
         return status;
     return rlock__lock_call(lock, owner, wait_ms, lease_ms, token);

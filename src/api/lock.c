@@ -67,8 +67,7 @@ int rlock__bad_lease(long long lease_ms) {
                        lease_ms, (long long)RLOCK_MAX_LEASE_MS);
 }
 
-/* An _as call's owner: 0 is no owner (ids start at 1; 0 means the calling thread inside). */
-static int check_owner(uint64_t owner) {
+int rlock__check_owner(uint64_t owner) {
     if (owner == 0)
         return rlock__fail(RLOCK_EINVAL, 0, "owner 0: owner ids are 1..UINT64_MAX "
                                             "(rlock_owner_new, rlock_thread_owner)");
@@ -101,12 +100,12 @@ int rlock_try_lock(rlock *lock, long long wait_ms, long long lease_ms) {
 }
 
 int rlock_lock_as(rlock *lock, uint64_t owner, long long lease_ms) {
-    int status = check_owner(owner);
+    int status = rlock__check_owner(owner);
     return status != RLOCK_OK ? status : rlock__lock_call(lock, owner, -1, lease_ms, NULL);
 }
 
 int rlock_try_lock_as(rlock *lock, uint64_t owner, long long wait_ms, long long lease_ms) {
-    int status = check_owner(owner);
+    int status = rlock__check_owner(owner);
     return status != RLOCK_OK ? status : rlock__lock_call(lock, owner, wait_ms, lease_ms, NULL);
 }
 
@@ -123,7 +122,7 @@ int rlock_unlock(rlock *lock) {
 }
 
 int rlock_unlock_as(rlock *lock, uint64_t owner) {
-    int status = check_owner(owner);
+    int status = rlock__check_owner(owner);
     return status != RLOCK_OK ? status : unlock_call(lock, owner);
 }
 
@@ -175,7 +174,7 @@ int rlock_is_held_by_current_thread(rlock *lock) {
 }
 
 int rlock_is_held_by(rlock *lock, uint64_t owner) {
-    int status = check_owner(owner);
+    int status = rlock__check_owner(owner);
     return status != RLOCK_OK ? status : is_held(lock, owner);
 }
 
@@ -192,7 +191,7 @@ int rlock_hold_count(rlock *lock) {
 }
 
 int rlock_hold_count_as(rlock *lock, uint64_t owner) {
-    int status = check_owner(owner);
+    int status = rlock__check_owner(owner);
     return status != RLOCK_OK ? status : hold_count(lock, owner);
 }
 

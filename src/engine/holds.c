@@ -16,7 +16,10 @@
  *
  * A hold found gone (by the watchdog, or by the clock) becomes a tombstone:
  * it is reported once, and stays until the owner's next lock/unlock, which
- * learns of it (RLOCK_ELOST / RLOCK_ENOTOWNER) and starts afresh. Each
+ * learns of it (RLOCK_ELOST / RLOCK_ENOTOWNER) and starts afresh. A lease
+ * hold past its lease is over, not lost: dropped when its owner calls
+ * again, or -- for owners that never do, such as an explicit owner made for
+ * one request -- when the table fills up, before it grows. Each
  * entry created afresh gets a new serial, so a renewal result about an
  * older hold cannot touch a newer one.
  *
@@ -118,28 +121,6 @@ static rlock__hold *find(rlock__holds *h, const char *name, size_t len, uint64_t
     return *p;
 }
 
-/* Doubles the table when it is full; on allocation failure it stays as is. */
-static void maybe_grow(rlock__holds *h) {
-    if (h->count < h->nbuckets)
-        return;
-    rlock__hold **buckets = rlock__calloc(h->nbuckets * 2, sizeof(*buckets));
-    if (buckets == NULL)
-        return;
-    for (size_t i = 0; i < h->nbuckets; i++) {
-        rlock__hold *e = h->buckets[i];
-        while (e != NULL) {
-            rlock__hold *next = e->next;
-            size_t b = e->hash & (h->nbuckets * 2 - 1);
-            e->next = buckets[b];
-            buckets[b] = e;
-            e = next;
-        }
-    }
-    rlock__free(h->buckets);
-    h->buckets = buckets;
-    h->nbuckets *= 2;
-}
-
 static void set_renew(rlock__holds *h, rlock__hold *e, int renew) {
     if (e->renew == renew)
         return;
@@ -178,6 +159,58 @@ static void unlink_entry(rlock__holds *h, rlock__hold **link) {
     free_entry(h, e);
 }
 
+/* A lease hold past its lease: over (not lost), as rlock__holds_get drops it. */
+static int lease_ended(const rlock__hold *e, int64_t now_ms) {
+    return e->state == ENTRY_HELD && !e->renew && e->releasing == 0 && now_ms >= e->expires_ms;
+}
+
+/*
+ * Drops every lease hold past its lease. rlock__holds_get drops one when
+ * its owner calls again; an owner that never does -- an explicit owner made
+ * for one request, a lease it let run out -- would otherwise stay for the
+ * client's life.
+ */
+static void drop_ended_leases(rlock__holds *h, int64_t now_ms) {
+    for (size_t i = 0; i < h->nbuckets; i++) {
+        rlock__hold **link = &h->buckets[i];
+        while (*link != NULL) {
+            if (lease_ended(*link, now_ms))
+                unlink_entry(h, link);
+            else
+                link = &(*link)->next;
+        }
+    }
+}
+
+/*
+ * When the table is full: first drops the ended leases, then doubles it
+ * unless that freed half of it (so each walk is paid for by as many
+ * additions as it visits). On allocation failure it stays as is.
+ */
+static void maybe_grow(rlock__holds *h, int64_t now_ms) {
+    if (h->count < h->nbuckets)
+        return;
+    drop_ended_leases(h, now_ms);
+    if (h->count <= h->nbuckets / 2)
+        return;
+    rlock__hold **buckets = rlock__calloc(h->nbuckets * 2, sizeof(*buckets));
+    if (buckets == NULL)
+        return;
+    for (size_t i = 0; i < h->nbuckets; i++) {
+        rlock__hold *e = h->buckets[i];
+        while (e != NULL) {
+            rlock__hold *next = e->next;
+            size_t b = e->hash & (h->nbuckets * 2 - 1);
+            e->next = buckets[b];
+            buckets[b] = e;
+            e = next;
+        }
+    }
+    rlock__free(h->buckets);
+    h->buckets = buckets;
+    h->nbuckets *= 2;
+}
+
 /* Makes e a reported tombstone: no longer renewed, kept for its owner to learn. */
 static void bury(rlock__holds *h, rlock__hold *e) {
     e->state = ENTRY_LOST;
@@ -197,7 +230,7 @@ int rlock__holds_get(rlock__holds *h, const char *name, size_t len, uint64_t own
         info->count = e->count;
         info->lease_left_ms = e->expires_ms - now_ms;
         state = RLOCK__HOLD_LOST;
-    } else if (now_ms >= e->expires_ms && e->releasing == 0 && !e->renew) {
+    } else if (lease_ended(e, now_ms)) {
         unlink_entry(h, link); /* a lease lock that ran its lease: over, not lost */
         state = RLOCK__HOLD_EXPIRED;
     } else if (now_ms >= e->expires_ms && e->releasing == 0) {
@@ -281,7 +314,6 @@ void rlock__holds_acquired(rlock__holds *h, const char *name, size_t len, uint64
         e->next = NULL;
         *link = e;
         h->count++;
-        maybe_grow(h);
     }
     if (e->serial == 0 || e->state == ENTRY_LOST || grant->count == 1) {
         /* A new hold in Redis must not inherit an older hold's fate. */
@@ -296,6 +328,7 @@ void rlock__holds_acquired(rlock__holds *h, const char *name, size_t len, uint64
     if (grant->renew)
         set_renew(h, e, 1);
     lower_bound(h, e);
+    maybe_grow(h, grant->sent_ms); /* after e is complete: e's lease has not ended */
     pthread_mutex_unlock(&h->mutex);
 }
 

@@ -19,16 +19,16 @@
  *                                           INCRed by every acquisition, no TTL
  *
  * The fenced lock shares ACQUIRE and TRANSFER: given the counter as KEYS[2]
- * they INCR it with every acquisition they make (a re-send that finds its
- * acquisition done does not) and answer the counter too, as a string (a Lua
- * number would round tokens above 2^53).
+ * they INCR it with every acquisition they answer -- ACQUIRE also when it
+ * finds its acquisition already done (see ACQUIRE) -- and answer the counter
+ * too, as a string (a Lua number would round tokens above 2^53).
  *
  * Idempotence: a reply can be lost after the script ran (timeout, dropped
  * connection), and rlock then re-sends it. So each mutating script carries
  * the hold count the caller believes it has ("expected") and applies only if
  * Redis shows exactly that count. Redis showing the count one step further
  * means an earlier send of the same call already applied: report, change
- * nothing. Any other count means the caller's belief is stale: report the
+ * nothing (but a fenced lock's counter, see ACQUIRE). Any other count means the caller's belief is stale: report the
  * truth, change nothing, and the caller re-bases and sends again. Since only
  * the owning thread writes its field, the hold count is never inflated nor
  * decremented twice by a re-send.
@@ -45,10 +45,15 @@
  *                expected count), or an earlier send of this same call already
  *                applied (Redis has expected + 1); the TTL is set to the lease.
  *                Fenced: {1, count, token}, the counter INCRed by this
- *                acquisition (or by the earlier send: nobody else can INCR it
- *                while the caller holds the lock). INCR is the first write,
- *                so a counter that is not an integer fails with nothing
- *                changed.
+ *                send, whichever of the two it found: "expected + 1" is
+ *                also what an owner meets that acquires again while Redis
+ *                still keeps its previous hold, ended by the client's clock
+ *                (send time + lease) but not yet by Redis's TTL (which runs
+ *                from when the script ran) -- and that hold's token was
+ *                already returned. A re-send after a lost reply skips the
+ *                number the lost reply carried, which nobody saw. INCR is
+ *                the first write, so a counter that is not an integer fails
+ *                with nothing changed.
  *    {0, pttl}   another owner holds it.
  *    {2, count}  the caller's expected count is stale (its hold was lost, or
  *                an earlier call's outcome is unknown): nothing changed; the
@@ -68,14 +73,15 @@ static const char acquire_lua[] =
     "  count = tonumber(count)\n"
     "end\n"
     "local expected = tonumber(ARGV[3])\n"
-    "if count == expected then\n"
-    "  local no = refused('pexpire', KEYS[1], ARGV[1])\n"
-    "    or (KEYS[2] and refused('hincrby', KEYS[1], ARGV[2], '1'))\n"
-    "  if no then return no end\n"
-    "  if KEYS[2] then redis.call('incr', KEYS[2]) end\n"
-    "  count = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
-    "elseif count ~= expected + 1 then\n"
+    "if count ~= expected and count ~= expected + 1 then\n"
     "  return {2, count}\n"
+    "end\n"
+    "local no = refused('pexpire', KEYS[1], ARGV[1])\n"
+    "  or (KEYS[2] and count == expected and refused('hincrby', KEYS[1], ARGV[2], '1'))\n"
+    "if no then return no end\n"
+    "if KEYS[2] then redis.call('incr', KEYS[2]) end\n"
+    "if count == expected then\n"
+    "  count = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "end\n"
     "redis.call('pexpire', KEYS[1], ARGV[1])\n"
     "if KEYS[2] then return {1, count, redis.call('get', KEYS[2])} end\n"
