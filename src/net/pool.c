@@ -66,6 +66,12 @@ void rlock__pool_destroy(rlock__pool *pool) {
     pthread_mutex_destroy(&pool->mutex);
 }
 
+/* Marks the slot taken (pool mutex held); counted in the client's pool_in_use gauge. */
+static void take(rlock__conn *conn) {
+    conn->busy = 1;
+    rlock__gauge_add(&conn->node->events->stats.pool_in_use, 1);
+}
+
 rlock__conn *rlock__pool_take(rlock__pool *pool, int64_t deadline_ms, int *status) {
     rlock__conn *conn = NULL;
     *status = RLOCK_ECLOSED;
@@ -84,7 +90,7 @@ rlock__conn *rlock__pool_take(rlock__pool *pool, int64_t deadline_ms, int *statu
         if (conn == NULL)
             conn = idle_unconnected;
         if (conn != NULL) {
-            conn->busy = 1;
+            take(conn);
             *status = RLOCK_OK;
             break;
         }
@@ -107,6 +113,7 @@ void rlock__pool_give(rlock__conn *conn, int healthy) {
         conn->ctx = NULL;
     }
     conn->busy = 0;
+    rlock__gauge_add(&conn->node->events->stats.pool_in_use, -1);
     conn->last_used_ms = rlock__now_ms();
     pthread_cond_signal(&pool->available);
     pthread_mutex_unlock(&pool->mutex);
@@ -161,7 +168,8 @@ int rlock__pool_connect(rlock__conn *conn, int connect_timeout_ms, int64_t deadl
     if (conn->ctx != NULL && usable(conn))
         return RLOCK_OK;
     drop_context(conn);
-    int status = rlock__connect(&conn->node->endpoint, connect_timeout_ms, deadline_ms, &ctx);
+    int status = rlock__connect(&conn->node->endpoint, conn->node->events, connect_timeout_ms,
+                                deadline_ms, &ctx);
     if (status != RLOCK_OK)
         return status;
     pthread_mutex_lock(&pool->mutex);
@@ -185,7 +193,7 @@ rlock__conn *rlock__pool_take_idle(rlock__pool *pool) {
             if (!pool->slots[next].busy && pool->slots[next].ctx != NULL)
                 conn = &pool->slots[next];
         if (conn != NULL)
-            conn->busy = 1;
+            take(conn);
         pthread_mutex_unlock(&pool->mutex);
         if (conn == NULL || still_open(conn->ctx))
             return conn;
@@ -194,7 +202,7 @@ rlock__conn *rlock__pool_take_idle(rlock__pool *pool) {
 }
 
 
-rlock__node *rlock__node_new(rlock__endpoint *ep, int pool_size) {
+rlock__node *rlock__node_new(rlock__endpoint *ep, int pool_size, rlock__events *ev) {
     rlock__node *node = rlock__calloc(1, sizeof(*node));
     if (node == NULL)
         return NULL;
@@ -203,6 +211,7 @@ rlock__node *rlock__node_new(rlock__endpoint *ep, int pool_size) {
         return NULL;
     }
     node->endpoint = *ep;
+    node->events = ev;
     memset(ep, 0, sizeof(*ep));
     return node;
 }
