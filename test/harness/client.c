@@ -183,6 +183,18 @@ int h_lost_count(struct h_lost *l) {
     return __atomic_load_n(&l->count, __ATOMIC_SEQ_CST);
 }
 
+/* ---- statistics ------------------------------------------------------------ */
+
+rlock_stats h_stats(rlock_client *c) {
+    rlock_stats st;
+    memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    H_ASSERT_RC(rlock_client_stats(c, &st), RLOCK_OK);
+    if (st.struct_size != sizeof st)
+        H_FAIL("rlock_client_stats wrote %zu bytes of %zu", st.struct_size, sizeof st);
+    return st;
+}
+
 /* ---- timed calls ------------------------------------------------------- */
 
 static long long op_close(void *client) {

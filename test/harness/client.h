@@ -70,6 +70,9 @@ void h_lost_init(struct h_lost *l);
 void h_lost_cb(const char *name, void *arg);
 int h_lost_count(struct h_lost *l);
 
+/* rlock_client_stats() of c (the whole struct); fails the test on error. */
+rlock_stats h_stats(rlock_client *c);
+
 /*
  * Closes c on an actor so that a hang fails the test instead of blocking it
  * (fails after timeout_ms, scaled); returns how long close took in ms.
