@@ -416,10 +416,13 @@ RLOCK_EXTERN int rlock_client_open(const rlock_config *cfg, rlock_client **out);
  * rlock_try_lock() on its handles return RLOCK_ECLOSED; commands in flight are
  * aborted (RLOCK_ECLOSED); later calls on its handles return RLOCK_ECLOSED.
  * Locks still held are NOT released: renewal stops and they expire after
- * their lease (watchdog_timeout_ms for watchdog locks). Lock handles stay
- * valid until rlock_free(). Blocks until its threads have stopped and every
- * call in flight has returned: normally well under a second, at most about
- * connect_timeout_ms if a connection attempt is under way. Must be called
+ * their lease (watchdog_timeout_ms for watchdog locks). The client's
+ * registration hash (rlock_config.register_client) is deleted first, on an
+ * idle connection, waiting at most 0.25 s for a registration write in flight
+ * and 0.25 s for the reply (unanswered, it expires by its TTL). Lock handles
+ * stay valid until rlock_free(). Blocks until its threads have stopped and
+ * every call in flight has returned: normally well under a second, at most
+ * about connect_timeout_ms if a connection attempt is under way. Must be called
  * once, and not from the on_lock_lost callback. In a forked child it only
  * marks the inherited client; it releases nothing of the parent's. The
  * client pointer itself stays valid after the close (calls taking it, such

@@ -310,7 +310,10 @@ int rlock__registration_start(rlock__engine *e, const char *key, const char *con
                               int nfields);
 /* The watchdog thread, after a round that worked: a rewrite if one is due, by by_ms. */
 void rlock__registration_refresh(rlock__engine *e, int64_t by_ms);
-/* Close, first step: no more writes; the hash deleted (at most 1 s; skipped with Redis down). */
+/*
+ * Close, first step: no more writes; the hash deleted on an idle pooled
+ * connection (at most about half a second; skipped with Redis down).
+ */
 void rlock__registration_stop(rlock__engine *e);
 
 /*

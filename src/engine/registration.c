@@ -18,13 +18,16 @@
  *
  * The watchdog's writes are bounded by the time to its next round (a write
  * never delays a renewal) and happen only after a round that worked (Redis
- * answers). Close stops the writes first, waits for one in flight, then
- * deletes the hash (bounded, skipped while Redis is known unreachable).
+ * answers). Close stops the writes first, waits a moment for one in flight,
+ * then deletes the hash on an idle pooled connection: a quarter of a second
+ * at most, and skipped while Redis is known unreachable (it then expires by
+ * its TTL). Close never connects nor queues for the DEL.
  *
  * Threads: the opening thread (start), the watchdog thread (refresh), the
  * closing thread (stop). Locking: the registration's mutex guards its
  * state; no mutex is held during a round trip.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,8 +35,8 @@
 
 /* A registration lives at least this long without a rewrite. */
 #define MIN_TTL_MS 1000
-/* Close waits at most this long for the DEL. */
-#define DELETE_MAX_MS 1000
+/* Close waits at most this long for a write in flight, and as long for the DEL's reply. */
+#define CLOSE_WAIT_MS 250
 
 int rlock__registration_init(rlock__registration *r) {
     memset(r, 0, sizeof(*r));
@@ -107,15 +110,48 @@ static int run(rlock__engine *e, const rlock__cmd *cmds, int n, int64_t by_ms,
     return status;
 }
 
+/* DEL of the hash (argv and argvlen: the caller's two entries). */
+static rlock__cmd del_command(const rlock__registration *r, const char **argv, size_t *argvlen) {
+    argv[0] = "DEL";
+    argv[1] = r->argv[1];
+    argvlen[0] = 3;
+    argvlen[1] = r->argvlen[1];
+    return (rlock__cmd){.script = -1, .argc = 2, .argv = argv, .argvlen = argvlen};
+}
+
 /* DEL of the hash, by by_ms. */
 static int delete_hash(rlock__engine *e, int64_t by_ms) {
-    rlock__registration *r = &e->registration;
     static const char *const what[] = {"DEL of the registration"};
-    const char *argv[] = {"DEL", r->argv[1]};
-    size_t argvlen[] = {3, r->argvlen[1]};
-    rlock__cmd del = {.script = -1, .argc = 2, .argv = argv, .argvlen = argvlen};
+    const char *argv[2];
+    size_t argvlen[2];
+    rlock__cmd del = del_command(&e->registration, argv, argvlen);
     int failed_at;
     return run(e, &del, 1, by_ms, what, &failed_at);
+}
+
+/*
+ * Close's DEL: written on an idle, connected pooled connection (it never
+ * waits for the pool nor connects: close must not hang on a stopped Redis),
+ * its reply awaited until by_ms. Unsent (no idle connection) or unanswered,
+ * the hash expires by its TTL; a DEL written and not answered still runs
+ * when Redis reads it (the connection closes after it).
+ */
+static int delete_at_close(rlock__engine *e, int64_t by_ms) {
+    const char *argv[2];
+    size_t argvlen[2];
+    rlock__cmd del = del_command(&e->registration, argv, argvlen);
+    redisReply *reply = NULL;
+    rlock__conn *conn = rlock__send_ahead(e->net, &del);
+    if (conn == NULL)
+        return rlock__fail(RLOCK_EIO, 0, "no idle connection to send DEL on");
+    int status = rlock__read_ahead(conn, by_ms, &reply);
+    if (status != RLOCK_OK)
+        status = rlock__fail(RLOCK_EIO, ETIMEDOUT, "DEL of the registration: no reply");
+    else if (reply->type == REDIS_REPLY_ERROR)
+        status = rlock__fail_reply(reply, "DEL of the registration");
+    if (reply != NULL)
+        freeReplyObject(reply);
+    return status;
 }
 
 /* HSET of every field and PEXPIRE in one round trip; the hash deleted again if only HSET worked. */
@@ -212,20 +248,19 @@ void rlock__registration_stop(rlock__engine *e) {
     rlock__registration *r = &e->registration;
     if (!r->initialised)
         return;
+    int64_t by = rlock__deadline_after(CLOSE_WAIT_MS);
     pthread_mutex_lock(&r->mutex);
     r->stopped = 1;
-    while (r->busy)
-        pthread_cond_wait(&r->idle, &r->mutex);
-    int written = r->written;
+    while (r->busy && rlock__cond_wait_until(&r->idle, &r->mutex, by) == 0)
+        ;
+    /* A write still in flight (Redis slow to answer) could land after a DEL: leave it to its TTL. */
+    int deletable = r->written && !r->busy;
     pthread_mutex_unlock(&r->mutex);
-    if (!written || atomic_load(&e->events->link_down))
+    if (!deletable || atomic_load(&e->events->link_down))
         return; /* nothing to delete, or Redis unreachable: it expires by its TTL */
     rlock__error_detail saved;
     rlock__error_save(&saved);
-    int64_t by = rlock__deadline_after(e->settings->command_timeout_ms < DELETE_MAX_MS
-                                           ? e->settings->command_timeout_ms
-                                           : DELETE_MAX_MS);
-    if (delete_hash(e, by) != RLOCK_OK)
+    if (delete_at_close(e, rlock__deadline_after(CLOSE_WAIT_MS)) != RLOCK_OK)
         rlock__log(e->events, RLOCK_LOG_WARN, "REGISTER_FAILED",
                    " key=%s: DEL at close: %s (it expires by its TTL, %lld ms)", r->argv[1],
                    rlock__last_message(), r->ttl_ms);

@@ -184,14 +184,15 @@ static int failed_resolving(const rlock__endpoint *ep, const redisContext *ctx) 
     return ep->unix_path == NULL && ctx->err == REDIS_ERR_OTHER;
 }
 
-int rlock__connect(const rlock__endpoint *ep, rlock__events *ev, int connect_timeout_ms,
-                   int64_t deadline_ms, redisContext **out) {
+int rlock__connect_socket(const rlock__endpoint *ep, int connect_timeout_ms, int64_t deadline_ms,
+                          redisContext **out, int64_t *setup_by_ms) {
     int64_t connect_by = rlock__deadline_after(connect_timeout_ms);
     int status = RLOCK_EIO;
 
     *out = NULL;
     if (connect_by > deadline_ms)
         connect_by = deadline_ms;
+    *setup_by_ms = connect_by;
     redisContext *ctx = ep->unix_path != NULL ? redisConnectUnixNonBlock(ep->unix_path)
                                               : redisConnectNonBlock(ep->host, ep->port);
     if (ctx == NULL)
@@ -206,14 +207,29 @@ int rlock__connect(const rlock__endpoint *ep, rlock__events *ev, int connect_tim
         goto fail;
     if (ep->unix_path == NULL)
         redisEnableKeepAlive(ctx);
-    if ((status = authenticate(ep, ev, ctx, connect_by)) != RLOCK_OK)
-        goto fail;
-    if (ev != NULL)
-        connected(ep, ev);
     *out = ctx;
     return RLOCK_OK;
 fail:
     redisFree(ctx);
+    return status;
+}
+
+int rlock__connect_setup(const rlock__endpoint *ep, rlock__events *ev, redisContext *ctx,
+                         int64_t by_ms) {
+    int status = authenticate(ep, ev, ctx, by_ms);
+    if (status == RLOCK_OK && ev != NULL)
+        connected(ep, ev);
+    return status;
+}
+
+int rlock__connect(const rlock__endpoint *ep, rlock__events *ev, int connect_timeout_ms,
+                   int64_t deadline_ms, redisContext **out) {
+    int64_t setup_by;
+    int status = rlock__connect_socket(ep, connect_timeout_ms, deadline_ms, out, &setup_by);
+    if (status == RLOCK_OK && (status = rlock__connect_setup(ep, ev, *out, setup_by)) != RLOCK_OK) {
+        redisFree(*out);
+        *out = NULL;
+    }
     return status;
 }
 

@@ -111,6 +111,17 @@ int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply);
  */
 int rlock__connect(const rlock__endpoint *ep, rlock__events *ev, int connect_timeout_ms,
                    int64_t deadline_ms, redisContext **out);
+/*
+ * rlock__connect in two halves, for a caller that must publish the socket
+ * before the set-up round trip (a pool slot, so that close can abort it):
+ * the connected socket (*setup_by_ms: the bound the set-up keeps), then the
+ * set-up (AUTH, SELECT, CLIENT SETNAME), after which the caller frees ctx
+ * on failure.
+ */
+int rlock__connect_socket(const rlock__endpoint *ep, int connect_timeout_ms, int64_t deadline_ms,
+                          redisContext **out, int64_t *setup_by_ms);
+int rlock__connect_setup(const rlock__endpoint *ep, rlock__events *ev, redisContext *ctx,
+                         int64_t by_ms);
 /* "host:port", "[v6]:port" or the socket path into buf; returns buf. */
 const char *rlock__endpoint_str(const rlock__endpoint *ep, char *buf, size_t size);
 /*

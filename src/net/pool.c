@@ -156,27 +156,40 @@ static void drop_context(rlock__conn *conn) {
         redisFree(ctx);
 }
 
+/* Whether close began (pool mutex not held). */
+static int closing(rlock__pool *pool) {
+    pthread_mutex_lock(&pool->mutex);
+    int yes = pool->closing;
+    pthread_mutex_unlock(&pool->mutex);
+    return yes;
+}
+
 /*
- * The new context is published under the pool's mutex (close reads busy
- * slots' contexts to abort them); if close began while we connected,
+ * The new socket is published under the pool's mutex before its set-up
+ * round trip (AUTH, SELECT, CLIENT SETNAME): close reads busy slots'
+ * contexts to abort them, so a set-up waiting on a stopped server ends
+ * then, not at the connect timeout. If close began while we connected,
  * RLOCK_ECLOSED: the caller sends nothing and gives the slot back unhealthy
- * (the context is freed).
+ * (the context is freed, as after any failure).
  */
 int rlock__pool_connect(rlock__conn *conn, int connect_timeout_ms, int64_t deadline_ms) {
     rlock__pool *pool = &conn->node->pool;
     redisContext *ctx = NULL;
+    int64_t setup_by;
     if (conn->ctx != NULL && usable(conn))
         return RLOCK_OK;
     drop_context(conn);
-    int status = rlock__connect(&conn->node->endpoint, conn->node->events, connect_timeout_ms,
-                                deadline_ms, &ctx);
+    int status = rlock__connect_socket(&conn->node->endpoint, connect_timeout_ms, deadline_ms,
+                                       &ctx, &setup_by);
     if (status != RLOCK_OK)
         return status;
     pthread_mutex_lock(&pool->mutex);
     conn->ctx = ctx;
     status = pool->closing ? RLOCK_ECLOSED : RLOCK_OK;
     pthread_mutex_unlock(&pool->mutex);
-    return status;
+    if (status == RLOCK_OK)
+        status = rlock__connect_setup(&conn->node->endpoint, conn->node->events, ctx, setup_by);
+    return status != RLOCK_OK && closing(pool) ? RLOCK_ECLOSED : status;
 }
 
 /*

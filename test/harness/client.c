@@ -65,11 +65,14 @@ __attribute__((destructor)) static void h_names_free(void) {
 
 /* ---- opening clients --------------------------------------------------- */
 
+int h_register_clients = 1;
+
 void h_config(rlock_config *cfg) {
     rlock_config_init(cfg);
     cfg->url = h_url();
     cfg->connect_timeout_ms = (int)h_scaled(2000);
     cfg->command_timeout_ms = (int)h_scaled(2000);
+    cfg->register_client = h_register_clients;
 }
 
 rlock_client *h_open_config(const rlock_config *cfg) {

@@ -17,9 +17,15 @@
  */
 const char *h_unique_name(const char *prefix);
 
-/* rlock_config_init() plus url = h_url() and scaled connect/command timeouts
- * (2000 ms each). */
+/* rlock_config_init() plus url = h_url(), scaled connect/command timeouts
+ * (2000 ms each) and register_client = h_register_clients. */
 void h_config(rlock_config *cfg);
+/*
+ * register_client of every client the harness opens: 1 (the library's
+ * default) unless a test that needs no background writes but renewals (a
+ * proxy dropping "the next reply", whoever it is for) sets it to 0.
+ */
+extern int h_register_clients;
 /* Opens a client; fails the test on error. */
 rlock_client *h_open_config(const rlock_config *cfg);
 /* Client on h_url() with the given watchdog timeout and command timeout
