@@ -357,7 +357,8 @@ static int read_replies(rlock__waiters *ps, subscriber *s, sub_link *l) {
             return RLOCK_EIO;
         if (raw == NULL)
             return RLOCK_OK;
-        on_reply(ps, s, l, raw);
+        if (!rlock__setup_reply(l->ctx, raw))
+            on_reply(ps, s, l, raw);
         freeReplyObject(raw);
     }
 }

@@ -92,17 +92,37 @@ static void plan_setup(const rlock__endpoint *ep, const rlock__events *ev, setup
 /*
  * A refused CLIENT SETNAME (an ACL without it, a proxy or an old server that
  * lacks it): the connection stays unnamed and works; counted, and logged the
- * first time for this client.
+ * first time for this client. NOAUTH is no refusal of the name: the
+ * connection's commands get it too, and say so.
  */
-static void name_refused(const rlock__endpoint *ep, rlock__events *ev, const redisReply *reply) {
-    char at[RLOCK__WHERE_MAX];
+static void name_refused(rlock__events *ev, const redisReply *reply) {
+    int status = rlock__reply_status(reply->str);
+    if (status == RLOCK_EAUTH)
+        return;
     rlock__count(&ev->stats, RLOCK__COUNT_NAME_REFUSALS, 1);
     if (atomic_exchange(&ev->stats.name_refusal_told, 1) == 0)
         rlock__log(ev, RLOCK_LOG_WARN, "NAME_REFUSED",
-                   " at=%s status=%s: CLIENT SETNAME %s: %s (connections stay unnamed; "
-                   "logged once)", rlock__endpoint_str(ep, at, sizeof(at)),
-                   rlock_status_name(rlock__reply_status(reply->str)),
-                   ev->settings->conn_name, reply->str);
+                   " status=%s: CLIENT SETNAME %s: %s (connections stay unnamed; logged once)",
+                   rlock_status_name(status), ev->settings->conn_name, reply->str);
+}
+
+/*
+ * A connection with no AUTH or SELECT to send sends its name with its first
+ * command instead of in a round trip of its own (a connect to a server that
+ * accepts but does not answer then takes no longer than before), so its
+ * first reply is the name's: the context's reader owes it, marked in the
+ * reader's user field (privdata, unused by hiredis's reply functions) with
+ * the events that hear of a refusal, until every reading path takes it off
+ * here.
+ */
+int rlock__setup_reply(redisContext *ctx, const redisReply *reply) {
+    rlock__events *ev = ctx->reader->privdata;
+    if (ev == NULL)
+        return 0;
+    ctx->reader->privdata = NULL;
+    if (reply->type == REDIS_REPLY_ERROR)
+        name_refused(ev, reply);
+    return 1;
 }
 
 /* The error reply of setup command i, recorded; its status. */
@@ -125,7 +145,8 @@ static int setup_refused(const rlock__endpoint *ep, const setup *st, int i,
  * replies in order: the first refusal of AUTH or SELECT fails the connect
  * (the replies after it are not read: the context is freed); a refused name
  * does not, unless for want of authentication (NOAUTH: nothing else would
- * work either).
+ * work either). The name alone waits for the first command
+ * (rlock__setup_reply).
  */
 static int authenticate(const rlock__endpoint *ep, rlock__events *ev, redisContext *ctx,
                         int64_t deadline_ms) {
@@ -136,6 +157,10 @@ static int authenticate(const rlock__endpoint *ep, rlock__events *ev, redisConte
     for (int i = 0; i < st.n; i++)
         if (redisAppendCommandArgv(ctx, st.argc[i], st.argv[i], NULL) != REDIS_OK)
             return rlock__fail(RLOCK_ENOMEM, 0, "%s: out of memory", st.argv[i][0]);
+    if (st.n == 1 && st.naming) {
+        ctx->reader->privdata = ev; /* its reply is owed: the first read takes it */
+        return RLOCK_OK;
+    }
     if (rlock__io_flush(ctx, deadline_ms) != RLOCK_OK)
         return rlock__fail_io(ep, ctx, ctx->err != 0 ? 0 : errno, "connection setup at");
     int status = RLOCK_OK;
@@ -151,7 +176,7 @@ static int authenticate(const rlock__endpoint *ep, rlock__events *ev, redisConte
         if (reply->type != REDIS_REPLY_ERROR)
             ; /* done */
         else if (naming && rlock__reply_status(reply->str) != RLOCK_EAUTH)
-            name_refused(ep, ev, reply);
+            name_refused(ev, reply);
         else
             status = setup_refused(ep, &st, i, reply);
         freeReplyObject(reply);

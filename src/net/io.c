@@ -102,6 +102,10 @@ int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply) {
         void *raw = NULL;
         if (redisGetReplyFromReader(ctx, &raw) != REDIS_OK)
             return RLOCK_EIO;
+        if (raw != NULL && rlock__setup_reply(ctx, raw)) {
+            freeReplyObject(raw);
+            continue;
+        }
         if (raw != NULL) {
             *reply = raw;
             return RLOCK_OK;

@@ -122,6 +122,14 @@ int rlock__connect_socket(const rlock__endpoint *ep, int connect_timeout_ms, int
                           redisContext **out, int64_t *setup_by_ms);
 int rlock__connect_setup(const rlock__endpoint *ep, rlock__events *ev, redisContext *ctx,
                          int64_t by_ms);
+/*
+ * Every path that reads replies from a connection rlock__connect made
+ * passes each reply here first (rlock__io_read does): 1 if it answers the
+ * connection's CLIENT SETNAME, sent with its first command when there was
+ * no AUTH or SELECT to wait for -- then it is dealt with here (a refusal
+ * counted and logged once) and the caller frees it and reads on.
+ */
+int rlock__setup_reply(redisContext *ctx, const redisReply *reply);
 /* "host:port", "[v6]:port" or the socket path into buf; returns buf. */
 const char *rlock__endpoint_str(const rlock__endpoint *ep, char *buf, size_t size);
 /*
