@@ -18,10 +18,12 @@ static const struct {
     size_t offset;
 } metrics[] = {
     {"acquisitions_total", "counter", "lock/try_lock calls that got the lock", FIELD(acquisitions)},
-    {"acquired_after_wait_total", "counter", "acquisitions that waited", FIELD(acquired_after_wait)},
+    {"acquired_after_wait_total", "counter", "acquisitions that waited",
+     FIELD(acquired_after_wait)},
     {"busy_total", "counter", "try_lock calls that returned RLOCK_BUSY", FIELD(busy)},
     {"unlocks_total", "counter", "unlock calls that worked", FIELD(unlocks)},
-    {"handoffs_local_total", "counter", "waits ended by a thread of this client", FIELD(handoffs_local)},
+    {"handoffs_local_total", "counter", "waits ended by a thread of this client",
+     FIELD(handoffs_local)},
     {"handoffs_remote_total", "counter", "waits ended through Redis", FIELD(handoffs_remote)},
     {"renewals_total", "counter", "lock leases renewed", FIELD(renewals)},
     {"renewal_failures_total", "counter", "lock renewals that failed", FIELD(renewal_failures)},
@@ -39,7 +41,8 @@ static void histogram(FILE *out, const char *name, const char *id, const rlock_h
     for (int i = 0; i < RLOCK_STATS_BUCKETS; i++) {
         below += h->buckets[i]; /* Prometheus buckets are cumulative */
         if (rlock_stats_bucket_us(i) < 0)
-            fprintf(out, "rlock_%s_seconds_bucket{client=\"%s\",le=\"+Inf\"} %llu\n", name, id, below);
+            fprintf(out, "rlock_%s_seconds_bucket{client=\"%s\",le=\"+Inf\"} %llu\n", name, id,
+                    below);
         else
             fprintf(out, "rlock_%s_seconds_bucket{client=\"%s\",le=\"%g\"} %llu\n", name, id,
                     (double)rlock_stats_bucket_us(i) / 1e6, below);

@@ -530,9 +530,10 @@ typedef struct rlock_stats {
  * Fills *out with client's statistics: out->struct_size must be set first
  * (sizeof(rlock_stats), or an older header's size: only the fields that
  * fit are written; on return struct_size is the number of bytes written,
- * smaller than asked when the library is older than the header). Never talks to Redis; costs a few hundred ns (the
- * held_locks gauge takes the holds table's mutex for a moment). Meant to be
- * called every few seconds by an exporter (examples/prometheus.c).
+ * smaller than asked when the library is older than the header). Never
+ * talks to Redis; costs a few hundred ns (the held_locks gauge takes the
+ * holds table's mutex for a moment). Meant to be called every few seconds
+ * by an exporter (examples/prometheus.c).
  *
  * Returns RLOCK_OK; RLOCK_EINVAL (NULL argument, struct_size smaller than
  * the first counter); RLOCK_ECLOSED (closed, or inherited across fork()).

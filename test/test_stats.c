@@ -66,7 +66,8 @@ static void test_acquire_and_hold(void **state) {
     assert_int_equal(st.held_locks, 0);
     assert_int_equal(st.hold_time.count, 1);
     assert_int_equal(buckets_sum(&st.hold_time), 1);
-    assert_true(st.hold_time.sum_us >= 30000 && st.hold_time.sum_us < (unsigned long long)H_MS(2000) * 1000);
+    assert_true(st.hold_time.sum_us >= 30000);
+    assert_true(st.hold_time.sum_us < (unsigned long long)H_MS(2000) * 1000);
     assert_int_equal(st.hold_time.buckets[bucket_of((long long)st.hold_time.sum_us)], 1);
     assert_int_equal(st.wait_time.count, 0);
     for (int i = 0; i < RLOCK_STATS_ERROR_SLOTS; i++)
@@ -190,7 +191,8 @@ static void test_wait_local(void **state) {
 static void test_renewals(void **state) {
     long long wd = H_MS(1500);
     rlock_client *c = h_open(wd, (int)H_MS(150));
-    rlock *l1 = h_get(c, h_unique_name("stats-renew1")), *l2 = h_get(c, h_unique_name("stats-renew2"));
+    rlock *l1 = h_get(c, h_unique_name("stats-renew1"));
+    rlock *l2 = h_get(c, h_unique_name("stats-renew2"));
     redisContext *r = h_redis();
     (void)state;
 

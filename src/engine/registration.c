@@ -174,7 +174,7 @@ static int write_hash(rlock__engine *e, int64_t by_ms) {
     return status;
 }
 
-/* Counts and tells (once per run of failures) the outcome of a write. Registration mutex not held. */
+/* Counts and tells (once per run of failures) a write's outcome; registration mutex not held. */
 static void told(rlock__engine *e, int status, int was_failing) {
     rlock__registration *r = &e->registration;
     if (status == RLOCK_OK) {
@@ -253,7 +253,7 @@ void rlock__registration_stop(rlock__engine *e) {
     r->stopped = 1;
     while (r->busy && rlock__cond_wait_until(&r->idle, &r->mutex, by) == 0)
         ;
-    /* A write still in flight (Redis slow to answer) could land after a DEL: leave it to its TTL. */
+    /* A write still in flight (Redis slow to answer) could land after a DEL: left to its TTL. */
     int deletable = r->written && !r->busy;
     pthread_mutex_unlock(&r->mutex);
     if (!deletable || atomic_load(&e->events->link_down))

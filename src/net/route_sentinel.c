@@ -62,8 +62,9 @@ static void watch_events(rlock__sentinel *r) {
             continue;
         int64_t deadline_ms = rlock__deadline_after(SENTINEL_TIMEOUT_MS);
         redisReply *reply = NULL;
-        if (rlock__connect(&ep, r->env->events, SENTINEL_TIMEOUT_MS, deadline_ms, &r->events[i]) ==
-                RLOCK_OK &&
+        int status = rlock__connect(&ep, r->env->events, SENTINEL_TIMEOUT_MS, deadline_ms,
+                                    &r->events[i]);
+        if (status == RLOCK_OK &&
             rlock__run_private(r->events[i], &ep, 3, argv, deadline_ms, &reply) != RLOCK_OK) {
             redisFree(r->events[i]);
             r->events[i] = NULL;

@@ -336,7 +336,8 @@ const char *rlock__url_redacted(const char *url, char *buf, size_t size) {
     used = (size_t)snprintf(buf, size, "%.*s%.*s", (int)(rest - url), url, (int)keep,
                             at != NULL ? at + 1 : rest);
     char sep = '?';
-    for (const char *p = query != NULL ? query + 1 : NULL; p != NULL && *p != '\0' && used < size;) {
+    const char *p = query != NULL ? query + 1 : NULL;
+    while (p != NULL && *p != '\0' && used < size) {
         size_t len = strcspn(p, "&");
         if (!is_credential_param(p)) {
             used += (size_t)snprintf(buf + used, size - used, "%c%.*s", sep, (int)len, p);

@@ -16,7 +16,7 @@ void h_loglines_destroy(struct h_loglines *r) {
     pthread_mutex_destroy(&r->mu);
 }
 
-/* Runs on the client's event thread: records only (a harness failure off the main thread aborts). */
+/* On the client's event thread: records only (a harness failure off the main thread aborts). */
 void h_loglines_cb(int level, const char *message, void *arg) {
     struct h_loglines *r = arg;
     char thread_name[32] = "";
