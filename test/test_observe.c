@@ -37,69 +37,6 @@ static long long wall_ms(void) {
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* What CLIENT LIST says of the connections: those named for client id, and the unnamed. */
-typedef struct conns {
-    int named;      /* name=rlock:<host>:<pid>:<id8> */
-    int named_sub;  /* ... of them subscribed (sub=1 or ssub=1) */
-    int unnamed;
-} conns;
-
-static void expected_name(const char *client_id, char *buf, size_t size) {
-    char host[256];
-    if (gethostname(host, sizeof host) != 0)
-        snprintf(host, sizeof host, "unknown");
-    host[sizeof host - 1] = '\0';
-    snprintf(buf, size, "rlock:%s:%d:%.8s", host, (int)getpid(), client_id);
-}
-
-static conns client_list(redisContext *r, const char *client_id) {
-    conns n = {0, 0, 0};
-    char want[512];
-    expected_name(client_id, want, sizeof want);
-    redisReply *reply = h_cmd(r, "CLIENT LIST");
-    assert_int_equal(reply->type, REDIS_REPLY_STRING);
-    char *save = NULL;
-    for (char *line = strtok_r(reply->str, "\n", &save); line != NULL;
-         line = strtok_r(NULL, "\n", &save)) {
-        char name[512] = "";
-        const char *p = strstr(line, " name=");
-        if (p != NULL)
-            sscanf(p + 6, "%511[^ ]", name);
-        int sub = strstr(line, " sub=0 ") == NULL || strstr(line, " ssub=0 ") == NULL;
-        if (strcmp(name, want) == 0) {
-            n.named++;
-            n.named_sub += sub;
-        } else if (name[0] == '\0') {
-            n.unnamed++;
-        }
-    }
-    freeReplyObject(reply);
-    return n;
-}
-
-/* CLIENT KILL of every connection named for client_id; how many. */
-static int kill_connections(redisContext *r, const char *client_id) {
-    char want[512];
-    int killed = 0;
-    expected_name(client_id, want, sizeof want);
-    redisReply *reply = h_cmd(r, "CLIENT LIST");
-    char *save = NULL;
-    for (char *line = strtok_r(reply->str, "\n", &save); line != NULL;
-         line = strtok_r(NULL, "\n", &save)) {
-        char name[512] = "";
-        long long id = -1;
-        const char *p = strstr(line, " name=");
-        if (p != NULL)
-            sscanf(p + 6, "%511[^ ]", name);
-        if (strcmp(name, want) == 0 && sscanf(line, "id=%lld", &id) == 1) {
-            h_cmd_ok(r, "CLIENT KILL ID %lld", id);
-            killed++;
-        }
-    }
-    freeReplyObject(reply);
-    return killed;
-}
-
 static const char *registration_key(rlock_client *c) {
     static char key[128];
     snprintf(key, sizeof key, "rlock:client:%s", rlock_client_id(c));
@@ -157,7 +94,7 @@ static void test_connection_names(void **state) {
     redisContext *r = h_redis();
     const char *name = h_unique_name("names");
     (void)state;
-    int unnamed_before = client_list(r, "-").unnamed;
+    int unnamed_before = h_client_list(r, "-").unnamed;
     rlock_client *holder = h_open(WD, 0), *c = h_open(WD, 0);
     rlock *lh = h_get(holder, name), *lc = h_get(c, name), *other = h_get(c, h_unique_name("n2"));
     h_actor *waiter = h_actor_start(), *second = h_actor_start();
@@ -170,13 +107,13 @@ static void test_connection_names(void **state) {
     h_actor_post(second, h_op_lock, other); /* a second pooled connection while one is busy */
     H_ASSERT_RC(rlock_lock(lh), RLOCK_OK);  /* re-entry, paused with it */
     H_ASSERT_RC((int)h_actor_wait(second, 5000), RLOCK_OK);
-    conns n = client_list(r, rlock_client_id(c));
+    h_conns n = h_client_list(r, rlock_client_id(c));
     printf("      client %.8s: %d named connections (%d subscribed), unnamed %d -> %d\n",
            rlock_client_id(c), n.named, n.named_sub, unnamed_before, n.unnamed);
     assert_true(n.named >= 2);
     assert_int_equal(n.named_sub, 1);
     assert_int_equal(n.unnamed, unnamed_before); /* nothing of ours is unnamed */
-    assert_true(client_list(r, rlock_client_id(holder)).named >= 1);
+    assert_true(h_client_list(r, rlock_client_id(holder)).named >= 1);
 
     H_ASSERT_RC(rlock_unlock(lh), RLOCK_OK);
     H_ASSERT_RC(rlock_unlock(lh), RLOCK_OK);
@@ -192,7 +129,7 @@ static void test_connection_names(void **state) {
     snprintf(id, sizeof id, "%s", rlock_client_id(c)); /* c is freed at close */
     rlock_client_close(holder);
     rlock_client_close(c);
-    assert_int_equal(client_list(r, id).named, 0); /* close closed them all */
+    assert_int_equal(h_client_list(r, id).named, 0); /* close closed them all */
     redisFree(r);
 }
 
@@ -257,7 +194,7 @@ static void test_registration_off(void **state) {
     assert_int_equal(h_exists(r, key, strlen(key)), 0);
     H_WAIT_FOR(h_stats(c).renewals >= 3, 3000); /* the watchdog ran, and wrote only renewals */
     assert_int_equal(h_exists(r, key, strlen(key)), 0);
-    assert_true(client_list(r, rlock_client_id(c)).named >= 1); /* still named */
+    assert_true(h_client_list(r, rlock_client_id(c)).named >= 1); /* still named */
     H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
     rlock_free(l);
     rlock_client_close(c);
@@ -337,7 +274,7 @@ static void test_acl_refusals(void **state) {
     printf("      refused: %llu names, %llu registration writes\n", st.name_refusals,
            st.registration_failures);
     assert_true(st.name_refusals >= 2);
-    assert_int_equal(client_list(r, rlock_client_id(a)).named, 0);
+    assert_int_equal(h_client_list(r, rlock_client_id(a)).named, 0);
     assert_int_equal(h_exists(r, registration_key(a), strlen(registration_key(a))), 0);
     assert_int_equal(h_loglines_count(&log, "NAME_REFUSED"), 1);
     assert_int_equal(h_loglines_count(&log, "REGISTER_FAILED"), 1);
@@ -356,7 +293,7 @@ static void test_acl_refusals(void **state) {
     la = h_get(a, name);
     H_ASSERT_RC(rlock_lock(la), RLOCK_OK);
     H_ASSERT_RC(rlock_unlock(la), RLOCK_OK);
-    assert_true(client_list(r, rlock_client_id(a)).named >= 1);
+    assert_true(h_client_list(r, rlock_client_id(a)).named >= 1);
     assert_field(r, a, "id", rlock_client_id(a));
     st = h_stats(a);
     assert_int_equal(st.name_refusals, 0);
@@ -426,7 +363,7 @@ static void test_log_reconnect(void **state) {
     H_ASSERT_RC(rlock_lock(lh), RLOCK_OK);
     h_actor_post(waiter, h_op_try_lock, &t);
     H_WAIT_FOR(h_numsub(r, name, strlen(name)) == 1, 5000);
-    assert_true(kill_connections(r, rlock_client_id(c)) >= 2); /* pool and subscriber */
+    assert_true(h_kill_named(r, rlock_client_id(c)) >= 2); /* pool and subscriber */
     H_WAIT_FOR(h_loglines_count(&log, "RESUBSCRIBED") >= 1, 5000);
     H_WAIT_FOR(h_numsub(r, name, strlen(name)) == 1, 5000);
     H_ASSERT_RC(rlock_unlock(lh), RLOCK_OK);
