@@ -144,6 +144,9 @@ run unc1 "$bin/bench_rlock" uncontended --url "$url" -t 1 -d $D -r $R
 # read every 100 ms meanwhile (an exporter scrapes every 15 s or so).
 run unc1off "$bin/bench_rlock" uncontended --url "$url" -t 1 -d $D -r $R --register 0
 run unc1scrape "$bin/bench_rlock" uncontended --url "$url" -t 1 -d $D -r $R --stats-ms 100
+# The client's instructions per cycle (callgrind): the same on any load.
+run cg1 "$root/test/bench/callgrind.sh" "$build"
+run cg1off "$root/test/bench/callgrind.sh" "$build" --register 0
 run base8 "$bin/bench_baseline" --url "$url" -t 8 -d $D -r $R
 run unc8 "$bin/bench_rlock" uncontended --url "$url" -t 8 -d $D -r $R
 run fen "$bin/bench_rlock" fenced --url "$url" -d $D -r $R
@@ -228,6 +231,10 @@ row "1 thread, stats read every 100 ms: cycles/s" "$u1scr" "" ""
 row "1 thread, stats read every 100 ms: ratio" "$r1scr" ">= 0.95" "$(verdict "$r1scr" '>=' 0.95)"
 row "  client CPU us per cycle" "$(get "$unc1scrape" client_cpu_us_per_cycle)" "" ""
 cmd "$(cmd_of "$unc1scrape")"
+row "client instructions per cycle (callgrind)" "$(get "$cg1" instructions_per_cycle)" "" ""
+cmd "$(cmd_of "$cg1")"
+row "  the same, register_client 0" "$(get "$cg1off" instructions_per_cycle)" "" ""
+cmd "$(cmd_of "$cg1off")"
 row "8 threads: cycles/s" "$u8" "" ""
 row "8 threads: ratio to baseline cycles/s" "$r8" ">= 0.90" "$(verdict "$r8" '>=' 0.90)"
 row "8 threads: p50 ms" "$(get "$unc8" p50_ms)" "" ""
