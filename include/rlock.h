@@ -345,7 +345,8 @@ typedef struct rlock_config {
      * it never fails an open or a lock call. 0: nothing is written.
      * Independent of it, every connection the client opens is named
      * "rlock:<host>:<pid>:<first 8 characters of the client id>" (CLIENT
-     * SETNAME, in the connect handshake; a refusal is logged once
+     * SETNAME, pipelined with AUTH and SELECT, or else with the connection's
+     * first command: no round trip of its own; a refusal is logged once
      * (NAME_REFUSED) and ignored). (Appended in 0.5.)
      */
     int register_client;
