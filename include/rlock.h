@@ -480,8 +480,9 @@ typedef struct rlock_stats {
     unsigned long long busy;                 /* try_lock returned RLOCK_BUSY */
     unsigned long long unlocks;              /* unlock returned RLOCK_OK */
     /*
-     * errors[i]: calls on the client's handles (lock, try_lock, unlock,
-     * force_unlock, the queries) that returned status -i (errors[3]: RLOCK_EIO,
+     * errors[i]: calls on the client's handles (lock, try_lock, unlock and
+     * their _as and fenced forms, force_unlock, the queries) that returned
+     * status -i (errors[3]: RLOCK_EIO,
      * errors[7]: RLOCK_ELOST, ...); errors[0]: a status below
      * -(RLOCK_STATS_ERROR_SLOTS - 1).
      */

@@ -115,6 +115,8 @@ void rlock__event_line(const rlock__settings *s, const rlock_event *event, char 
     } else if (event->kind == RLOCK_EVENT_RENEWAL_FAILED) {
         put(&l, " lock=(many)"); /* more than 64 in one failed round: one event for them */
     }
+    if (event->owner != 0) /* the hold's field in Redis is "<client id>:<owner>" */
+        put(&l, " owner=%llu", (unsigned long long)event->owner);
     if (event->kind == RLOCK_EVENT_RENEWAL_FAILED || event->kind == RLOCK_EVENT_LOCK_LOST)
         put(&l, " lease_left_ms=%lld", event->lease_left_ms);
     if (event->status != RLOCK_OK)
