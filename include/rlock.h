@@ -482,9 +482,8 @@ typedef struct rlock_stats {
     /*
      * errors[i]: calls on the client's handles (lock, try_lock, unlock and
      * their _as and fenced forms, force_unlock, the queries) that returned
-     * status -i (errors[3]: RLOCK_EIO,
-     * errors[7]: RLOCK_ELOST, ...); errors[0]: a status below
-     * -(RLOCK_STATS_ERROR_SLOTS - 1).
+     * status -i (errors[3]: RLOCK_EIO, errors[7]: RLOCK_ELOST, ...);
+     * errors[0]: a status below -(RLOCK_STATS_ERROR_SLOTS - 1).
      */
     unsigned long long errors[RLOCK_STATS_ERROR_SLOTS];
     /* Acquisitions after a wait, by how the lock came: handed over by a thread
