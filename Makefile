@@ -1,6 +1,7 @@
 # rlock - hand-written Makefile in the style of hiredis/redis.
 #
-#   make                 librlock.a, librlock.so (soname from include/rlock.h), rlock.pc
+#   make                 librlock.a, librlock.so (soname from include/rlock.h), rlock.pc,
+#                        and the examples (make examples: examples/*.c)
 #   make test            install missing Debian packages, start a throwaway redis-server,
 #                        run the whole suite, stop the server
 #   make test SAN=address|thread   the same under ASan+UBSan or TSan (own build dir)
@@ -93,10 +94,14 @@ DEMO := $(BUILD)/demo
 # rlockctl, the operator's tool (tools/rlockctl/, docs/rlockctl.md).
 RLOCKCTL_SRCS := $(wildcard tools/rlockctl/*.c)
 RLOCKCTL := $(BUILD)/rlockctl
+EXAMPLE_SRCS := $(wildcard examples/*.c)
+EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRCS))
 
-.PHONY: all deps test check test-sentinel test-cluster test-redlock test-redisson test-faults valgrind demo bench bench-redisson soak install uninstall clean noopt cppcheck tools check-install check-layers
+.PHONY: all examples deps test check test-sentinel test-cluster test-redlock test-redisson test-faults valgrind demo bench bench-redisson soak install uninstall clean noopt cppcheck tools check-install check-layers
 
-all: $(STLIB) $(DYLIB) $(PCFILE) $(RLOCKCTL)
+all: $(STLIB) $(DYLIB) $(PCFILE) $(RLOCKCTL) $(EXAMPLE_BINS)
+
+examples: $(EXAMPLE_BINS)
 
 # -MMD: the compiler writes each object's header dependencies (.d files); an
 # object without its .d (a tree built before) is rebuilt once to get one.
@@ -132,6 +137,12 @@ PC_LINES = 'prefix=$(1)' 'libdir=$${prefix}/$(LIBDIR)' \
 $(PCFILE): include/rlock.h Makefile
 	@mkdir -p $(dir $@)
 	$(Q)printf '%s\n' $(call PC_LINES,$(PREFIX)) > $@
+
+# The examples (examples/*.c): programs of the public header only, linked with the static library.
+$(BUILD)/examples/%: examples/%.c $(STLIB) include/rlock.h
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC      $<")
+	$(Q)$(CC) $(REAL_CFLAGS) $< $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS)
 
 # The test harness (test/harness/*.c, one object per concern; -Itest for
 # harness.h and rawredis.h), with header dependencies as for the library.

@@ -332,7 +332,49 @@ typedef struct rlock_config {
      * (Appended in 0.4.)
      */
     long long fair_wait_timeout_ms;
+    /*
+     * Registration: 1 (default) keeps a small hash "rlock:client:<client
+     * id>" in Redis while the client is open, so that the first half of an
+     * owner field can be tied to a host and a process (docs/operations.md:
+     * its fields, and finding a stuck lock's owner). It is written at open,
+     * rewritten with a TTL of max(watchdog_timeout_ms, 1000) ms every third
+     * of that TTL by the watchdog thread, and deleted by
+     * rlock_client_close() (a client that dies leaves it to expire). Best
+     * effort: a refusal (an ACL without "~rlock:client:*", OOM) is logged
+     * once (REGISTER_FAILED) and counted (rlock_stats.registration_failures);
+     * it never fails an open or a lock call. 0: nothing is written.
+     * Independent of it, every connection the client opens is named
+     * "rlock:<host>:<pid>:<first 8 characters of the client id>" (CLIENT
+     * SETNAME, pipelined with AUTH and SELECT, or else with the connection's
+     * first command: no round trip of its own; a refusal is logged once
+     * (NAME_REFUSED) and ignored). (Appended in 0.5.)
+     */
+    int register_client;
+    /*
+     * Log lines: called with one line (no newline) for each event and each
+     * log-only happening at or above log_level (RLOCK_LOG_*), on the client's
+     * event thread, never with an rlock mutex held, in order with the
+     * events. message is valid only during the call. Every line starts with
+     * "rlock <first 8 characters of the client id> <WORD>", WORD one of the
+     * stable words docs/operations.md lists with their meaning and what to
+     * do (LOCK_LOST, RENEWAL_FAILED, CONNECTION_LOST, RECONNECTED, ...).
+     * Same rules as on_event. NULL (default): nothing is logged or
+     * formatted. (Appended in 0.5.)
+     */
+    void (*log)(int level, const char *message, void *arg);
+    void *log_arg;                 /* passed to log (callback_arg is not) */
+    /* The least important level logged: RLOCK_LOG_ERROR..RLOCK_LOG_DEBUG.
+     * Default RLOCK_LOG_WARN. (Appended in 0.5.) */
+    int log_level;
 } rlock_config;
+
+/* rlock_config.log_level and the level passed to rlock_config.log */
+enum {
+    RLOCK_LOG_ERROR = 1, /* a lock was lost */
+    RLOCK_LOG_WARN = 2,  /* something failed and rlock works around it (renewal, connection, ACL) */
+    RLOCK_LOG_INFO = 3,  /* the client opened or closed; a connection works again; resubscribed */
+    RLOCK_LOG_DEBUG = 4  /* each new connection */
+};
 
 /* rlock_config.pubsub_mode */
 enum {
@@ -375,10 +417,13 @@ RLOCK_EXTERN int rlock_client_open(const rlock_config *cfg, rlock_client **out);
  * rlock_try_lock() on its handles return RLOCK_ECLOSED; commands in flight are
  * aborted (RLOCK_ECLOSED); later calls on its handles return RLOCK_ECLOSED.
  * Locks still held are NOT released: renewal stops and they expire after
- * their lease (watchdog_timeout_ms for watchdog locks). Lock handles stay
- * valid until rlock_free(). Blocks until its threads have stopped and every
- * call in flight has returned: normally well under a second, at most about
- * connect_timeout_ms if a connection attempt is under way. Must be called
+ * their lease (watchdog_timeout_ms for watchdog locks). The client's
+ * registration hash (rlock_config.register_client) is deleted first, on an
+ * idle connection, waiting at most 0.25 s for a registration write in flight
+ * and 0.25 s for the reply (unanswered, it expires by its TTL). Lock handles
+ * stay valid until rlock_free(). Blocks until its threads have stopped and
+ * every call in flight has returned: normally well under a second, at most
+ * about connect_timeout_ms if a connection attempt is under way. Must be called
  * once, and not from the on_lock_lost callback. In a forked child it only
  * marks the inherited client; it releases nothing of the parent's. The
  * client pointer itself stays valid after the close (calls taking it, such
@@ -393,6 +438,116 @@ RLOCK_EXTERN void rlock_client_close(rlock_client *client);
  * handle is freed and the client closed. NULL if client is NULL.
  */
 RLOCK_EXTERN const char *rlock_client_id(const rlock_client *client);
+
+/* ---- Statistics: what a client has done (issue 14) ------------------------ */
+
+/*
+ * Histograms of durations, in microseconds, over fixed buckets: buckets[i]
+ * counts the observations d with bound(i - 1) < d <= bound(i), where
+ * bound(i) = rlock_stats_bucket_us(i), a 1-2-5 series: 10, 20, 50, 100,
+ * 200, 500 us, 1, 2, 5 ... ms, ... 50 s, 100 s; the last bucket
+ * (RLOCK_STATS_BUCKETS - 1) counts everything above 100 s. The buckets are
+ * not cumulative (Prometheus's "le" buckets are their running sums); count
+ * is their sum, sum_us the sum of the observations. The bounds never change.
+ */
+#define RLOCK_STATS_BUCKETS 23
+
+typedef struct rlock_histogram {
+    unsigned long long count;
+    unsigned long long sum_us;
+    unsigned long long buckets[RLOCK_STATS_BUCKETS];
+} rlock_histogram;
+
+/* rlock_stats.errors has one slot per status down to -(RLOCK_STATS_ERROR_SLOTS - 1). */
+#define RLOCK_STATS_ERROR_SLOTS 32
+
+/*
+ * A client's statistics since it opened. Counters only grow; gauges are the
+ * value now. Each field is read on its own (relaxed atomics): a snapshot
+ * taken while other threads work may show, say, a hand-off counted before
+ * the acquisition it ends. Fields may be appended in later versions (never
+ * reordered): set struct_size = sizeof(rlock_stats) before the call, and a
+ * binary built against an older, smaller struct keeps working.
+ */
+typedef struct rlock_stats {
+    size_t struct_size;        /* set by the caller: sizeof(rlock_stats) */
+
+    /* lock / try_lock / unlock calls of this client's threads */
+    unsigned long long acquisitions;         /* returned RLOCK_OK (re-entries too) */
+    unsigned long long acquired_immediately; /* ... at the first attempt, without waiting */
+    unsigned long long acquired_after_wait;  /* ... after waiting (the lock was busy, or
+                                                threads of this client were waiting) */
+    unsigned long long busy;                 /* try_lock returned RLOCK_BUSY */
+    unsigned long long unlocks;              /* unlock returned RLOCK_OK */
+    /*
+     * errors[i]: calls on the client's handles (lock, try_lock, unlock and
+     * their _as and fenced forms, force_unlock, the queries) that returned
+     * status -i (errors[3]: RLOCK_EIO, errors[7]: RLOCK_ELOST, ...);
+     * errors[0]: a status below -(RLOCK_STATS_ERROR_SLOTS - 1).
+     */
+    unsigned long long errors[RLOCK_STATS_ERROR_SLOTS];
+    /* Acquisitions after a wait, by how the lock came: handed over by a thread
+     * of this client (rlock_config.local_handoffs: no Redis wake-up), or
+     * through Redis (an unlock in any process that published, a lease that ran
+     * out). handoffs_local + handoffs_remote == acquired_after_wait. */
+    unsigned long long handoffs_local;
+    unsigned long long handoffs_remote;
+
+    /* the watchdog */
+    unsigned long long renewals;             /* lock leases renewed (one per lock per round) */
+    unsigned long long renewal_failures;     /* lock renewals that failed (one per lock per
+                                                failed round; RLOCK_EVENT_RENEWAL_FAILED) */
+    unsigned long long losses;               /* holds lost (RLOCK_EVENT_LOCK_LOST) */
+
+    /* connections */
+    unsigned long long connections;          /* connections opened (pool, subscriber,
+                                                Sentinel, Cluster) */
+    unsigned long long connection_failures;  /* RLOCK_EVENT_CONNECTION_LOST */
+    unsigned long long reconnects;           /* RLOCK_EVENT_RECONNECTED */
+    unsigned long long resubscriptions;      /* channels subscribed again after their
+                                                connection dropped or their node changed */
+    unsigned long long master_switches;      /* RLOCK_EVENT_MASTER_SWITCHED */
+    unsigned long long subscribe_refusals;   /* RLOCK_EVENT_SUBSCRIBE_REFUSED */
+    unsigned long long name_refusals;        /* connections whose CLIENT SETNAME was refused */
+    unsigned long long registration_failures; /* failed writes of the registration hash */
+
+    /* gauges */
+    unsigned long long held_locks;           /* holds this client's owners have now, as the
+                                                client sees them (a lease lock counts until
+                                                a call of its owner notices it ran out) */
+    unsigned long long waiting_threads;      /* threads waiting in lock / try_lock */
+    unsigned long long pool_in_use;          /* pooled connections taken for a command now */
+
+    /* waits: from the moment an acquisition had to wait (its first attempt
+     * found the lock busy, or it queued behind threads of this client) until
+     * it got the lock; acquisitions that waited and got it only */
+    rlock_histogram wait_time;
+    /* holds: from an acquisition (hold count 0 -> 1) to the unlock that
+     * released the last hold (or handed the lock over); not for holds lost */
+    rlock_histogram hold_time;
+} rlock_stats;
+
+/*
+ * Fills *out with client's statistics: out->struct_size must be set first
+ * (sizeof(rlock_stats), or an older header's size: only the fields that
+ * fit are written; on return struct_size is the number of bytes written,
+ * smaller than asked when the library is older than the header). Never
+ * talks to Redis; costs a few hundred ns (the held_locks gauge takes the
+ * holds table's mutex for a moment). Meant to be called every few seconds
+ * by an exporter (examples/prometheus.c).
+ *
+ * Returns RLOCK_OK; RLOCK_EINVAL (NULL argument, struct_size smaller than
+ * the first counter); RLOCK_ECLOSED (closed, or inherited across fork()).
+ * Thread-safe. (Appended in 0.5.)
+ */
+RLOCK_EXTERN int rlock_client_stats(rlock_client *client, rlock_stats *out);
+
+/*
+ * The upper bound in microseconds of histogram bucket i (see
+ * rlock_histogram); -1 for the last bucket (no bound: +Inf) and for i out
+ * of range. Pure, thread-safe. (Appended in 0.5.)
+ */
+RLOCK_EXTERN long long rlock_stats_bucket_us(int i);
 
 /*
  * Makes a handle for the lock called name (Redisson's getLock()). No Redis

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # check-install.sh - proves the install a user relies on: `make install` to a
-# temporary PREFIX, then the README's first example built with pkg-config
-# against that prefix and run against a throwaway redis-server, and the
-# installed rlockctl's --help and `list` against that server; then
+# temporary PREFIX, then the README's examples (every C block with a main)
+# built with pkg-config against that prefix and run against a throwaway
+# redis-server, and the installed rlockctl's --help and `list` against that
+# server; then
 # `make uninstall` leaves the prefix empty of rlock files. Cleans up after
 # itself, also on failure.
 set -euo pipefail
@@ -19,14 +20,15 @@ grep -qx "prefix=$prefix" "$prefix/lib/pkgconfig/rlock.pc" || {
     exit 1
 }
 
-# The first C block of the README.
-awk '/^```c$/ {on = 1; next} /^```$/ && on {exit} on' README.md > "$tmp/example.c"
+# The README's C blocks, one file each (block1.c, block2.c, ...); the programs among them.
+awk -v dir="$tmp" '/^```c$/ {on = 1; n++; next} /^```$/ {on = 0} on {print > (dir "/block" n ".c")}' README.md
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
-# shellcheck disable=SC2046
-cc -o "$tmp/example" "$tmp/example.c" $(pkg-config --cflags --libs rlock) \
-    -Wl,-rpath,"$prefix/lib"
-scripts/with-redis.sh sh -c '"$0" "$RLOCK_TEST_URL"' "$tmp/example"
-echo "check-install: README example built with pkg-config against $prefix and ran: OK"
+for example in $(grep -l '^int main' "$tmp"/block*.c); do
+    # shellcheck disable=SC2046
+    cc -o "${example%.c}" "$example" $(pkg-config --cflags --libs rlock) -Wl,-rpath,"$prefix/lib"
+    scripts/with-redis.sh sh -c '"$0" "$RLOCK_TEST_URL"' "${example%.c}"
+    echo "check-install: README example $(basename "$example") built with pkg-config against $prefix and ran: OK"
+done
 
 "$prefix/bin/rlockctl" --help | grep -q '^EXIT STATUS' || {
     echo "check-install: $prefix/bin/rlockctl --help has no EXIT STATUS section" >&2

@@ -239,6 +239,9 @@ int main(void) {
         cmocka_unit_test(test_lost_reply_reentrant),
     };
     setvbuf(stdout, NULL, _IOLBF, 0);
+    /* The proxy drops the next reply whoever it is for: no registration writes
+     * beside the commands under test (test_observe.c covers the registration). */
+    h_register_clients = 0;
     if (getenv("FAULT_FILTER")) /* e.g. FAULT_FILTER='test_lost*' */
         cmocka_set_test_filter(getenv("FAULT_FILTER"));
     return cmocka_run_group_tests(tests, h_server_fixture_start, h_server_fixture_stop);

@@ -10,6 +10,7 @@
  *   client   librlock clients: h_unique_name, h_open*, h_lost, timed calls
  *   lossrec  lost locks counted per name: on_lock_lost calls, LOCK_LOST events
  *   eventlog every on_event and on_lock_lost call of a client, in order
+ *   loglines every line of a client's log callback, in order
  *   actor    h_actor threads and the h_op_* calls they run
  *   child    forked processes, H_CHILD_CHECK, h_child and its line protocol
  *   server   redis-servers of our own (h_server_*) and their cmocka fixtures
@@ -46,6 +47,7 @@
 #include "harness/client.h"
 #include "harness/lossrec.h"
 #include "harness/eventlog.h"
+#include "harness/loglines.h"
 #include "harness/actor.h"
 #include "harness/child.h"
 #include "harness/server.h"

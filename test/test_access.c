@@ -43,7 +43,8 @@ static const char *url_as(const char *user, const char *password) {
 /*
  * The least-privilege ACL of docs/failure-modes.md is enough: lock, wait on
  * the channel, unlock, force_unlock, with key access to the lock names only
- * (the channel is a script argument, not a key).
+ * (the channel is a script argument, not a key) -- and to the client's
+ * registration hash, with its connections named.
  */
 static void test_least_privilege_acl(void **state) {
     const char *user = unique_user("locker");
@@ -57,7 +58,8 @@ static void test_least_privilege_acl(void **state) {
 
     h_cmd_ok(r, "ACL SETUSER %s on >secret ~locks:* &redisson_lock__channel:* +evalsha +eval "
                 "+script|load +hget +hexists +hlen +pttl +select +ping +subscribe +unsubscribe "
-                "+publish +hincrby +hset +pexpire +del +exists +type +hkeys", user);
+                "+publish +hincrby +hset +pexpire +del +exists +type +hkeys ~rlock:client:* "
+                "+client|setname", user);
     snprintf(name, sizeof name, "locks:%s", user);
     a = h_open_url(url_as(user, "secret"), 0, 0);
     b = h_open_url(url_as(user, "secret"), 0, 0);
@@ -71,6 +73,12 @@ static void test_least_privilege_acl(void **state) {
     H_ASSERT_RC((int)h_actor_wait(waiter, 5000), RLOCK_OK);
     H_ASSERT_RC(rlock_force_unlock(la), 1);
     H_ASSERT_RC(rlock_is_locked(la), 0);
+    /* Its last two rules: connections named, the registration written (test_observe.c). */
+    for (rlock_client *c = a; c != NULL; c = c == a ? b : NULL) {
+        rlock_stats st = h_stats(c);
+        assert_int_equal(st.name_refusals, 0);
+        assert_int_equal(st.registration_failures, 0);
+    }
 
     h_actor_stop(waiter);
     rlock_free(la);

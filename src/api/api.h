@@ -14,6 +14,8 @@
  *   inspect.c   rlockctl's read-only inspection seam (inspect.h; tool-only)
  *   multi.c     multi-locks (rlock_multi_*): several handles taken together
  *   redlock.c   Redlocks (rlock_redlock_*): one name on independent masters
+ *   identity.c  the client's connection name and registration hash
+ *   stats.c     rlock_client_stats
  *
  * Calls go down only: api uses kind (kind.h) and, through it, the engine,
  * net and core.
@@ -133,6 +135,13 @@ int rlock__bad_lease(long long lease_ms);
 
 /* Checks cfg (NULL: defaults) and copies it; RLOCK_EINVAL names the bad field. */
 int rlock__settings_from(const rlock_config *cfg, rlock__settings *s);
+
+/* ---- identity.c -------------------------------------------------------------------------- */
+
+/* Fills s->client_id and s->conn_name ("rlock:<host>:<pid>:<id8>") for client_id. */
+void rlock__name_client(rlock__settings *s, const char *client_id);
+/* Registers c (engine/registration.c) with its identity; url is shown without credentials. */
+int rlock__register_client(rlock_client *c, const char *url);
 
 /* ---- registry.c ------------------------------------------------------------------------ */
 

@@ -44,6 +44,7 @@ int rlock__enter(rlock__guard *g, rlock_client *c) {
 
 int rlock__leave_status(rlock__guard *g, int status) {
     unsigned mark = g->error_mark;
+    rlock__count_status(&g->client->events.stats, status);
     rlock__leave(g);
     return rlock__fail_default(status, mark);
 }
@@ -132,6 +133,17 @@ void rlock__client_free(rlock_client *c) {
     rlock__free(c);
 }
 
+/* The INFO line of an open client: who it is, where it went. */
+static void log_open(rlock_client *c, const char *url) {
+    char shown[512];
+    if (!rlock__log_wanted(&c->settings, RLOCK_LOG_INFO))
+        return;
+    rlock__log(&c->events, RLOCK_LOG_INFO, "CLIENT_OPEN",
+               " id=%s name=%s url=%s version=%s register_client=%d", c->id,
+               c->settings.conn_name, rlock__url_redacted(url, shown, sizeof(shown)),
+               rlock_version(), c->settings.register_client);
+}
+
 static int client_build(rlock_client *c, const rlock_config *cfg) {
     uuid_t uuid;
     rlock_config defaults;
@@ -144,16 +156,22 @@ static int client_build(rlock_client *c, const rlock_config *cfg) {
     rlock_config_init(&defaults);
     uuid_generate(uuid);
     uuid_unparse_lower(uuid, c->id);
+    rlock__name_client(&c->settings, c->id);
     c->engine.settings = &c->settings;
     c->engine.net = &c->net;
     c->engine.events = &c->events;
+    const char *url = cfg != NULL ? cfg->url : defaults.url;
     if ((status = rlock__events_start(&c->events, &c->settings)) != RLOCK_OK)
         return status;
-    status = rlock__net_open(&c->net, cfg != NULL ? cfg->url : defaults.url, &c->settings,
-                             &c->events, rlock__scripts, RLOCK__SCRIPT_COUNT);
-    if (status != RLOCK_OK)
-        return status;
-    return rlock__engine_start(&c->engine, &renewer);
+    status = rlock__net_open(&c->net, url, &c->settings, &c->events, rlock__scripts,
+                             RLOCK__SCRIPT_COUNT);
+    if (status == RLOCK_OK)
+        status = rlock__engine_start(&c->engine, &renewer);
+    if (status == RLOCK_OK && c->settings.register_client)
+        status = rlock__register_client(c, url);
+    if (status == RLOCK_OK)
+        log_open(c, url);
+    return status;
 }
 
 int rlock_client_open(const rlock_config *cfg, rlock_client **out) {
@@ -197,6 +215,8 @@ void rlock_client_close(rlock_client *c) {
     if (!was_open)
         return;
     rlock__registry_remove(c);
+    rlock__registration_stop(&c->engine);
+    rlock__log(&c->events, RLOCK_LOG_INFO, "CLIENT_CLOSE", " id=%s", c->id);
     stop_threads(c, 1);
     /* Still CLOSING: rlock_free leaves the struct to us until we say CLOSED. */
     release_layers(c);

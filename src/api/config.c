@@ -23,6 +23,22 @@ static int has_field(const rlock_config *cfg, size_t offset, size_t size) {
     return cfg->struct_size >= offset + size;
 }
 
+/* The fields of 0.5 (registration, log): defaults when the caller's struct lacks them. */
+static int observing_from(const rlock_config *cfg, const rlock_config *defaults,
+                          rlock__settings *s) {
+    const rlock_config *from = cfg;
+    if (!has_field(cfg, offsetof(rlock_config, log_level), sizeof(int)))
+        from = defaults;
+    s->register_client = from->register_client;
+    s->log = from->log;
+    s->log_arg = from->log_arg;
+    s->log_level = from->log_level;
+    if (!in_range(s->register_client, 0, 1, "register_client") ||
+        !in_range(s->log_level, RLOCK_LOG_ERROR, RLOCK_LOG_DEBUG, "log_level"))
+        return RLOCK_EINVAL;
+    return RLOCK_OK;
+}
+
 int rlock__settings_from(const rlock_config *cfg, rlock__settings *s) {
     rlock_config defaults;
     rlock_config_init(&defaults);
@@ -67,6 +83,8 @@ int rlock__settings_from(const rlock_config *cfg, rlock__settings *s) {
     if (has_field(cfg, offsetof(rlock_config, fair_wait_timeout_ms), sizeof(long long)))
         s->fair_wait_timeout_ms = cfg->fair_wait_timeout_ms;
     if (!in_range(s->fair_wait_timeout_ms, 1, RLOCK_MAX_LEASE_MS, "fair_wait_timeout_ms"))
+        return RLOCK_EINVAL;
+    if (observing_from(cfg, &defaults, s) != RLOCK_OK)
         return RLOCK_EINVAL;
     s->watchdog_timeout_ms = cfg->watchdog_timeout_ms;
     s->connect_timeout_ms = cfg->connect_timeout_ms;

@@ -134,7 +134,7 @@ int rlock__inspect_listen(rlock_client *c, rlock__inspect_node *node, redisConte
     int status = rlock__enter(&g, c);
     if (status != RLOCK_OK)
         return status;
-    status = rlock__connect(&node->endpoint, c->settings.connect_timeout_ms,
+    status = rlock__connect(&node->endpoint, &c->events, c->settings.connect_timeout_ms,
                             rlock__deadline_after(c->settings.connect_timeout_ms), out);
     return rlock__leave_status(&g, status);
 }

@@ -12,7 +12,9 @@
  *   error.c    the per-thread error detail (rlock_last_error, public)
  *   thread.c   per-thread owner ids and the thread-exit hook
  *   worker.c   starting and stopping the library's threads
- *   events.c   the event thread: on_event / on_lock_lost, link up/down
+ *   events.c   the event thread: on_event / on_lock_lost / log, link up/down
+ *   log.c      log lines: an event's, and log-only ones (rlock_config.log)
+ *   stats.c    counters, gauges and histograms (rlock_client_stats)
  *
  * Naming: non-static internal functions are rlock__name; static helpers need
  * no prefix.
@@ -54,6 +56,8 @@ void rlock__alloc_fail_after(long n);
 #define RLOCK__NO_DEADLINE INT64_MAX
 
 int64_t rlock__now_ms(void);
+/* The same clock in microseconds (durations for the statistics' histograms). */
+int64_t rlock__now_us(void);
 /* The wall clock (CLOCK_REALTIME) in ms since the epoch, for deadlines shared with
  * other processes (the fair lock's queue, as Redisson's System.currentTimeMillis()). */
 int64_t rlock__wall_ms(void);
@@ -166,6 +170,8 @@ void rlock__worker_destroy(rlock__worker *w);
 
 /* ---- settings: what the application configured (read-only after open) ------ */
 
+#define RLOCK__CONN_NAME_MAX 128
+
 typedef struct rlock__settings {
     long long watchdog_timeout_ms;
     int connect_timeout_ms;
@@ -181,7 +187,81 @@ typedef struct rlock__settings {
     int replica_ack_timeout_ms;
     int pubsub_mode;            /* RLOCK_PUBSUB_*, as configured (the net resolves AUTO) */
     long long fair_wait_timeout_ms; /* a fair lock() waiter's wait, for its queue deadline */
+    int register_client;        /* keep the registration hash (engine/registration.c) */
+    void (*log)(int level, const char *message, void *arg); /* NULL: nothing logged */
+    void *log_arg;
+    int log_level;              /* RLOCK_LOG_*: the least important level logged */
+    /* Who the client is, set by client open before any connection: */
+    char client_id[37];         /* its UUID */
+    char conn_name[RLOCK__CONN_NAME_MAX]; /* every connection's CLIENT SETNAME:
+                                             "rlock:<host>:<pid>:<id8>" */
 } rlock__settings;
+
+/* ---- stats.c: what rlock_client_stats reports ---------------------------------- */
+
+/* The counters (rlock_stats has one field for each, of the same meaning). */
+typedef enum rlock__counter {
+    RLOCK__COUNT_ACQUIRED_IMMEDIATELY,
+    RLOCK__COUNT_ACQUIRED_AFTER_WAIT,
+    RLOCK__COUNT_BUSY,
+    RLOCK__COUNT_UNLOCKS,
+    RLOCK__COUNT_HANDOFFS_LOCAL,
+    RLOCK__COUNT_HANDOFFS_REMOTE,
+    RLOCK__COUNT_RENEWALS,
+    RLOCK__COUNT_RENEWAL_FAILURES,
+    RLOCK__COUNT_LOSSES,
+    RLOCK__COUNT_CONNECTIONS,
+    RLOCK__COUNT_CONNECTION_FAILURES,
+    RLOCK__COUNT_RECONNECTS,
+    RLOCK__COUNT_RESUBSCRIPTIONS,
+    RLOCK__COUNT_MASTER_SWITCHES,
+    RLOCK__COUNT_SUBSCRIBE_REFUSALS,
+    RLOCK__COUNT_NAME_REFUSALS,
+    RLOCK__COUNT_REGISTRATION_FAILURES,
+    RLOCK__COUNTERS
+} rlock__counter;
+
+typedef struct rlock__histogram {
+    atomic_ullong buckets[RLOCK_STATS_BUCKETS];
+    atomic_ullong sum_us;
+} rlock__histogram;
+
+/*
+ * Every field is a relaxed atomic, written by whichever thread sees the
+ * happening (application threads, the watchdog, the subscriber, connects):
+ * one uncontended atomic add each, no mutex, nothing on the hot path but
+ * that (docs/operations.md: the cost, measured).
+ */
+typedef struct rlock__stats {
+    atomic_ullong counters[RLOCK__COUNTERS];
+    atomic_ullong errors[RLOCK_STATS_ERROR_SLOTS];
+    atomic_llong waiting_threads;
+    atomic_llong pool_in_use;
+    rlock__histogram wait_time;
+    rlock__histogram hold_time;
+    atomic_int name_refusal_told; /* the first refused CLIENT SETNAME was logged */
+} rlock__stats;
+
+static inline void rlock__count(rlock__stats *st, rlock__counter counter, unsigned long long n) {
+    atomic_fetch_add_explicit(&st->counters[counter], n, memory_order_relaxed);
+}
+
+static inline void rlock__gauge_add(atomic_llong *gauge, long long delta) {
+    atomic_fetch_add_explicit(gauge, delta, memory_order_relaxed);
+}
+
+/* A call returned status: an error (< 0) is counted in errors. */
+static inline void rlock__count_status(rlock__stats *st, int status) {
+    if (status < 0) {
+        int slot = -status < RLOCK_STATS_ERROR_SLOTS ? -status : 0;
+        atomic_fetch_add_explicit(&st->errors[slot], 1, memory_order_relaxed);
+    }
+}
+
+/* A duration (us; below 0 counts as 0) into a histogram. */
+void rlock__observe_us(rlock__histogram *h, int64_t us);
+/* Fills every field of *out (a whole rlock_stats) but held_locks, which is the holds table's. */
+void rlock__stats_read(rlock__stats *st, rlock_stats *out);
 
 /* ---- events.c ---------------------------------------------------------------- */
 
@@ -189,10 +269,11 @@ typedef struct rlock__event_item rlock__event_item;
 
 typedef struct rlock__events {
     rlock__worker worker;       /* its mutex guards the queue; wake is signalled per event */
-    const rlock__settings *settings; /* the callbacks; read-only */
+    const rlock__settings *settings; /* the callbacks and the log; read-only */
     rlock__event_item *head;    /* owned queue, oldest first */
     rlock__event_item *tail;
     atomic_int link_down;       /* a connection failed and none has worked since */
+    rlock__stats stats;         /* fed by every layer (each through its events pointer) */
 } rlock__events;
 
 int rlock__events_start(rlock__events *ev, const rlock__settings *settings);
@@ -213,5 +294,26 @@ void rlock__event_post_owner(rlock__events *ev, rlock_event_kind kind, const cha
 void rlock__link_down(rlock__events *ev, int status, const char *detail);
 /* A connection works: RECONNECTED if the link was down. Cheap when it was not. */
 void rlock__link_up(rlock__events *ev);
+
+/* ---- log.c --------------------------------------------------------------------- */
+
+/* Whether a line of level would be logged (a log callback is set, level is wanted). */
+int rlock__log_wanted(const rlock__settings *s, int level);
+/*
+ * Queues a log-only line for the event thread: "rlock <id8> <word> <fmt...>"
+ * (any thread; formatted here, only when wanted; control characters
+ * escaped). Dropped if out of memory.
+ */
+void rlock__log(rlock__events *ev, int level, const char *word, const char *fmt, ...)
+    RLOCK__PRINTF(4, 5);
+/* The level an event is logged at. */
+int rlock__event_level(rlock_event_kind kind);
+/* Formats event as its log line into buf (size bytes). */
+void rlock__event_line(const rlock__settings *s, const rlock_event *event, char *buf,
+                       size_t size);
+/* events.c: queues a formatted line for the event thread to pass to the log callback. */
+void rlock__post_line(rlock__events *ev, int level, const char *line);
+
+#define RLOCK__LOG_LINE_MAX 1024
 
 #endif /* RLOCK_CORE_H */

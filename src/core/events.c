@@ -11,6 +11,12 @@
  * Link state: rlock__link_down / rlock__link_up turn connection failures and
  * recoveries into CONNECTION_LOST / RECONNECTED events, once per transition.
  *
+ * Log lines (rlock_config.log) travel the same queue, so they come in order
+ * with the events and the callback runs here too: each event becomes a line
+ * (log.c formats it) when its level is wanted, and log-only lines come
+ * formatted (rlock__post_line). Every event is counted in the statistics as
+ * it is posted, whoever listens.
+ *
  * Threads: any thread posts; the event thread runs the callbacks; close
  * stops it after the watchdog and subscriber threads, delivering what is
  * queued first (worker.c). Locking: the worker's mutex guards the queue and
@@ -22,42 +28,32 @@
 
 struct rlock__event_item {
     rlock__event_item *next;
+    int log_level;              /* a log-only line (event.detail) at this level; 0: an event */
     rlock_event event;          /* name and detail point into text[] */
     char text[];
 };
 
 static int wanted(const rlock__settings *s, rlock_event_kind kind) {
-    return s->on_event != NULL || (kind == RLOCK_EVENT_LOCK_LOST && s->on_lock_lost != NULL);
+    return s->on_event != NULL || (kind == RLOCK_EVENT_LOCK_LOST && s->on_lock_lost != NULL) ||
+           rlock__log_wanted(s, rlock__event_level(kind));
 }
 
-void rlock__event_post(rlock__events *ev, rlock_event_kind kind, const char *name,
-                       size_t name_len, long long lease_left_ms, int status, const char *detail) {
-    rlock__event_post_owner(ev, kind, name, name_len, 0, lease_left_ms, status, detail);
+/* The counter each kind of event feeds (RENEWAL_FAILED: the watchdog counts per lock). */
+static void count_event(rlock__stats *st, rlock_event_kind kind) {
+    static const struct {
+        rlock_event_kind kind;
+        rlock__counter counter;
+    } counted[] = {{RLOCK_EVENT_LOCK_LOST, RLOCK__COUNT_LOSSES},
+                   {RLOCK_EVENT_CONNECTION_LOST, RLOCK__COUNT_CONNECTION_FAILURES},
+                   {RLOCK_EVENT_RECONNECTED, RLOCK__COUNT_RECONNECTS},
+                   {RLOCK_EVENT_SUBSCRIBE_REFUSED, RLOCK__COUNT_SUBSCRIBE_REFUSALS},
+                   {RLOCK_EVENT_MASTER_SWITCHED, RLOCK__COUNT_MASTER_SWITCHES}};
+    for (size_t i = 0; i < sizeof(counted) / sizeof(counted[0]); i++)
+        if (counted[i].kind == kind)
+            rlock__count(st, counted[i].counter, 1);
 }
 
-void rlock__event_post_owner(rlock__events *ev, rlock_event_kind kind, const char *name,
-                             size_t name_len, uint64_t owner, long long lease_left_ms, int status,
-                             const char *detail) {
-    if (!ev->worker.started || !wanted(ev->settings, kind))
-        return;
-    if (detail == NULL)
-        detail = "";
-    size_t detail_len = strlen(detail);
-    rlock__event_item *item = rlock__malloc(sizeof(*item) + name_len + 1 + detail_len + 1);
-    if (item == NULL)
-        return; /* out of memory: the event is dropped, never the caller's work */
-    char *text = item->text;
-    item->next = NULL;
-    item->event = (rlock_event){.kind = kind, .lease_left_ms = lease_left_ms, .status = status,
-                                .owner = owner};
-    if (name != NULL) {
-        memcpy(text, name, name_len);
-        text[name_len] = '\0';
-        item->event.name = text;
-        text += name_len + 1;
-    }
-    memcpy(text, detail, detail_len + 1);
-    item->event.detail = text;
+static void enqueue(rlock__events *ev, rlock__event_item *item) {
     pthread_mutex_lock(&ev->worker.mutex);
     if (ev->tail != NULL)
         ev->tail->next = item;
@@ -68,11 +64,69 @@ void rlock__event_post_owner(rlock__events *ev, rlock_event_kind kind, const cha
     pthread_mutex_unlock(&ev->worker.mutex);
 }
 
-static void deliver(const rlock__settings *s, const rlock_event *event) {
+void rlock__post_line(rlock__events *ev, int level, const char *line) {
+    if (!ev->worker.started)
+        return;
+    size_t len = strlen(line);
+    rlock__event_item *item = rlock__malloc(sizeof(*item) + len + 1);
+    if (item == NULL)
+        return; /* out of memory: the line is dropped, never the caller's work */
+    memcpy(item->text, line, len + 1);
+    item->next = NULL;
+    item->log_level = level;
+    item->event = (rlock_event){.detail = item->text};
+    enqueue(ev, item);
+}
+
+void rlock__event_post(rlock__events *ev, rlock_event_kind kind, const char *name,
+                       size_t name_len, long long lease_left_ms, int status, const char *detail) {
+    rlock__event_post_owner(ev, kind, name, name_len, 0, lease_left_ms, status, detail);
+}
+
+void rlock__event_post_owner(rlock__events *ev, rlock_event_kind kind, const char *name,
+                             size_t name_len, uint64_t owner, long long lease_left_ms, int status,
+                             const char *detail) {
+    count_event(&ev->stats, kind);
+    if (!ev->worker.started || !wanted(ev->settings, kind))
+        return;
+    if (detail == NULL)
+        detail = "";
+    size_t detail_len = strlen(detail);
+    rlock__event_item *item = rlock__malloc(sizeof(*item) + name_len + 1 + detail_len + 1);
+    if (item == NULL)
+        return; /* out of memory: the event is dropped, never the caller's work */
+    char *text = item->text;
+    item->next = NULL;
+    item->log_level = 0;
+    item->event = (rlock_event){.kind = kind, .lease_left_ms = lease_left_ms, .status = status,
+                                .owner = owner};
+    if (name != NULL) {
+        memcpy(text, name, name_len);
+        text[name_len] = '\0';
+        item->event.name = text;
+        text += name_len + 1;
+    }
+    memcpy(text, detail, detail_len + 1);
+    item->event.detail = text;
+    enqueue(ev, item);
+}
+
+static void deliver(const rlock__settings *s, const rlock__event_item *item) {
+    const rlock_event *event = &item->event;
+    if (item->log_level != 0) {
+        s->log(item->log_level, event->detail, s->log_arg);
+        return;
+    }
     if (event->kind == RLOCK_EVENT_LOCK_LOST && s->on_lock_lost != NULL)
         s->on_lock_lost(event->name, s->callback_arg);
     if (s->on_event != NULL)
         s->on_event(event, s->callback_arg);
+    int level = rlock__event_level(event->kind);
+    if (rlock__log_wanted(s, level)) {
+        char line[RLOCK__LOG_LINE_MAX];
+        rlock__event_line(s, event, line, sizeof(line));
+        s->log(level, line, s->log_arg);
+    }
 }
 
 static void *events_main(void *arg) {
@@ -90,7 +144,7 @@ static void *events_main(void *arg) {
         if (ev->head == NULL)
             ev->tail = NULL;
         pthread_mutex_unlock(&w->mutex);
-        deliver(ev->settings, &item->event);
+        deliver(ev->settings, item);
         rlock__free(item);
         pthread_mutex_lock(&w->mutex);
     }

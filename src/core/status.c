@@ -56,4 +56,6 @@ void rlock_config_init(rlock_config *cfg) {
     cfg->replica_ack_timeout_ms = 1000;
     cfg->pubsub_mode = RLOCK_PUBSUB_AUTO;
     cfg->fair_wait_timeout_ms = 300000;
+    cfg->register_client = 1;
+    cfg->log_level = RLOCK_LOG_WARN;
 }

@@ -19,6 +19,8 @@ struct rlock__channel {
     int pending;            /* SUBSCRIBE/UNSUBSCRIBE sent, reply not yet read */
     int confirmed;          /* subscribed, nothing pending */
     int refused;            /* Redis refused SUBSCRIBE on this connection: waiters poll */
+    int resubscribe;        /* its subscription was dropped (connection lost, node
+                               changed): its next SUBSCRIBE is a resubscription */
     rlock__node *node;      /* where its subscription goes (the net's choice); NULL: to pick */
     unsigned epoch;         /* bumped to make sleeping waiters retry at once */
     pthread_cond_t ready;   /* joiners wait here for confirmation */

@@ -1,6 +1,6 @@
 /*
- * engine.c - the engine's lifetime: the holds table, then the subscriber
- * and watchdog threads; stopped in the order close needs (waiters first,
+ * engine.c - the engine's lifetime: the holds table and the registration,
+ * then the subscriber and watchdog threads; stopped in the order close needs (waiters first,
  * so blocked lock calls return; the watchdog after commands in flight were
  * aborted) and freed once no thread or call is left.
  *
@@ -27,6 +27,8 @@ static void master_switched(void *arg) {
 int rlock__engine_start(rlock__engine *e, const rlock__renewer *renewer) {
     int status = rlock__holds_init(&e->holds);
     if (status == RLOCK_OK)
+        status = rlock__registration_init(&e->registration);
+    if (status == RLOCK_OK)
         status = rlock__waiters_start(e);
     if (status == RLOCK_OK)
         status = rlock__watchdog_start(e, renewer);
@@ -38,4 +40,5 @@ int rlock__engine_start(rlock__engine *e, const rlock__renewer *renewer) {
 void rlock__engine_destroy(rlock__engine *e) {
     rlock__waiters_destroy(e);
     rlock__holds_destroy(&e->holds);
+    rlock__registration_destroy(&e->registration);
 }

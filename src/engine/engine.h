@@ -1,7 +1,8 @@
 /*
  * engine.h - the machinery every lock kind shares: which holds this client
- * has (holds.c), lease renewal (watchdog.c), and waiting for unlocks
- * (channels.c, subscriber.c, waiters.c). PRIVATE: not installed, not API.
+ * has (holds.c), lease renewal (watchdog.c), waiting for unlocks
+ * (channels.c, subscriber.c, waiters.c), and the client's registration hash
+ * (registration.c). PRIVATE: not installed, not API.
  *
  * The engine knows locks only by name and owner id; what a lock's keys and
  * fields look like is the lock kind's business. Where the engine needs the
@@ -38,6 +39,7 @@ typedef struct rlock__holds {
     rlock__hold **buckets;      /* owned; chained hash table by name */
     size_t nbuckets;
     size_t count;               /* entries */
+    size_t lost;                /* entries that are tombstones (count - lost: held) */
     size_t renewed;             /* entries with renew set */
     size_t renewed_bytes;       /* their names' bytes (a snapshot sizes its arena at once) */
     int64_t earliest_ms;        /* no renewed lease ends before: a lower bound a sweep
@@ -74,6 +76,8 @@ typedef struct rlock__hold_info {
     int unsure;                 /* HELD: an unlock's outcome is unknown */
     int renew;                  /* HELD: renewed by the watchdog */
     int report;                 /* LOST: found by the clock in this call: report it */
+    int64_t acquired_us;        /* HELD: when the hold began (rlock__now_us), for its
+                                   hold time */
 } rlock__hold_info;
 
 /* A confirmed acquisition, for rlock__holds_acquired. */
@@ -135,6 +139,8 @@ void rlock__holds_relet(rlock__holds *h, const char *name, size_t len, uint64_t 
 void rlock__holds_begin_release(rlock__holds *h, const char *name, size_t len, uint64_t owner);
 void rlock__holds_released(rlock__holds *h, const char *name, size_t len, uint64_t owner,
                            long long count);
+/* The entries held now (not tombstones), for the held_locks gauge. */
+size_t rlock__holds_held(rlock__holds *h);
 /* Drops every entry of an owner that is gone (a thread that exited). */
 void rlock__holds_owner_gone(rlock__holds *h, uint64_t owner);
 /*
@@ -259,6 +265,26 @@ typedef struct rlock__offer {
                                    token the transfer gave the waiter (fenced lock), else 0 */
 } rlock__offer;
 
+/* ---- registration.c: the client's hash in Redis while it is open ------------------ */
+
+typedef struct rlock__registration {
+    pthread_mutex_t mutex;      /* guards the fields below but initialised */
+    pthread_cond_t idle;        /* broadcast when a write ends */
+    int initialised;            /* written by init/destroy only (client open/close) */
+    const char **argv;          /* owned: HSET key field value ...; NULL: not registering */
+    size_t *argvlen;            /* in argv's block */
+    int argc;
+    char *text;                 /* owned: the strings argv points to */
+    long long ttl_ms;
+    char ttl[24];               /* ttl_ms as PEXPIRE's argument */
+    int64_t next_ms;            /* when the next write is due */
+    int busy;                   /* a write is in flight (made without the mutex) */
+    int stopped;                /* close began: no more writes */
+    int written;                /* a write worked: close deletes the hash */
+    int failing;                /* the last write failed (logged at the first failure) */
+    int logged_ok;              /* REGISTERED was logged (again after failures) */
+} rlock__registration;
+
 /* ---- the engine: what the lock kinds are given ---------------------------------- */
 
 typedef struct rlock__engine {
@@ -268,7 +294,27 @@ typedef struct rlock__engine {
     rlock__holds holds;
     rlock__watchdog watchdog;
     rlock__waiters waiters;
+    rlock__registration registration;
 } rlock__engine;
+
+/* registration.c (the struct above) */
+int rlock__registration_init(rlock__registration *r);
+void rlock__registration_destroy(rlock__registration *r);
+/*
+ * Registers the client: the hash key with nfields (name, value) pairs of
+ * fields (copied), TTL max(watchdog_timeout_ms, 1 s), written now (by a
+ * command timeout) and kept alive by the watchdog. A failed write is
+ * counted and logged, not returned: RLOCK_OK or RLOCK_ENOMEM.
+ */
+int rlock__registration_start(rlock__engine *e, const char *key, const char *const *fields,
+                              int nfields);
+/* The watchdog thread, after a round that worked: a rewrite if one is due, by by_ms. */
+void rlock__registration_refresh(rlock__engine *e, int64_t by_ms);
+/*
+ * Close, first step: no more writes; the hash deleted on an idle pooled
+ * connection (at most about half a second; skipped with Redis down).
+ */
+void rlock__registration_stop(rlock__engine *e);
 
 /*
  * Starts the watchdog and subscriber threads over e's net, holds and

@@ -48,6 +48,7 @@ struct rlock__hold {
     uint64_t serial;     /* new for every entry created */
     long long count;     /* last hold count Redis reported to the owner */
     int64_t expires_ms;  /* lease end by the client's clock (monotonic ms) */
+    int64_t acquired_us; /* when this hold began (its hold time is measured from it) */
     int state;           /* ENTRY_HELD, or ENTRY_LOST: a reported tombstone */
     int renew;           /* the watchdog renews it */
     int releasing;       /* unlocks in flight: the watchdog must not call it lost */
@@ -155,6 +156,7 @@ static void unlink_entry(rlock__holds *h, rlock__hold **link) {
     rlock__hold *e = *link;
     *link = e->next;
     h->count--;
+    h->lost -= e->state == ENTRY_LOST;
     set_renew(h, e, 0);
     free_entry(h, e);
 }
@@ -213,6 +215,7 @@ static void maybe_grow(rlock__holds *h, int64_t now_ms) {
 
 /* Makes e a reported tombstone: no longer renewed, kept for its owner to learn. */
 static void bury(rlock__holds *h, rlock__hold *e) {
+    h->lost += e->state != ENTRY_LOST;
     e->state = ENTRY_LOST;
     set_renew(h, e, 0);
 }
@@ -244,6 +247,7 @@ int rlock__holds_get(rlock__holds *h, const char *name, size_t len, uint64_t own
         info->unsure = e->unsure;
         info->renew = e->renew;
         info->lease_left_ms = e->expires_ms - now_ms;
+        info->acquired_us = e->acquired_us;
         state = RLOCK__HOLD_HELD;
     }
     pthread_mutex_unlock(&h->mutex);
@@ -319,8 +323,10 @@ void rlock__holds_acquired(rlock__holds *h, const char *name, size_t len, uint64
         /* A new hold in Redis must not inherit an older hold's fate. */
         e->serial = ++h->next_serial;
         e->releasing = 0;
+        e->acquired_us = rlock__now_us();
         set_renew(h, e, 0);
     }
+    h->lost -= e->state == ENTRY_LOST;
     e->state = ENTRY_HELD;
     e->count = grant->count;
     e->unsure = grant->unsure;
@@ -371,6 +377,13 @@ void rlock__holds_released(rlock__holds *h, const char *name, size_t len, uint64
         }
     }
     pthread_mutex_unlock(&h->mutex);
+}
+
+size_t rlock__holds_held(rlock__holds *h) {
+    pthread_mutex_lock(&h->mutex);
+    size_t held = h->count - h->lost;
+    pthread_mutex_unlock(&h->mutex);
+    return held;
 }
 
 void rlock__holds_owner_gone(rlock__holds *h, uint64_t owner) {

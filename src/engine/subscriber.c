@@ -121,6 +121,7 @@ static sent_command sent_pop(sub_link *l) {
  * point at it, and keeps it from being freed while any does.
  */
 static void unroute(rlock__channel *ch, int nudge) {
+    ch->resubscribe |= ch->subscribe_sent;
     ch->node = NULL;
     ch->subscribe_sent = 0;
     ch->confirmed = 0;
@@ -209,9 +210,20 @@ static int send_command(sub_link *l, const char *verb, const rlock__channel *ch)
     return redisAppendCommandArgv(l->ctx, 2, argv, argvlen) == REDIS_OK ? RLOCK_OK : RLOCK_EIO;
 }
 
+/* Counts (and logs) the channels subscribed again on l's connection. */
+static void resubscribed(subscriber *s, sub_link *l, int n) {
+    char at[RLOCK__WHERE_MAX];
+    rlock__events *ev = s->engine->events;
+    if (n == 0)
+        return;
+    rlock__count(&ev->stats, RLOCK__COUNT_RESUBSCRIPTIONS, (unsigned long long)n);
+    rlock__log(ev, RLOCK_LOG_INFO, "RESUBSCRIBED", " channels=%d at=%s", n,
+               rlock__endpoint_str(&l->node->endpoint, at, sizeof(at)));
+}
+
 /* Sends SUBSCRIBE/UNSUBSCRIBE (S- when sharded) for l's channels whose wish changed. */
 static int send_changes(rlock__waiters *ps, subscriber *s, sub_link *l) {
-    int sharded = rlock__net_sharded(s->engine->net);
+    int sharded = rlock__net_sharded(s->engine->net), again = 0;
     for (rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next) {
         int want = ch->waiters > 0 && !ch->refused;
         if (ch->node != l->node || want == ch->subscribe_sent)
@@ -223,7 +235,10 @@ static int send_changes(rlock__waiters *ps, subscriber *s, sub_link *l) {
         ch->subscribe_sent = want;
         ch->pending++;
         ch->confirmed = 0;
+        again += want && ch->resubscribe;
+        ch->resubscribe = 0;
     }
+    resubscribed(s, l, again);
     /* A few small commands: the socket buffer takes them at once. */
     return rlock__io_flush(l->ctx, rlock__deadline_after(s->engine->settings->command_timeout_ms));
 }
@@ -342,7 +357,8 @@ static int read_replies(rlock__waiters *ps, subscriber *s, sub_link *l) {
             return RLOCK_EIO;
         if (raw == NULL)
             return RLOCK_OK;
-        on_reply(ps, s, l, raw);
+        if (!rlock__setup_reply(l->ctx, raw))
+            on_reply(ps, s, l, raw);
         freeReplyObject(raw);
     }
 }

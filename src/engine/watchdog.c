@@ -292,12 +292,16 @@ static void settle_round(rlock__engine *e, round_buffers *b, size_t n, int64_t s
     const rlock__renewal *r = b->entries.data;
     const signed char *outcomes = b->outcomes.data;
     int64_t now = rlock__now_ms(), expires_ms = sent_ms + e->settings->watchdog_timeout_ms;
+    unsigned long long renewed = 0;
     for (size_t i = 0; i < n; i++) {
-        if (outcomes[i] == OUTCOME_RENEWED)
+        if (outcomes[i] == OUTCOME_RENEWED) {
             rlock__holds_renewed(&e->holds, &r[i], expires_ms);
-        else if (outcomes[i] == OUTCOME_GONE && rlock__holds_drop_lost(&e->holds, &r[i]))
+            renewed++;
+        } else if (outcomes[i] == OUTCOME_GONE && rlock__holds_drop_lost(&e->holds, &r[i])) {
             report_lost(e, &r[i], now, RLOCK_ELOST, "the lock's field is gone from Redis");
+        }
     }
+    rlock__count(&e->events->stats, RLOCK__COUNT_RENEWALS, renewed);
 }
 
 /* Most callers want a name per failed renewal; a huge round gets one event. */
@@ -306,6 +310,7 @@ static void settle_round(rlock__engine *e, round_buffers *b, size_t n, int64_t s
 static void report_failed_round(rlock__engine *e, const rlock__renewal *r, size_t n, int status) {
     int64_t now = rlock__now_ms();
     const char *detail = rlock__last_message();
+    rlock__count(&e->events->stats, RLOCK__COUNT_RENEWAL_FAILURES, n);
     if (n <= RENEWAL_EVENTS_MAX) {
         for (size_t i = 0; i < n; i++)
             if (r[i].expires_ms > now) /* else lost, and the sweep says so now */
@@ -539,6 +544,8 @@ static void *watchdog_main(void *arg) {
         e->watchdog.renew_now = 0;
         pthread_mutex_unlock(&wd->mutex);
         int status = renew_round(e, &buffers);
+        if (status == RLOCK_OK) /* Redis answers: keep the registration alive, never past a round */
+            rlock__registration_refresh(e, now + interval);
         pthread_mutex_lock(&wd->mutex);
         next_round = status == RLOCK_OK ? now + interval : rlock__now_ms() + retry_after;
     }

@@ -251,6 +251,7 @@ typedef struct waiting {
     long long wait_ms;          /* the acquire's wait (the kind's queue keeps it) */
     long long *token;           /* where the acquisition's token goes (the caller's) */
     int cancelled;              /* set until the retries return: the cleanup runs on cancel */
+    int handed_over;            /* got it from a releasing thread of this client */
 } waiting;
 
 /*
@@ -278,6 +279,7 @@ static void stop_waiting(void *arg) {
     if (w->cancelled && lock->kind->give_up != NULL)
         lock->kind->give_up(lock, &w->waiter.owner, w->wait_ms);
     rlock__free(w->spare);
+    rlock__gauge_add(&lock->engine->events->stats.waiting_threads, -1);
 }
 
 /* How long to sleep before the next attempt: the holder's TTL, within the deadline. */
@@ -322,8 +324,10 @@ static int retry_until_acquired(const rlock__call *call, waiting *w, int queued,
             return status;
         status = rlock__wait_sleep(e, &w->waiter, epoch, sleep_until(ttl_ms, deadline_ms),
                                    call->cancel_state, &granted, &ahead, &sent_ms);
-        if (granted)
+        if (granted) {
+            w->handed_over = 1;
             return took_over(w, 1, sent_ms, w->waiter.token);
+        }
         attempt = 1;
         if (ahead != NULL && lock->kind->read_ahead(lock, ahead, &answer) == RLOCK_OK) {
             if (answer.outcome == RLOCK__ATTEMPT_HELD)
@@ -344,7 +348,7 @@ static int retry_until_acquired(const rlock__call *call, waiting *w, int queued,
  */
 static int wait_and_acquire(const rlock__call *call, rlock *lock, const rlock__owner *owner,
                             long long wait_ms, long long lease_ms, int queued,
-                            int64_t deadline_ms, long long *token) {
+                            int64_t deadline_ms, long long *token, int *handed_over) {
     waiting w = {.lock = lock,
                  .waiter = {.owner = *owner, .lease_ms = lease_ms, .name = lock->name,
                             .name_len = lock->name_len, .ops = lock->kind->wait, .lock = lock},
@@ -367,12 +371,14 @@ static int wait_and_acquire(const rlock__call *call, rlock *lock, const rlock__o
         rlock__free(w.spare);
         return status;
     }
+    rlock__gauge_add(&lock->engine->events->stats.waiting_threads, 1); /* until stop_waiting */
     pthread_cleanup_push(call->on_cancel, call->arg);
     pthread_cleanup_push(stop_waiting, &w);
     status = retry_until_acquired(call, &w, queued, deadline_ms);
     w.cancelled = 0;
     pthread_cleanup_pop(1);
     pthread_cleanup_pop(0); /* the call is left by our caller on the normal path */
+    *handed_over = w.handed_over;
     return status;
 }
 
@@ -391,24 +397,52 @@ static int should_queue(rlock *lock, long long wait_ms, const rlock__owner *owne
            rlock__holds_expected(&e->holds, lock->name, lock->name_len, owner->id) == 0;
 }
 
+/*
+ * Counts an acquire's outcome in the client's statistics: at once or after
+ * a wait that began at wait_start_us (0: it did not wait), and how a waited
+ * lock came.
+ */
+static void count_acquire(const rlock *lock, int status, int64_t wait_start_us,
+                          int handed_over) {
+    rlock__stats *st = &lock->engine->events->stats;
+    if (status == RLOCK_BUSY)
+        rlock__count(st, RLOCK__COUNT_BUSY, 1);
+    if (status != RLOCK_OK)
+        return;
+    if (wait_start_us == 0) {
+        rlock__count(st, RLOCK__COUNT_ACQUIRED_IMMEDIATELY, 1);
+        return;
+    }
+    rlock__count(st, RLOCK__COUNT_ACQUIRED_AFTER_WAIT, 1);
+    rlock__count(st, handed_over ? RLOCK__COUNT_HANDOFFS_LOCAL : RLOCK__COUNT_HANDOFFS_REMOTE, 1);
+    rlock__observe_us(&st->wait_time, rlock__now_us() - wait_start_us);
+}
+
 int rlock__acquire(rlock *lock, const rlock__owner *owner, long long wait_ms, long long lease_ms,
                    const rlock__call *call) {
     rlock__hold_info info;
     long long ttl_ms, token = 0;
-    int64_t deadline_ms = rlock__deadline_after(wait_ms);
+    int64_t deadline_ms = rlock__deadline_after(wait_ms), wait_start_us = 0;
+    int handed_over = 0;
     /* A lost hold is told before anything else: queueing could hand us the lock. */
     int status = hold_before_acquire(lock, owner, &info);
     if (status != RLOCK_OK)
         return status; /* told: RLOCK_ELOST */
     if (should_queue(lock, wait_ms, owner)) {
-        status = wait_and_acquire(call, lock, owner, wait_ms, lease_ms, 1, deadline_ms, &token);
+        wait_start_us = rlock__now_us();
+        status = wait_and_acquire(call, lock, owner, wait_ms, lease_ms, 1, deadline_ms, &token,
+                                  &handed_over);
     } else {
         status = acquire_once(lock, owner, lease_ms, wait_ms, deadline_ms, &ttl_ms, &token);
-        if (status == RLOCK_BUSY && wait_ms != 0)
-            status = wait_and_acquire(call, lock, owner, wait_ms, lease_ms, 0, deadline_ms, &token);
+        if (status == RLOCK_BUSY && wait_ms != 0) {
+            wait_start_us = rlock__now_us();
+            status = wait_and_acquire(call, lock, owner, wait_ms, lease_ms, 0, deadline_ms,
+                                      &token, &handed_over);
+        }
     }
     if (status == RLOCK_OK && call->token != NULL)
         *call->token = token;
+    count_acquire(lock, status, wait_start_us, handed_over);
     /* An attempt that may have queued us in the kind's queue: a waiter that gives up leaves it. */
     if (status != RLOCK_OK && wait_ms != 0 && lock->kind->give_up != NULL)
         lock->kind->give_up(lock, owner, wait_ms);

@@ -35,12 +35,14 @@ static int unlock_lost(const rlock *lock, const rlock__owner *owner, int report,
  * Redis say), or the unlock's answer for a hold already known to be over
  * (its lease ran out, or it was lost: see unlock_lost).
  */
-static int hold_before_release(rlock *lock, const rlock__owner *owner, long long *expected) {
+static int hold_before_release(rlock *lock, const rlock__owner *owner, long long *expected,
+                               int64_t *acquired_us) {
     rlock__holds *holds = &lock->engine->holds;
     rlock__hold_info info;
     int state =
         rlock__holds_get(holds, lock->name, lock->name_len, owner->id, rlock__now_ms(), &info);
     *expected = state == RLOCK__HOLD_HELD ? info.count : 0;
+    *acquired_us = state == RLOCK__HOLD_HELD ? info.acquired_us : 0;
     if (state == RLOCK__HOLD_EXPIRED)
         return rlock__fail(RLOCK_ENOTOWNER, 0, "lock '%.200s': its lease ran out before the unlock",
                            lock->name);
@@ -73,12 +75,21 @@ static int offer_to_waiter(rlock *lock, long long expected, rlock__offer *offer)
                              lock->name_len, offer);
 }
 
+/* Counts an unlock that worked; the hold time of a hold it ended (known since acquired_us). */
+static void count_release(rlock__engine *e, const rlock__released *out, int64_t acquired_us) {
+    rlock__stats *st = &e->events->stats;
+    rlock__count(st, RLOCK__COUNT_UNLOCKS, 1);
+    if (out->remaining == 0 && !out->gone && acquired_us != 0)
+        rlock__observe_us(&st->hold_time, rlock__now_us() - acquired_us);
+}
+
 int rlock__release(rlock *lock, const rlock__owner *owner) {
     rlock__engine *e = lock->engine;
     rlock__released out;
     rlock__offer offer;
     long long expected;
-    int status = hold_before_release(lock, owner, &expected);
+    int64_t acquired_us;
+    int status = hold_before_release(lock, owner, &expected, &acquired_us);
     if (status != RLOCK_OK)
         return status;
     int offered = offer_to_waiter(lock, expected, &offer);
@@ -95,6 +106,8 @@ int rlock__release(rlock *lock, const rlock__owner *owner) {
     }
     if (out.gone)
         status = unlock_found_gone(lock, owner, expected);
+    if (status == RLOCK_OK)
+        count_release(e, &out, acquired_us);
     return status;
 }
 

@@ -33,7 +33,7 @@ rlock__node *rlock__cluster_node_at(rlock__cluster *r, const char *host, int por
         rlock__free(grown);
         return NULL;
     }
-    rlock__node *node = rlock__node_new(&ep, r->env->settings->pool_size);
+    rlock__node *node = rlock__node_new(&ep, r->env->settings->pool_size, r->env->events);
     if (node == NULL) {
         rlock__endpoint_clear(&ep);
         rlock__free(grown);
@@ -67,7 +67,8 @@ static int ask_slots(rlock__cluster *r, const rlock__endpoint *ep, redisReply **
         status =
             rlock__endpoint_set(&r->ctx_ep, ep->host, ep->port, r->auth.user, r->auth.password, 0);
         if (status == RLOCK_OK)
-            status = rlock__connect(&r->ctx_ep, timeout, rlock__deadline_after(timeout), &r->ctx);
+            status = rlock__connect(&r->ctx_ep, r->env->events, timeout,
+                                    rlock__deadline_after(timeout), &r->ctx);
     }
     if (status == RLOCK_OK)
         status = rlock__run_private(r->ctx, &r->ctx_ep, 2, argv,
@@ -180,7 +181,7 @@ static void describe(char *detail, size_t size, const rlock__node *node, int cam
 static void prepare_master(rlock__cluster *r, rlock__node *node) {
     const rlock__settings *s = r->env->settings;
     redisContext *ctx = NULL;
-    if (rlock__connect(&node->endpoint, s->connect_timeout_ms,
+    if (rlock__connect(&node->endpoint, r->env->events, s->connect_timeout_ms,
                        rlock__deadline_after(CLUSTER_NODE_TIMEOUT_MS), &ctx) != RLOCK_OK)
         return; /* commands find out; EVALSHA falls back to EVAL on NOSCRIPT */
     rlock__script_set scripts = *r->env->scripts; /* its own copy: loading writes the SHA1s */

@@ -1,8 +1,10 @@
 /*
  * connect.c - one connection to one server: a non-blocking connect bounded
- * by the call, then AUTH (password, or ACL user and password) and SELECT,
- * each by the same deadline; and the error detail of a failure, naming
- * host:port (or the socket path) and the errno behind it.
+ * by the call, then AUTH (password, or ACL user and password), SELECT and
+ * CLIENT SETNAME (the connection's name, "rlock:<host>:<pid>:<id8>", for
+ * CLIENT LIST), pipelined in one round trip by the same deadline; and the
+ * error detail of a failure, naming host:port (or the socket path) and the
+ * errno behind it.
  *
  * Threads: any thread that connects (application threads through the pool,
  * the subscriber thread); no shared state.
@@ -52,43 +54,132 @@ int rlock__fail_io(const rlock__endpoint *ep, const redisContext *ctx, int sys_e
     return rlock__fail(RLOCK_EIO, sys_errno, "%s %s", what, at);
 }
 
-/* Runs one setup command (AUTH, SELECT) by deadline_ms; error replies mapped. */
-static int setup_command(const rlock__endpoint *ep, redisContext *ctx, int argc,
-                         const char **argv, int64_t deadline_ms) {
-    redisReply *reply = NULL;
-    char at[RLOCK__WHERE_MAX], what[RLOCK__WHERE_MAX + 64];
-    int status = RLOCK_OK;
-    if (redisAppendCommandArgv(ctx, argc, argv, NULL) != REDIS_OK)
-        return rlock__fail(RLOCK_ENOMEM, 0, "%s: out of memory", argv[0]);
-    if (rlock__io_flush(ctx, deadline_ms) != RLOCK_OK ||
-        rlock__io_read(ctx, deadline_ms, &reply) != RLOCK_OK) {
-        int err = errno;
-        snprintf(what, sizeof(what), "%s at", argv[0]);
-        return rlock__fail_io(ep, ctx, ctx->err != 0 ? 0 : err, what);
-    }
-    if (reply->type == REDIS_REPLY_ERROR) {
-        snprintf(what, sizeof(what), "%s%s%s at %s", argv[0],
-                 argc == 3 ? " as user " : "", argc == 3 ? argv[1] : "",
-                 rlock__endpoint_str(ep, at, sizeof(at)));
-        status = rlock__fail_reply(reply, what);
-    }
-    freeReplyObject(reply);
-    return status;
+/* The setup commands a connection sends before any other: AUTH, SELECT, CLIENT SETNAME. */
+#define SETUP_MAX 3
+
+typedef struct setup {
+    int n;
+    int argc[SETUP_MAX];
+    const char *argv[SETUP_MAX][3];
+    int naming;                /* the last one is CLIENT SETNAME */
+    char db[24];
+} setup;
+
+static void add(setup *st, int argc, const char *a0, const char *a1, const char *a2) {
+    st->argc[st->n] = argc;
+    st->argv[st->n][0] = a0;
+    st->argv[st->n][1] = a1;
+    st->argv[st->n][2] = a2;
+    st->n++;
 }
 
-static int authenticate(const rlock__endpoint *ep, redisContext *ctx, int64_t deadline_ms) {
-    char db[24];
-    int status = RLOCK_OK;
-    if (ep->password != NULL) {
-        const char *auth_user[] = {"AUTH", ep->user, ep->password};
-        const char *auth[] = {"AUTH", ep->password};
-        status = ep->user != NULL ? setup_command(ep, ctx, 3, auth_user, deadline_ms)
-                                  : setup_command(ep, ctx, 2, auth, deadline_ms);
+static void plan_setup(const rlock__endpoint *ep, const rlock__events *ev, setup *st) {
+    memset(st, 0, sizeof(*st));
+    if (ep->password != NULL && ep->user != NULL)
+        add(st, 3, "AUTH", ep->user, ep->password);
+    else if (ep->password != NULL)
+        add(st, 2, "AUTH", ep->password, NULL);
+    if (ep->db != 0) {
+        rlock__fmt_u64(st->db, (uint64_t)ep->db);
+        add(st, 2, "SELECT", st->db, NULL);
     }
-    if (status == RLOCK_OK && ep->db != 0) {
-        rlock__fmt_u64(db, (uint64_t)ep->db);
-        const char *select[] = {"SELECT", db};
-        status = setup_command(ep, ctx, 2, select, deadline_ms);
+    if (ev != NULL && ev->settings != NULL && ev->settings->conn_name[0] != '\0') {
+        add(st, 3, "CLIENT", "SETNAME", ev->settings->conn_name);
+        st->naming = 1;
+    }
+}
+
+/*
+ * A refused CLIENT SETNAME (an ACL without it, a proxy or an old server that
+ * lacks it): the connection stays unnamed and works; counted, and logged the
+ * first time for this client. NOAUTH is no refusal of the name: the
+ * connection's commands get it too, and say so.
+ */
+static void name_refused(rlock__events *ev, const redisReply *reply) {
+    int status = rlock__reply_status(reply->str);
+    if (status == RLOCK_EAUTH)
+        return;
+    rlock__count(&ev->stats, RLOCK__COUNT_NAME_REFUSALS, 1);
+    if (atomic_exchange(&ev->stats.name_refusal_told, 1) == 0)
+        rlock__log(ev, RLOCK_LOG_WARN, "NAME_REFUSED",
+                   " status=%s: CLIENT SETNAME %s: %s (connections stay unnamed; logged once)",
+                   rlock_status_name(status), ev->settings->conn_name, reply->str);
+}
+
+/*
+ * A connection with no AUTH or SELECT to send sends its name with its first
+ * command instead of in a round trip of its own (a connect to a server that
+ * accepts but does not answer then takes no longer than before), so its
+ * first reply is the name's: the context's reader owes it, marked in the
+ * reader's user field (privdata, unused by hiredis's reply functions) with
+ * the events that hear of a refusal, until every reading path takes it off
+ * here.
+ */
+int rlock__setup_reply(redisContext *ctx, const redisReply *reply) {
+    rlock__events *ev = ctx->reader->privdata;
+    if (ev == NULL)
+        return 0;
+    ctx->reader->privdata = NULL;
+    if (reply->type == REDIS_REPLY_ERROR)
+        name_refused(ev, reply);
+    return 1;
+}
+
+/* The error reply of setup command i, recorded; its status. */
+static int setup_refused(const rlock__endpoint *ep, const setup *st, int i,
+                         const redisReply *reply) {
+    char at[RLOCK__WHERE_MAX], what[RLOCK__WHERE_MAX + 64];
+    const char *const *argv = st->argv[i];
+    rlock__endpoint_str(ep, at, sizeof(at));
+    if (strcmp(argv[0], "AUTH") == 0 && st->argc[i] == 3)
+        snprintf(what, sizeof(what), "AUTH as user %s at %s", argv[1], at);
+    else if (st->naming && i == st->n - 1)
+        snprintf(what, sizeof(what), "CLIENT SETNAME at %s", at);
+    else
+        snprintf(what, sizeof(what), "%s at %s", argv[0], at);
+    return rlock__fail_reply(reply, what);
+}
+
+/*
+ * Sends the setup commands in one pipeline by deadline_ms and reads their
+ * replies in order: the first refusal of AUTH or SELECT fails the connect
+ * (the replies after it are not read: the context is freed); a refused name
+ * does not, unless for want of authentication (NOAUTH: nothing else would
+ * work either). The name alone waits for the first command
+ * (rlock__setup_reply).
+ */
+static int authenticate(const rlock__endpoint *ep, rlock__events *ev, redisContext *ctx,
+                        int64_t deadline_ms) {
+    setup st;
+    plan_setup(ep, ev, &st);
+    if (st.n == 0)
+        return RLOCK_OK;
+    for (int i = 0; i < st.n; i++)
+        if (redisAppendCommandArgv(ctx, st.argc[i], st.argv[i], NULL) != REDIS_OK)
+            return rlock__fail(RLOCK_ENOMEM, 0, "%s: out of memory", st.argv[i][0]);
+    if (st.n == 1 && st.naming) {
+        ctx->reader->privdata = ev; /* its reply is owed: the first read takes it */
+        return RLOCK_OK;
+    }
+    if (rlock__io_flush(ctx, deadline_ms) != RLOCK_OK)
+        return rlock__fail_io(ep, ctx, ctx->err != 0 ? 0 : errno, "connection setup at");
+    int status = RLOCK_OK;
+    for (int i = 0; i < st.n && status == RLOCK_OK; i++) {
+        redisReply *reply = NULL;
+        char what[64];
+        if (rlock__io_read(ctx, deadline_ms, &reply) != RLOCK_OK) {
+            int err = errno;
+            snprintf(what, sizeof(what), "%s at", st.argv[i][0]);
+            return rlock__fail_io(ep, ctx, ctx->err != 0 ? 0 : err, what);
+        }
+        int naming = st.naming && i == st.n - 1;
+        if (reply->type != REDIS_REPLY_ERROR)
+            ; /* done */
+        else if (naming && rlock__reply_status(reply->str) != RLOCK_EAUTH)
+            name_refused(ev, reply);
+        else
+            status = setup_refused(ep, &st, i, reply);
+        freeReplyObject(reply);
     }
     return status;
 }
@@ -104,19 +195,29 @@ static int finish_connect(const rlock__endpoint *ep, redisContext *ctx, int64_t 
     return err != 0 ? rlock__fail_io(ep, NULL, err, "connect to") : RLOCK_OK;
 }
 
+/* A new connection works: counted, and logged at DEBUG. */
+static void connected(const rlock__endpoint *ep, rlock__events *ev) {
+    char at[RLOCK__WHERE_MAX];
+    rlock__count(&ev->stats, RLOCK__COUNT_CONNECTIONS, 1);
+    if (rlock__log_wanted(ev->settings, RLOCK_LOG_DEBUG))
+        rlock__log(ev, RLOCK_LOG_DEBUG, "CONNECTED", " at=%s",
+                   rlock__endpoint_str(ep, at, sizeof(at)));
+}
+
 /* A hiredis context that failed before any socket: a name that did not resolve? */
 static int failed_resolving(const rlock__endpoint *ep, const redisContext *ctx) {
     return ep->unix_path == NULL && ctx->err == REDIS_ERR_OTHER;
 }
 
-int rlock__connect(const rlock__endpoint *ep, int connect_timeout_ms, int64_t deadline_ms,
-                   redisContext **out) {
+int rlock__connect_socket(const rlock__endpoint *ep, int connect_timeout_ms, int64_t deadline_ms,
+                          redisContext **out, int64_t *setup_by_ms) {
     int64_t connect_by = rlock__deadline_after(connect_timeout_ms);
     int status = RLOCK_EIO;
 
     *out = NULL;
     if (connect_by > deadline_ms)
         connect_by = deadline_ms;
+    *setup_by_ms = connect_by;
     redisContext *ctx = ep->unix_path != NULL ? redisConnectUnixNonBlock(ep->unix_path)
                                               : redisConnectNonBlock(ep->host, ep->port);
     if (ctx == NULL)
@@ -131,12 +232,29 @@ int rlock__connect(const rlock__endpoint *ep, int connect_timeout_ms, int64_t de
         goto fail;
     if (ep->unix_path == NULL)
         redisEnableKeepAlive(ctx);
-    if ((status = authenticate(ep, ctx, connect_by)) != RLOCK_OK)
-        goto fail;
     *out = ctx;
     return RLOCK_OK;
 fail:
     redisFree(ctx);
+    return status;
+}
+
+int rlock__connect_setup(const rlock__endpoint *ep, rlock__events *ev, redisContext *ctx,
+                         int64_t by_ms) {
+    int status = authenticate(ep, ev, ctx, by_ms);
+    if (status == RLOCK_OK && ev != NULL)
+        connected(ep, ev);
+    return status;
+}
+
+int rlock__connect(const rlock__endpoint *ep, rlock__events *ev, int connect_timeout_ms,
+                   int64_t deadline_ms, redisContext **out) {
+    int64_t setup_by;
+    int status = rlock__connect_socket(ep, connect_timeout_ms, deadline_ms, out, &setup_by);
+    if (status == RLOCK_OK && (status = rlock__connect_setup(ep, ev, *out, setup_by)) != RLOCK_OK) {
+        redisFree(*out);
+        *out = NULL;
+    }
     return status;
 }
 

@@ -102,6 +102,12 @@ int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply) {
         void *raw = NULL;
         if (redisGetReplyFromReader(ctx, &raw) != REDIS_OK)
             return RLOCK_EIO;
+        /* Only a fresh connection owes its name's reply (the reader's user field): tested
+         * here, off the call, for the common case. */
+        if (raw != NULL && ctx->reader->privdata != NULL && rlock__setup_reply(ctx, raw)) {
+            freeReplyObject(raw);
+            continue;
+        }
         if (raw != NULL) {
             *reply = raw;
             return RLOCK_OK;

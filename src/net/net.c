@@ -152,8 +152,8 @@ rlock__node *rlock__net_subscribe_node(rlock__net *net, const char *channel, siz
 int rlock__net_connect_node(rlock__net *net, rlock__node *node, int64_t deadline_ms,
                             redisContext **out) {
     rlock__route *route = net->route;
-    int status = rlock__connect(&node->endpoint, net->settings->connect_timeout_ms, deadline_ms,
-                                out);
+    int status = rlock__connect(&node->endpoint, net->events, net->settings->connect_timeout_ms,
+                                deadline_ms, out);
     if (status == RLOCK_OK) {
         rlock__link_up(net->events);
         return RLOCK_OK;

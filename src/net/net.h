@@ -64,6 +64,12 @@ typedef struct rlock__url {
 
 /* RLOCK_EINVAL for a malformed url (nothing left allocated), RLOCK_ENOMEM. */
 int rlock__parse_url(const char *url, rlock__url *u);
+/*
+ * url without its credentials, to show (a registration, a log line): the
+ * userinfo ("user:password@") and the sentinel_user / sentinel_password
+ * parameters left out. Into buf (size bytes, cut if longer); returns buf.
+ */
+const char *rlock__url_redacted(const char *url, char *buf, size_t size);
 void rlock__url_clear(rlock__url *u);
 /* Frees the strings (the password wiped first) and zeroes ep. */
 void rlock__endpoint_clear(rlock__endpoint *ep);
@@ -92,13 +98,38 @@ int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply);
 
 /*
  * Opens a connection to ep within deadline_ms (and never longer than
- * connect_timeout_ms): resolve, connect, AUTH, SELECT, each bounded by poll()
- * on the socket, so signals cannot stretch it. The context is non-blocking
+ * connect_timeout_ms): resolve, connect, then AUTH, SELECT and CLIENT
+ * SETNAME pipelined (one round trip), each bounded by poll() on the
+ * socket, so signals cannot stretch it. The context is non-blocking
  * (REDIS_BLOCK cleared): use it only through rlock__io_*. Records the error
  * detail. RLOCK_EIO / EAUTH / ENOPERM / EREDIS / ENOMEM.
+ *
+ * ev is the client's: the connection is named ev->settings->conn_name and
+ * counted in ev's statistics; a name the server refuses (an ACL, a server
+ * without CLIENT SETNAME) is logged once per client and never fails the
+ * connect. NULL ev: no name.
  */
-int rlock__connect(const rlock__endpoint *ep, int connect_timeout_ms, int64_t deadline_ms,
-                   redisContext **out);
+int rlock__connect(const rlock__endpoint *ep, rlock__events *ev, int connect_timeout_ms,
+                   int64_t deadline_ms, redisContext **out);
+/*
+ * rlock__connect in two halves, for a caller that must publish the socket
+ * before the set-up round trip (a pool slot, so that close can abort it):
+ * the connected socket (*setup_by_ms: the bound the set-up keeps), then the
+ * set-up (AUTH, SELECT, CLIENT SETNAME), after which the caller frees ctx
+ * on failure.
+ */
+int rlock__connect_socket(const rlock__endpoint *ep, int connect_timeout_ms, int64_t deadline_ms,
+                          redisContext **out, int64_t *setup_by_ms);
+int rlock__connect_setup(const rlock__endpoint *ep, rlock__events *ev, redisContext *ctx,
+                         int64_t by_ms);
+/*
+ * Every path that reads replies from a connection rlock__connect made
+ * passes each reply here first (rlock__io_read does): 1 if it answers the
+ * connection's CLIENT SETNAME, sent with its first command when there was
+ * no AUTH or SELECT to wait for -- then it is dealt with here (a refusal
+ * counted and logged once) and the caller frees it and reads on.
+ */
+int rlock__setup_reply(redisContext *ctx, const redisReply *reply);
 /* "host:port", "[v6]:port" or the socket path into buf; returns buf. */
 const char *rlock__endpoint_str(const rlock__endpoint *ep, char *buf, size_t size);
 /*
@@ -186,6 +217,8 @@ typedef struct rlock__pool {
 struct rlock__node {
     rlock__endpoint endpoint;  /* owned; read-only after the node is made */
     rlock__pool pool;
+    rlock__events *events;     /* the client's (outlives the node): names and counts the
+                                  pool's connections; read-only */
 };
 
 int rlock__pool_init(rlock__pool *pool, rlock__node *node, int size);
@@ -223,8 +256,11 @@ void rlock__pool_retire(rlock__pool *pool, int retired);
  */
 void rlock__pool_close_idle(rlock__pool *pool, int64_t idle_ms);
 
-/* pool.c: a node for ep (taken over, cleared) with a pool of pool_size; NULL if out of memory. */
-rlock__node *rlock__node_new(rlock__endpoint *ep, int pool_size);
+/*
+ * pool.c: a node for ep (taken over, cleared) with a pool of pool_size
+ * whose connections ev names and counts; NULL if out of memory.
+ */
+rlock__node *rlock__node_new(rlock__endpoint *ep, int pool_size, rlock__events *ev);
 /* Frees a node (no slot busy). */
 void rlock__node_free(rlock__node *node);
 

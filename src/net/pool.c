@@ -66,6 +66,12 @@ void rlock__pool_destroy(rlock__pool *pool) {
     pthread_mutex_destroy(&pool->mutex);
 }
 
+/* Marks the slot taken (pool mutex held); counted in the client's pool_in_use gauge. */
+static void take(rlock__conn *conn) {
+    conn->busy = 1;
+    rlock__gauge_add(&conn->node->events->stats.pool_in_use, 1);
+}
+
 rlock__conn *rlock__pool_take(rlock__pool *pool, int64_t deadline_ms, int *status) {
     rlock__conn *conn = NULL;
     *status = RLOCK_ECLOSED;
@@ -84,7 +90,7 @@ rlock__conn *rlock__pool_take(rlock__pool *pool, int64_t deadline_ms, int *statu
         if (conn == NULL)
             conn = idle_unconnected;
         if (conn != NULL) {
-            conn->busy = 1;
+            take(conn);
             *status = RLOCK_OK;
             break;
         }
@@ -107,6 +113,7 @@ void rlock__pool_give(rlock__conn *conn, int healthy) {
         conn->ctx = NULL;
     }
     conn->busy = 0;
+    rlock__gauge_add(&conn->node->events->stats.pool_in_use, -1);
     conn->last_used_ms = rlock__now_ms();
     pthread_cond_signal(&pool->available);
     pthread_mutex_unlock(&pool->mutex);
@@ -149,26 +156,40 @@ static void drop_context(rlock__conn *conn) {
         redisFree(ctx);
 }
 
+/* Whether close began (pool mutex not held). */
+static int closing(rlock__pool *pool) {
+    pthread_mutex_lock(&pool->mutex);
+    int yes = pool->closing;
+    pthread_mutex_unlock(&pool->mutex);
+    return yes;
+}
+
 /*
- * The new context is published under the pool's mutex (close reads busy
- * slots' contexts to abort them); if close began while we connected,
+ * The new socket is published under the pool's mutex before its set-up
+ * round trip (AUTH, SELECT, CLIENT SETNAME): close reads busy slots'
+ * contexts to abort them, so a set-up waiting on a stopped server ends
+ * then, not at the connect timeout. If close began while we connected,
  * RLOCK_ECLOSED: the caller sends nothing and gives the slot back unhealthy
- * (the context is freed).
+ * (the context is freed, as after any failure).
  */
 int rlock__pool_connect(rlock__conn *conn, int connect_timeout_ms, int64_t deadline_ms) {
     rlock__pool *pool = &conn->node->pool;
     redisContext *ctx = NULL;
+    int64_t setup_by;
     if (conn->ctx != NULL && usable(conn))
         return RLOCK_OK;
     drop_context(conn);
-    int status = rlock__connect(&conn->node->endpoint, connect_timeout_ms, deadline_ms, &ctx);
+    int status = rlock__connect_socket(&conn->node->endpoint, connect_timeout_ms, deadline_ms,
+                                       &ctx, &setup_by);
     if (status != RLOCK_OK)
         return status;
     pthread_mutex_lock(&pool->mutex);
     conn->ctx = ctx;
     status = pool->closing ? RLOCK_ECLOSED : RLOCK_OK;
     pthread_mutex_unlock(&pool->mutex);
-    return status;
+    if (status == RLOCK_OK)
+        status = rlock__connect_setup(&conn->node->endpoint, conn->node->events, ctx, setup_by);
+    return status != RLOCK_OK && closing(pool) ? RLOCK_ECLOSED : status;
 }
 
 /*
@@ -185,7 +206,7 @@ rlock__conn *rlock__pool_take_idle(rlock__pool *pool) {
             if (!pool->slots[next].busy && pool->slots[next].ctx != NULL)
                 conn = &pool->slots[next];
         if (conn != NULL)
-            conn->busy = 1;
+            take(conn);
         pthread_mutex_unlock(&pool->mutex);
         if (conn == NULL || still_open(conn->ctx))
             return conn;
@@ -194,7 +215,7 @@ rlock__conn *rlock__pool_take_idle(rlock__pool *pool) {
 }
 
 
-rlock__node *rlock__node_new(rlock__endpoint *ep, int pool_size) {
+rlock__node *rlock__node_new(rlock__endpoint *ep, int pool_size, rlock__events *ev) {
     rlock__node *node = rlock__calloc(1, sizeof(*node));
     if (node == NULL)
         return NULL;
@@ -203,6 +224,7 @@ rlock__node *rlock__node_new(rlock__endpoint *ep, int pool_size) {
         return NULL;
     }
     node->endpoint = *ep;
+    node->events = ev;
     memset(ep, 0, sizeof(*ep));
     return node;
 }

@@ -62,7 +62,9 @@ static void watch_events(rlock__sentinel *r) {
             continue;
         int64_t deadline_ms = rlock__deadline_after(SENTINEL_TIMEOUT_MS);
         redisReply *reply = NULL;
-        if (rlock__connect(&ep, SENTINEL_TIMEOUT_MS, deadline_ms, &r->events[i]) == RLOCK_OK &&
+        int status = rlock__connect(&ep, r->env->events, SENTINEL_TIMEOUT_MS, deadline_ms,
+                                    &r->events[i]);
+        if (status == RLOCK_OK &&
             rlock__run_private(r->events[i], &ep, 3, argv, deadline_ms, &reply) != RLOCK_OK) {
             redisFree(r->events[i]);
             r->events[i] = NULL;
@@ -161,7 +163,8 @@ static int promoted(rlock__sentinel *r) {
     redisReply *reply = NULL;
     int64_t deadline_ms = rlock__deadline_after(4 * PROMOTION_POLL_MS);
     if (r->promoting == NULL &&
-        rlock__connect(&ep, SENTINEL_TIMEOUT_MS, deadline_ms, &r->promoting) != RLOCK_OK)
+        rlock__connect(&ep, r->env->events, SENTINEL_TIMEOUT_MS, deadline_ms, &r->promoting) !=
+            RLOCK_OK)
         return 0;
     int yes = rlock__run_private(r->promoting, &ep, 1, argv, deadline_ms, &reply) == RLOCK_OK &&
               reply->type == REDIS_REPLY_ARRAY && reply->elements > 0 &&

@@ -55,7 +55,7 @@ int rlock__route_single_open(rlock__url *url, const rlock__route_env *env, rlock
     *out = NULL;
     if (r == NULL)
         return RLOCK_ENOMEM;
-    r->node = rlock__node_new(&url->server, env->settings->pool_size);
+    r->node = rlock__node_new(&url->server, env->settings->pool_size, env->events);
     if (r->node == NULL) {
         rlock__free(r);
         return RLOCK_ENOMEM;

@@ -99,7 +99,7 @@ static int ask_sentinel(rlock__sentinel *r, const rlock__endpoint *ep, answer *a
     int64_t deadline_ms = rlock__deadline_after(SENTINEL_TIMEOUT_MS);
     redisContext *ctx = NULL;
     redisReply *reply = NULL;
-    int status = rlock__connect(ep, SENTINEL_TIMEOUT_MS, deadline_ms, &ctx);
+    int status = rlock__connect(ep, r->env->events, SENTINEL_TIMEOUT_MS, deadline_ms, &ctx);
     if (status == RLOCK_OK)
         status = rlock__run_private(ctx, ep, 3, argv, deadline_ms, &reply);
     if (status == RLOCK_EREDIS && strstr(rlock__last_message(), "No such master") != NULL)
@@ -124,7 +124,8 @@ static int confirm_master(rlock__sentinel *r, rlock__endpoint *ep, redisContext 
     int64_t deadline_ms = rlock__deadline_after(r->env->settings->connect_timeout_ms);
     rlock__script_set scripts = *r->env->scripts; /* its own copy: the SHA1s are written */
     redisReply *reply = NULL;
-    int status = rlock__connect(ep, r->env->settings->connect_timeout_ms, deadline_ms, out);
+    int status =
+        rlock__connect(ep, r->env->events, r->env->settings->connect_timeout_ms, deadline_ms, out);
     if (status == RLOCK_OK)
         status = rlock__run_private(*out, ep, 1, argv, deadline_ms, &reply);
     if (status == RLOCK_OK &&
@@ -201,7 +202,7 @@ int rlock__sentinel_adopt(rlock__sentinel *r, const answer *a, int provisional) 
     int status = rlock__endpoint_set(&ep, a->host, a->port, r->master_auth.user,
                                r->master_auth.password, r->master_auth.db);
     if (status == RLOCK_OK && (status = confirm_master(r, &ep, &ctx)) == RLOCK_OK) {
-        rlock__node *node = rlock__node_new(&ep, r->env->settings->pool_size);
+        rlock__node *node = rlock__node_new(&ep, r->env->settings->pool_size, r->env->events);
         status = node == NULL ? RLOCK_ENOMEM : switch_to(r, node);
         if (status == RLOCK_OK) {
             atomic_store(&r->epoch, a->epoch);

@@ -10,6 +10,7 @@
  * Pure functions: any thread, no shared state.
  */
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "net.h"
@@ -306,4 +307,43 @@ int rlock__endpoint_set(rlock__endpoint *ep, const char *host, int port, const c
 
 int rlock__endpoint_is(const rlock__endpoint *ep, const char *host, int port) {
     return ep->host != NULL && ep->port == port && strcmp(ep->host, host) == 0;
+}
+
+/* Whether the query parameter at p (up to '&' or the end) names a credential. */
+static int is_credential_param(const char *p) {
+    return strncmp(p, "sentinel_password=", 18) == 0 || strncmp(p, "sentinel_user=", 14) == 0;
+}
+
+const char *rlock__url_redacted(const char *url, char *buf, size_t size) {
+    const char *scheme_end = url != NULL ? strstr(url, "://") : NULL;
+    size_t used = 0;
+    if (size == 0)
+        return buf;
+    buf[0] = '\0';
+    if (scheme_end == NULL) {
+        snprintf(buf, size, "%s", url != NULL ? url : "");
+        return buf;
+    }
+    const char *rest = scheme_end + 3;
+    const char *hosts_end = rest + strcspn(rest, "/?");
+    const char *at = NULL;
+    for (const char *p = rest; p < hosts_end; p++)
+        if (*p == '@')
+            at = p; /* the userinfo ends at the last '@' before the path (as parsed) */
+    const char *query = strchr(hosts_end, '?');
+    size_t keep = query != NULL ? (size_t)(query - (at != NULL ? at + 1 : rest))
+                                : strlen(at != NULL ? at + 1 : rest);
+    used = (size_t)snprintf(buf, size, "%.*s%.*s", (int)(rest - url), url, (int)keep,
+                            at != NULL ? at + 1 : rest);
+    char sep = '?';
+    const char *p = query != NULL ? query + 1 : NULL;
+    while (p != NULL && *p != '\0' && used < size) {
+        size_t len = strcspn(p, "&");
+        if (!is_credential_param(p)) {
+            used += (size_t)snprintf(buf + used, size - used, "%c%.*s", sep, (int)len, p);
+            sep = '&';
+        }
+        p += len + (p[len] == '&');
+    }
+    return buf;
 }

@@ -54,6 +54,8 @@ rlock_client *open_client(const options *o, long long watchdog_ms, int pool) {
         cfg.pool_size = pool > 1024 ? 1024 : pool;
     if (o->local_handoffs >= 0)
         cfg.local_handoffs = o->local_handoffs;
+    if (o->register_client >= 0)
+        cfg.register_client = o->register_client;
     int status = rlock_client_open(&cfg, &c);
     if (status != RLOCK_OK) {
         fprintf(stderr, "rlock_client_open(%s): %s\n", o->url, rlock_strerror(status));
@@ -110,7 +112,7 @@ void put_latency(jsonw *j, const samples *s) {
 static void usage(FILE *out) {
     fprintf(out,
             "usage: bench_rlock SUBCOMMAND [--url URL] [options]\n"
-            "  uncontended [-t THREADS] [-d SECONDS] [-r ROUNDS] [--lease MS]\n"
+            "  uncontended [-t THREADS] [-d SECONDS] [-r ROUNDS] [--lease MS] [--stats-ms MS]\n"
             "  fenced      [-d SECONDS] [-r ROUNDS]   fenced vs plain cycle, alternating, for d x r s\n"
             "  handoff     [-n HANDOFFS] [--same-process | --two-clients] [--fair] [--settle-us US] [--samples FILE]\n"
             "  contention  [-p PROCS] [-t THREADS] [-d SECONDS] [--monitor SECONDS] [--samples FILE]\n"
@@ -118,7 +120,8 @@ static void usage(FILE *out) {
             "  watchdog    [-n LOCKS] [-t THREADS] [--timeout MS] [-r ROUNDS]\n"
             "  memory      [-n LOCKS] [-w WAITERS]\n"
             "  redlock     [-n CYCLES]   (3 redis-servers of its own; --url unused)\n"
-            "Every subcommand takes --local-handoffs N (rlock_config.local_handoffs).\n"
+            "Every subcommand takes --local-handoffs N (rlock_config.local_handoffs) and\n"
+            "--register 0|1 (rlock_config.register_client).\n"
             "URL defaults to $RLOCK_TEST_URL. Prints one JSON line on stdout.\n");
 }
 
@@ -129,7 +132,8 @@ static void parse_options(int argc, char **argv, options *o) {
         {"samples", required_argument, NULL, 'F'},     {"monitor", required_argument, NULL, 'M'},
         {"timeout", required_argument, NULL, 'T'},     {"help", no_argument, NULL, 'h'},
         {"local-handoffs", required_argument, NULL, 'H'}, {"fair", no_argument, NULL, 'f'},
-        {"two-clients", no_argument, NULL, 'C'},
+        {"two-clients", no_argument, NULL, 'C'},     {"register", required_argument, NULL, 'R'},
+        {"stats-ms", required_argument, NULL, 'P'},
         {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "t:p:d:r:n:w:h", longopts, NULL)) != -1) {
@@ -150,6 +154,8 @@ static void parse_options(int argc, char **argv, options *o) {
         case 'M': o->monitor_secs = arg_num("--monitor", optarg, 0, 600); break;
         case 'T': o->timeout = (long long)arg_num("--timeout", optarg, 30, 1e9); break;
         case 'H': o->local_handoffs = (int)arg_num("--local-handoffs", optarg, 0, 1000); break;
+        case 'R': o->register_client = (int)arg_num("--register", optarg, 0, 1); break;
+        case 'P': o->stats_ms = (int)arg_num("--stats-ms", optarg, 1, 60000); break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
@@ -171,7 +177,8 @@ int main(int argc, char **argv) {
     options o = {.url = default_url(), .threads = is_wd || is_cont ? 4 : 1, .procs = 4, .rounds = 3,
                  .waiters = is_mem ? 100 : 10, .count = is_wd ? 10000 : is_mem ? 10000 : 2000,
                  .secs = is_cont ? 10 : 1.5, .monitor_secs = 2,
-                 .timeout = 3000, .settle_us = 1000, .local_handoffs = -1};
+                 .timeout = 3000, .settle_us = 1000, .local_handoffs = -1,
+                 .register_client = -1};
     if (is_wd)
         o.rounds = 9; /* three lease timeouts at one round per timeout/3 */
     parse_options(argc - 1, argv + 1, &o);

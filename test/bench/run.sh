@@ -140,6 +140,13 @@ echo "warm-up:" >&2
 "$bin/bench_rlock" uncontended --url "$url" -t 8 -d 1 -r 1 >/dev/null
 run base1 "$bin/bench_baseline" --url "$url" -t 1 -d $D -r $R
 run unc1 "$bin/bench_rlock" uncontended --url "$url" -t 1 -d $D -r $R
+# Issue 14: the same row with the registration off, and with the statistics
+# read every 100 ms meanwhile (an exporter scrapes every 15 s or so).
+run unc1off "$bin/bench_rlock" uncontended --url "$url" -t 1 -d $D -r $R --register 0
+run unc1scrape "$bin/bench_rlock" uncontended --url "$url" -t 1 -d $D -r $R --stats-ms 100
+# The client's instructions per cycle (callgrind): the same on any load.
+run cg1 "$root/test/bench/callgrind.sh" "$build"
+run cg1off "$root/test/bench/callgrind.sh" "$build" --register 0
 run base8 "$bin/bench_baseline" --url "$url" -t 8 -d $D -r $R
 run unc8 "$bin/bench_rlock" uncontended --url "$url" -t 8 -d $D -r $R
 run fen "$bin/bench_rlock" fenced --url "$url" -d $D -r $R
@@ -201,7 +208,7 @@ row "8 threads: p50 ms" "$(get "$base8" p50_ms)" "" ""
 row "8 threads: p99 ms" "$(get "$base8" p99_ms)" "" ""
 cmd "$(cmd_of "$base8")"
 
-section "2. Uncontended rlock_lock + rlock_unlock (watchdog locks, distinct names)"
+section "2. Uncontended rlock_lock + rlock_unlock (watchdog locks, distinct names; register_client 1, the default)"
 r1=$(ratio "$u1" "$b1") p1=$(ratio "$(get "$unc1" p99_ms)" "$(get "$base1" p99_ms)") r8=$(ratio "$u8" "$b8")
 row "1 thread: cycles/s" "$u1" "" ""
 row "1 thread: ratio to baseline cycles/s" "$r1" ">= 0.95" "$(verdict "$r1" '>=' 0.95)"
@@ -213,6 +220,21 @@ row "1 thread: script calls per cycle (baseline 2)" "$(get "$unc1" scripts_per_c
 row "1 thread: client CPU us per cycle" "$(get "$unc1" client_cpu_us_per_cycle)" "" ""
 row "1 thread: baseline client CPU us per cycle" "$(get "$base1" client_cpu_us_per_cycle)" "" ""
 cmd "$(cmd_of "$unc1")"
+u1off=$(get "$unc1off" ops_per_s) u1scr=$(get "$unc1scrape" ops_per_s)
+r1off=$(ratio "$u1off" "$b1") r1scr=$(ratio "$u1scr" "$b1")
+row "1 thread, register_client 0: cycles/s" "$u1off" "" ""
+row "1 thread, register_client 0: ratio to baseline" "$r1off" ">= 0.95" "$(verdict "$r1off" '>=' 0.95)"
+row "registration on / off, cycles/s (same run)" "$(ratio "$u1" "$u1off")" "" ""
+note "statistics are always counted; the registration hash is rewritten every 10 s, off the hot path"
+cmd "$(cmd_of "$unc1off")"
+row "1 thread, stats read every 100 ms: cycles/s" "$u1scr" "" ""
+row "1 thread, stats read every 100 ms: ratio" "$r1scr" ">= 0.95" "$(verdict "$r1scr" '>=' 0.95)"
+row "  client CPU us per cycle" "$(get "$unc1scrape" client_cpu_us_per_cycle)" "" ""
+cmd "$(cmd_of "$unc1scrape")"
+row "client instructions per cycle (callgrind)" "$(get "$cg1" instructions_per_cycle)" "" ""
+cmd "$(cmd_of "$cg1")"
+row "  the same, register_client 0" "$(get "$cg1off" instructions_per_cycle)" "" ""
+cmd "$(cmd_of "$cg1off")"
 row "8 threads: cycles/s" "$u8" "" ""
 row "8 threads: ratio to baseline cycles/s" "$r8" ">= 0.90" "$(verdict "$r8" '>=' 0.90)"
 row "8 threads: p50 ms" "$(get "$unc8" p50_ms)" "" ""

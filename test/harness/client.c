@@ -65,11 +65,14 @@ __attribute__((destructor)) static void h_names_free(void) {
 
 /* ---- opening clients --------------------------------------------------- */
 
+int h_register_clients = 1;
+
 void h_config(rlock_config *cfg) {
     rlock_config_init(cfg);
     cfg->url = h_url();
     cfg->connect_timeout_ms = (int)h_scaled(2000);
     cfg->command_timeout_ms = (int)h_scaled(2000);
+    cfg->register_client = h_register_clients;
 }
 
 rlock_client *h_open_config(const rlock_config *cfg) {
@@ -181,6 +184,18 @@ void h_lost_cb(const char *name, void *arg) {
 
 int h_lost_count(struct h_lost *l) {
     return __atomic_load_n(&l->count, __ATOMIC_SEQ_CST);
+}
+
+/* ---- statistics ------------------------------------------------------------ */
+
+rlock_stats h_stats(rlock_client *c) {
+    rlock_stats st;
+    memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    H_ASSERT_RC(rlock_client_stats(c, &st), RLOCK_OK);
+    if (st.struct_size != sizeof st)
+        H_FAIL("rlock_client_stats wrote %zu bytes of %zu", st.struct_size, sizeof st);
+    return st;
 }
 
 /* ---- timed calls ------------------------------------------------------- */

@@ -17,9 +17,15 @@
  */
 const char *h_unique_name(const char *prefix);
 
-/* rlock_config_init() plus url = h_url() and scaled connect/command timeouts
- * (2000 ms each). */
+/* rlock_config_init() plus url = h_url(), scaled connect/command timeouts
+ * (2000 ms each) and register_client = h_register_clients. */
 void h_config(rlock_config *cfg);
+/*
+ * register_client of every client the harness opens: 1 (the library's
+ * default) unless a test that needs no background writes but renewals (a
+ * proxy dropping "the next reply", whoever it is for) sets it to 0.
+ */
+extern int h_register_clients;
 /* Opens a client; fails the test on error. */
 rlock_client *h_open_config(const rlock_config *cfg);
 /* Client on h_url() with the given watchdog timeout and command timeout
@@ -69,6 +75,9 @@ struct h_lost {
 void h_lost_init(struct h_lost *l);
 void h_lost_cb(const char *name, void *arg);
 int h_lost_count(struct h_lost *l);
+
+/* rlock_client_stats() of c (the whole struct); fails the test on error. */
+rlock_stats h_stats(rlock_client *c);
 
 /*
  * Closes c on an actor so that a hang fails the test instead of blocking it

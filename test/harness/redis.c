@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include "fail.h"
 #include "rawredis.h"
@@ -187,6 +188,71 @@ long long h_commandstat_calls(redisContext *c, const char *cmd) {
     }
     freeReplyObject(r);
     return calls;
+}
+
+/* ---- CLIENT LIST --------------------------------------------------------------- */
+
+void h_conn_name(const char *client_id, char *buf, size_t size) {
+    char host[256];
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "unknown");
+    host[sizeof host - 1] = '\0';
+    snprintf(buf, size, "rlock:%s:%d:%.8s", host, (int)getpid(), client_id);
+}
+
+/* Calls fn for each CLIENT LIST line with its name ("" if none) and id. */
+static void each_client(redisContext *c, void (*fn)(const char *line, const char *name,
+                                                    long long id, void *arg),
+                        void *arg) {
+    redisReply *reply = h_cmd(c, "CLIENT LIST");
+    if (reply->type != REDIS_REPLY_STRING) {
+        freeReplyObject(reply);
+        H_FAIL("CLIENT LIST: unexpected reply");
+    }
+    char *save = NULL;
+    for (char *line = strtok_r(reply->str, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save)) {
+        char name[512] = "";
+        long long id = -1;
+        const char *p = strstr(line, " name=");
+        if (p != NULL)
+            sscanf(p + 6, "%511[^ ]", name);
+        sscanf(line, "id=%lld", &id);
+        fn(line, name, id, arg);
+    }
+    freeReplyObject(reply);
+}
+
+typedef struct conn_count {
+    char want[512];
+    h_conns n;
+    redisContext *kill_on; /* h_kill_named: CLIENT KILL ID of the named ones here */
+} conn_count;
+
+static void count_conn(const char *line, const char *name, long long id, void *arg) {
+    conn_count *cc = arg;
+    if (strcmp(name, cc->want) == 0) {
+        cc->n.named++;
+        cc->n.named_sub += strstr(line, " sub=0 ") == NULL || strstr(line, " ssub=0 ") == NULL;
+        if (cc->kill_on != NULL)
+            h_cmd_ok(cc->kill_on, "CLIENT KILL ID %lld", id);
+    } else if (name[0] == '\0') {
+        cc->n.unnamed++;
+    }
+}
+
+h_conns h_client_list(redisContext *c, const char *client_id) {
+    conn_count cc = {.kill_on = NULL};
+    h_conn_name(client_id, cc.want, sizeof cc.want);
+    each_client(c, count_conn, &cc);
+    return cc.n;
+}
+
+int h_kill_named(redisContext *c, const char *client_id) {
+    conn_count cc = {.kill_on = c};
+    h_conn_name(client_id, cc.want, sizeof cc.want);
+    each_client(c, count_conn, &cc);
+    return cc.n.named;
 }
 
 long long h_script_calls(redisContext *c) {

@@ -1,7 +1,8 @@
 /*
  * redis.h - the tests' second Redis client: raw hiredis connections that
  * share nothing with librlock (urls parsed by test/rawredis.h), commands that
- * fail the test when the connection breaks, and INFO commandstats counters.
+ * fail the test when the connection breaks, INFO commandstats counters, and
+ * what CLIENT LIST says of an rlock client's named connections.
  */
 #ifndef RLOCK_TEST_HARNESS_REDIS_H
 #define RLOCK_TEST_HARNESS_REDIS_H
@@ -60,5 +61,19 @@ long long h_script_calls(redisContext *c);
  * timeout_ms (scaled). Returns the script call count.
  */
 long long h_scripts_quiet(redisContext *c, long long quiet_ms, long long timeout_ms);
+
+/* ---- CLIENT LIST: the connections of an rlock client (named rlock:<host>:<pid>:<id8>) ---- */
+
+/* The name every connection of the client client_id opened by this process carries. */
+void h_conn_name(const char *client_id, char *buf, size_t size);
+/* What CLIENT LIST on c says: the connections named for client_id, and the unnamed. */
+typedef struct h_conns {
+    int named;     /* name=rlock:<host>:<pid>:<id8> */
+    int named_sub; /* ... of them subscribed (sub or ssub not 0) */
+    int unnamed;   /* no name at all (this very connection counts) */
+} h_conns;
+h_conns h_client_list(redisContext *c, const char *client_id);
+/* CLIENT KILL ID of every connection named for client_id; how many. */
+int h_kill_named(redisContext *c, const char *client_id);
 
 #endif /* RLOCK_TEST_HARNESS_REDIS_H */

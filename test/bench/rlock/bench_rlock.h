@@ -24,6 +24,8 @@ typedef struct options {
     int two_clients;  /* handoff: the waiter is a thread with a client of its own */
     int fair;         /* handoff: rlock_get_fair instead of rlock_get */
     int local_handoffs;  /* rlock_config.local_handoffs; -1 = the library's default */
+    int register_client; /* rlock_config.register_client; -1 = the library's default */
+    int stats_ms;        /* uncontended: rlock_client_stats every stats_ms (0: never) */
     const char *samples; /* file for the latency distribution, or NULL */
 } options;
 
