@@ -202,6 +202,7 @@ static int open_client(ctl *c) {
     cfg.url = c->opt.url;
     cfg.pool_size = 2;
     cfg.retry_attempts = 1;
+    cfg.register_client = 0; /* an operator's look is no client to list: it writes nothing */
     if (c->opt.timeout_ms > 0) {
         cfg.connect_timeout_ms = c->opt.timeout_ms;
         cfg.command_timeout_ms = c->opt.timeout_ms;
