@@ -62,14 +62,14 @@ extern "C" {
  * signature, a reordered field of rlock_config).
  */
 #define RLOCK_VERSION_MAJOR 0
-#define RLOCK_VERSION_MINOR 4
+#define RLOCK_VERSION_MINOR 5
 #define RLOCK_VERSION_PATCH 0
 #define RLOCK_VERSION_NUM                                                     \
     ((RLOCK_VERSION_MAJOR << 16) | (RLOCK_VERSION_MINOR << 8) |               \
      RLOCK_VERSION_PATCH)
-#define RLOCK_VERSION_STRING "0.4.0"
+#define RLOCK_VERSION_STRING "0.5.0"
 
-/* The library's version string ("0.3.0"); static, never NULL. */
+/* The library's version string ("0.5.0"); static, never NULL. */
 RLOCK_EXTERN const char *rlock_version(void);
 /* The library's RLOCK_VERSION_NUM, to compare with the header's. */
 RLOCK_EXTERN unsigned rlock_version_num(void);
