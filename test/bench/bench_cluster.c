@@ -27,6 +27,10 @@
  *
  *   bench_cluster [-d SECONDS] [-r ROUNDS] [-n HANDOFFS] [-w LOCKS] [-k WD_ROUNDS]
  *                 [-m MIGRATIONS]
+ *   bench_cluster -c CYCLES   only CYCLES raw then CYCLES rlock uncontended
+ *                 cycles, untimed and unreported: for a profiler, e.g.
+ *                 valgrind --tool=callgrind --toggle-collect='unc_*_cycle'
+ *                 (instructions per cycle = each function's inclusive cost / CYCLES)
  *
  * Each section is a file of test/bench/cluster/ (cluster/bench_cluster.h);
  * this file has main(), the options, the cluster and its topology, the
@@ -167,8 +171,8 @@ static double max3(const double *v) {
 int main(int argc, char **argv) {
     double secs = 1;
     int rounds = 5, wd_rounds = 5, migrations = 4, opt;
-    long handoffs = 2000, wd_locks = 100000;
-    while ((opt = getopt(argc, argv, "d:r:n:w:k:m:")) != -1) {
+    long handoffs = 2000, wd_locks = 100000, counted = 0;
+    while ((opt = getopt(argc, argv, "d:r:n:w:k:m:c:")) != -1) {
         if (opt == 'd')
             secs = arg_num("-d", optarg, 0.1, 60);
         else if (opt == 'r')
@@ -181,9 +185,11 @@ int main(int argc, char **argv) {
             wd_rounds = (int)arg_num("-k", optarg, 1, 60);
         else if (opt == 'm')
             migrations = (int)arg_num("-m", optarg, 1, 64);
+        else if (opt == 'c')
+            counted = (long)arg_num("-c", optarg, 1, 1e7);
         else
             return fprintf(stderr, "usage: bench_cluster [-d S] [-r N] [-n HANDOFFS] [-w LOCKS] "
-                                   "[-k WD_ROUNDS] [-m MIGRATIONS]\n"),
+                                   "[-k WD_ROUNDS] [-m MIGRATIONS] | -c CYCLES\n"),
                    2;
     }
     uint64_t t0 = raw_now_ns();
@@ -191,6 +197,11 @@ int main(int argc, char **argv) {
     read_topology();
     fprintf(stderr, "cluster %s up in %.1f s; masters :%d :%d :%d\n", hc->url,
             (double)(raw_now_ns() - t0) / 1e9, master_port[0], master_port[1], master_port[2]);
+    if (counted > 0) {
+        bench_uncontended_count(counted);
+        h_cluster_stop(hc);
+        return 0;
+    }
 
     unc_result u;
     ho_result hs, hcl;

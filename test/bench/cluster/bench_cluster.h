@@ -55,6 +55,9 @@ typedef struct unc_result {
 
 /* uncontended.c */
 void bench_uncontended(double secs, int rounds, unc_result *out);
+/* uncontended.c, for a profiler (bench_cluster -c N): N raw cycles, then N rlock
+ * cycles, untimed, on the calling thread; nothing else is measured. */
+void bench_uncontended_count(long cycles);
 
 typedef struct ho_result {
     double p50, p99, max;

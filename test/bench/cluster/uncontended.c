@@ -138,8 +138,8 @@ static void unc_raw_fini(void *state) {
     free(t);
 }
 
-void bench_uncontended(double secs, int rounds, unc_result *out) {
-    redisContext *mc[NMASTERS];
+/* Loads both scripts on every master (connections in mc) and picks the names. */
+static void unc_prepare(redisContext **mc) {
     for (int m = 0; m < NMASTERS; m++) {
         mc[m] = master_conn(m);
         if (load_sha(mc[m], RLOCK__SCRIPT_ACQUIRE, acquire_sha) < 0 ||
@@ -147,6 +147,59 @@ void bench_uncontended(double secs, int rounds, unc_result *out) {
             die("%s", "SCRIPT LOAD failed");
     }
     unc_pick_names();
+}
+
+/* One side of the counted run: its state, and its wall and CPU seconds so far. */
+typedef struct unc_side {
+    const char *what;
+    const cycle_ops *ops;
+    void *state;
+    double wall, cpu;
+} unc_side;
+
+/* Runs n cycles of side's ops on this thread, adding up its wall time and the
+ * process's CPU time (every thread's, user + system). */
+static void unc_block(unc_side *side, long n) {
+    double cpu0 = cpu_seconds(RUSAGE_SELF);
+    uint64_t t0 = raw_now_ns();
+    for (long i = 0; i < n; i++)
+        if (side->ops->cycle(side->state) < 0)
+            die("%s", "a cycle failed");
+    side->wall += (double)(raw_now_ns() - t0) / 1e9;
+    side->cpu += cpu_seconds(RUSAGE_SELF) - cpu0;
+}
+
+#define UNC_BLOCK 500
+
+void bench_uncontended_count(long cycles) {
+    redisContext *mc[NMASTERS];
+    unc_prepare(mc);
+    rlock_client *client = open_cluster_client(RLOCK_PUBSUB_AUTO, 0, NULL, NULL);
+    cycle_ops raw = {unc_raw_init, unc_raw_cycle, unc_raw_fini, NULL};
+    cycle_ops rl = {unc_rlock_init, unc_rlock_cycle, unc_rlock_fini, client};
+    unc_side side[2] = {{"raw", &raw, NULL, 0, 0}, {"rlock", &rl, NULL, 0, 0}};
+    fprintf(stderr, "uncontended, counted: %ld raw and %ld rlock cycles (1 thread), in "
+                    "alternating blocks of %d\n", cycles, cycles, UNC_BLOCK);
+    for (int k = 0; k < 2; k++)
+        if ((side[k].state = side[k].ops->init(side[k].ops->arg, 0)) == NULL)
+            die("%s", "cycle init failed");
+    for (long done = 0; done < cycles; done += UNC_BLOCK)
+        for (int k = 0; k < 2; k++)
+            unc_block(&side[k], cycles - done < UNC_BLOCK ? cycles - done : UNC_BLOCK);
+    for (int k = 0; k < 2; k++) {
+        fprintf(stderr, "  %s: %.1f us per cycle, client CPU %.1f us per cycle\n", side[k].what,
+                side[k].wall * 1e6 / (double)cycles, side[k].cpu * 1e6 / (double)cycles);
+        side[k].ops->fini(side[k].state);
+    }
+    fprintf(stderr, "  rlock / raw cycles per second: %.3f\n", side[0].wall / side[1].wall);
+    rlock_client_close(client);
+    for (int m = 0; m < NMASTERS; m++)
+        redisFree(mc[m]);
+}
+
+void bench_uncontended(double secs, int rounds, unc_result *out) {
+    redisContext *mc[NMASTERS];
+    unc_prepare(mc);
     rlock_client *client = open_cluster_client(RLOCK_PUBSUB_AUTO, 0, NULL, NULL);
     cycle_ops raw = {unc_raw_init, unc_raw_cycle, unc_raw_fini, NULL};
     cycle_ops rl = {unc_rlock_init, unc_rlock_cycle, unc_rlock_fini, client};
