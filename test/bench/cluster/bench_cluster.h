@@ -48,8 +48,9 @@ rlock_client *open_cluster_client(int pubsub_mode, long long wd_ms,
 /* ---- the sections ---- */
 
 typedef struct unc_result {
-    double raw_ops, raw_p50, raw_p99, ops, p50, p99, ratio, raw_cpu_us, cpu_us;
-    double redirects_per_cycle, scripts_per_cycle, raw_redirects_per_cycle;
+    double raw_ops, raw_p50, raw_p99, ops, p50, p99, raw_cpu_us, cpu_us; /* medians of pairs */
+    double ratio, ratio_min, ratio_max; /* of the pairs' rlock / raw cycles/s */
+    double redirects_per_cycle, scripts_per_cycle;
     long long moved, ask, cycles, spublish, publish;
 } unc_result;
 
