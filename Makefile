@@ -164,7 +164,7 @@ $(BUILD)/test/fault_%: test/fault_%.c $(HARNESS_OBJS) $(PROXY_OBJS) $(STLIB) $(H
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(REAL_CFLAGS) -Isrc $< $(HARNESS_OBJS) $(PROXY_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lcmocka
 
-$(BUILD)/bench/%: test/bench/%.c test/bench/bench.h test/rawredis.h $(HARNESS_OBJS) $(STLIB)
+$(BUILD)/bench/%: test/bench/%.c test/bench/bench.h test/bench/floor.h test/rawredis.h $(HARNESS_OBJS) $(STLIB)
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(REAL_CFLAGS) -Isrc -Itest $< $(HARNESS_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lm
@@ -176,7 +176,8 @@ $(BUILD)/bench/%: test/bench/%.c test/bench/bench.h test/rawredis.h $(HARNESS_OB
 BENCH_CLUSTER_SRCS := $(wildcard test/bench/cluster/*.c)
 
 $(BUILD)/bench/bench_cluster: test/bench/bench_cluster.c $(BENCH_CLUSTER_SRCS) \
-                              test/bench/cluster/bench_cluster.h test/bench/bench.h test/rawredis.h \
+                              test/bench/cluster/bench_cluster.h test/bench/bench.h test/bench/floor.h \
+                              test/rawredis.h \
                               $(HARNESS_OBJS) $(STLIB)
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $< $(BENCH_CLUSTER_SRCS)")
