@@ -54,6 +54,8 @@ int bench_herd(const options *o);
 int bench_watchdog(const options *o);
 int bench_memory(const options *o);
 int bench_redlock(const options *o);
+int bench_fifo(const options *o);
+int bench_fair_stall(const options *o);
 /* memory: re-runs the program with glibc's malloc cache off (memory.c). */
 void without_tcache(char **argv);
 
