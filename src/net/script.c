@@ -86,38 +86,50 @@ static char *put_header(char *p, char mark, uint64_t n) {
     return p;
 }
 
-/*
- * What redisAppendCommandArgv appends -- the RESP array of argv -- written
- * straight into ctx's output buffer, grown once. hiredis 0.14 builds a
- * separate string with a generic sdscatfmt call per part and then copies it
- * (about 4 000 instructions per EVALSHA of a lock's, under callgrind; this,
- * a few hundred). Never touches the buffer on failure (RLOCK_ENOMEM).
- */
-static int append_resp(redisContext *ctx, int argc, const char **head, const size_t *headlen,
-                       int nhead, const char **argv, const size_t *argvlen) {
-    size_t room = HEADER_MAX;
-    for (int i = 0; i < argc; i++)
-        room += HEADER_MAX + (i < nhead ? headlen[i] : argvlen[i - nhead]) + 2;
-    sds buf = sdsMakeRoomFor(ctx->obuf, room);
-    if (buf == NULL)
-        return RLOCK_ENOMEM;
-    ctx->obuf = buf;
-    char *start = buf + sdslen(buf), *p = put_header(start, '*', (uint64_t)argc);
-    for (int i = 0; i < argc; i++) {
-        const char *arg = i < nhead ? head[i] : argv[i - nhead];
-        size_t len = i < nhead ? headlen[i] : argvlen[i - nhead];
-        p = put_header(p, '$', len);
-        memcpy(p, arg, len);
-        p += len;
+/* The bytes n arguments take at most, headers and CRLFs included. */
+static size_t args_room(int n, const size_t *len) {
+    size_t room = 0;
+    for (int i = 0; i < n; i++)
+        room += HEADER_MAX + len[i] + 2;
+    return room;
+}
+
+/* Writes n arguments as RESP bulk strings at p; returns the end. */
+static char *put_args(char *p, int n, const char **argv, const size_t *len) {
+    for (int i = 0; i < n; i++) {
+        p = put_header(p, '$', len[i]);
+        memcpy(p, argv[i], len[i]);
+        p += len[i];
         *p++ = '\r';
         *p++ = '\n';
     }
+    return p;
+}
+
+/*
+ * What redisAppendCommandArgv appends -- the RESP array of the head's
+ * arguments and then argv's -- written straight into ctx's output buffer,
+ * grown once. hiredis 0.14 builds a separate string with a generic
+ * sdscatfmt call per part and then copies it (about 4 000 instructions per
+ * EVALSHA of a lock's, under callgrind; this, a few hundred). Never touches
+ * the buffer on failure (RLOCK_ENOMEM).
+ */
+static int append_resp(redisContext *ctx, int nhead, const char **head, const size_t *headlen,
+                       int argc, const char **argv, const size_t *argvlen) {
+    sds buf = sdsMakeRoomFor(ctx->obuf, HEADER_MAX + args_room(nhead, headlen) +
+                                            args_room(argc, argvlen));
+    if (buf == NULL)
+        return RLOCK_ENOMEM;
+    ctx->obuf = buf;
+    char *start = buf + sdslen(buf), *p = put_header(start, '*', (uint64_t)(nhead + argc));
+    p = put_args(p, nhead, head, headlen);
+    p = put_args(p, argc, argv, argvlen);
     sdsIncrLen(buf, (int)(p - start));
     return RLOCK_OK;
 }
 
 int rlock__append_argv(redisContext *ctx, int argc, const char **argv, const size_t *argvlen) {
-    return append_resp(ctx, argc, NULL, NULL, 0, argv, argvlen);
+    return append_resp(ctx, 0, argv, argvlen, argc, argv, argvlen); /* no head */
 }
 
 int rlock__append_cmd(redisContext *ctx, const rlock__script_set *set, const rlock__cmd *cmd,
@@ -129,5 +141,5 @@ int rlock__append_cmd(redisContext *ctx, const rlock__script_set *set, const rlo
                           use_body ? set->defs[cmd->script].body : set->sha[cmd->script], numkeys};
     size_t headlen[] = {use_body ? 4 : 7, strlen(head[1]),
                         rlock__fmt_u64(numkeys, (uint64_t)cmd->nkeys)};
-    return append_resp(ctx, cmd->argc + 3, head, headlen, 3, cmd->argv, cmd->argvlen);
+    return append_resp(ctx, 3, head, headlen, cmd->argc, cmd->argv, cmd->argvlen);
 }
