@@ -22,7 +22,6 @@
  * A fair lock never hands over within a process: each of these went
  * through Redis (the unlock message to the head's own channel).
  */
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench_rlock.h"
@@ -30,27 +29,18 @@
 #define FIFO_OWNER_MAX 64
 #define FIFO_MAX_ACQ 2000000
 
-enum { FIFO_WAIT, FIFO_RUN, FIFO_STOP };
-
 typedef struct fifo_shm {
-    atomic_long ready, phase, errors;
+    workers_shm w;             /* ready, phase, errors (workers.c) */
     atomic_long seq;           /* acquisitions so far (taken inside the critical section) */
     atomic_long checked, inversions, unchecked;
     _Atomic uint64_t released_ns; /* the holder's unlock call */
     char next_owner[FIFO_OWNER_MAX]; /* the queue's head the holder read ("" if empty) */
     char inverted[FIFO_OWNER_MAX * 2 + 8]; /* the first inversion: expected, got */
+    const char *name, *queue_key;      /* the lock, its queue (set before the fork) */
+    char me[256][FIFO_OWNER_MAX];      /* each worker's owner field (its own slot only) */
     atomic_long acq_per_worker[256];
     uint64_t lat[FIFO_MAX_ACQ]; /* by seq: hand-off ns, 0 if not checked */
 } fifo_shm;
-
-typedef struct fifo_worker {
-    const options *o;
-    fifo_shm *sh;
-    rlock *lock;
-    const char *name, *queue_key;
-    long index;
-    char me[FIFO_OWNER_MAX]; /* our owner field */
-} fifo_worker;
 
 /* A string reply of c (nil: ""); -1 on an error. */
 static int fifo_str(redisContext *c, char *out, size_t size, const char *fmt, const char *arg) {
@@ -66,12 +56,17 @@ static int fifo_str(redisContext *c, char *out, size_t size, const char *fmt, co
     return ok ? 0 : -1;
 }
 
-/* The critical section: check the order, read the queue's head for the next one. */
-static int fifo_critical(fifo_worker *w, redisContext *redis, uint64_t got_ns) {
-    fifo_shm *sh = w->sh;
+/*
+ * The critical section: check the order, read the queue's head for the
+ * next one, stamp the unlock that follows.
+ */
+static int fifo_critical(const workers_spec *spec, long index, redisContext *redis) {
+    fifo_shm *sh = spec->arg;
+    uint64_t got_ns = raw_now_ns();
+    char *me = sh->me[index];
     atomic_thread_fence(memory_order_acquire); /* the previous holder's next_owner */
     long seq = atomic_fetch_add(&sh->seq, 1);
-    if (w->me[0] == '\0' && fifo_str(redis, w->me, sizeof w->me, "HKEYS %s", w->name) < 0)
+    if (me[0] == '\0' && fifo_str(redis, me, FIFO_OWNER_MAX, "HKEYS %s", sh->name) < 0)
         return -1;
     if (sh->next_owner[0] == '\0') {
         atomic_fetch_add(&sh->unchecked, 1);
@@ -79,61 +74,15 @@ static int fifo_critical(fifo_worker *w, redisContext *redis, uint64_t got_ns) {
         atomic_fetch_add(&sh->checked, 1);
         if (seq < FIFO_MAX_ACQ)
             sh->lat[seq] = got_ns - atomic_load(&sh->released_ns);
-        if (strcmp(sh->next_owner, w->me) != 0 && atomic_fetch_add(&sh->inversions, 1) == 0)
-            snprintf(sh->inverted, sizeof sh->inverted, "%s, got %s", sh->next_owner, w->me);
+        if (strcmp(sh->next_owner, me) != 0 && atomic_fetch_add(&sh->inversions, 1) == 0)
+            snprintf(sh->inverted, sizeof sh->inverted, "%s, got %s", sh->next_owner, me);
     }
-    atomic_fetch_add(&sh->acq_per_worker[w->index], 1);
-    if (fifo_str(redis, sh->next_owner, sizeof sh->next_owner, "LINDEX %s 0", w->queue_key) < 0)
+    atomic_fetch_add(&sh->acq_per_worker[index], 1);
+    if (fifo_str(redis, sh->next_owner, sizeof sh->next_owner, "LINDEX %s 0", sh->queue_key) < 0)
         return -1;
     atomic_thread_fence(memory_order_release);
+    atomic_store(&sh->released_ns, raw_now_ns());
     return 0;
-}
-
-static void *fifo_worker_main(void *arg) {
-    fifo_worker *w = arg;
-    fifo_shm *sh = w->sh;
-    redisContext *redis = raw_connect(w->o->url);
-    atomic_fetch_add(&sh->ready, 1);
-    if (redis == NULL) {
-        atomic_fetch_add(&sh->errors, 1);
-        return NULL;
-    }
-    while (atomic_load(&sh->phase) == FIFO_WAIT)
-        raw_sleep_ms(1);
-    while (atomic_load(&sh->phase) == FIFO_RUN) {
-        if (check(rlock_lock(w->lock), "rlock_lock") < 0) {
-            atomic_fetch_add(&sh->errors, 1);
-            break;
-        }
-        int bad = fifo_critical(w, redis, raw_now_ns());
-        atomic_store(&sh->released_ns, raw_now_ns());
-        if (check(rlock_unlock(w->lock), "rlock_unlock") < 0 || bad) {
-            atomic_fetch_add(&sh->errors, 1);
-            break;
-        }
-    }
-    redisFree(redis);
-    return NULL;
-}
-
-static void fifo_child(const options *o, fifo_shm *sh, int proc, const char *name,
-                       const char *queue_key) {
-    rlock_client *c = open_client(o, 0, o->threads);
-    rlock *lock = NULL; /* one handle shared by the process's threads */
-    if (check(rlock_get_fair(c, name, &lock), "rlock_get_fair") < 0)
-        _exit(1);
-    fifo_worker w[256];
-    pthread_t tid[256];
-    for (int t = 0; t < o->threads; t++) {
-        w[t] = (fifo_worker){.o = o, .sh = sh, .lock = lock, .name = name,
-                             .queue_key = queue_key, .index = (long)proc * o->threads + t};
-        pthread_create(&tid[t], NULL, fifo_worker_main, &w[t]);
-    }
-    for (int t = 0; t < o->threads; t++)
-        pthread_join(tid[t], NULL);
-    rlock_free(lock);
-    rlock_client_close(c);
-    _exit(atomic_load(&sh->errors) ? 1 : 0);
 }
 
 int bench_fifo(const options *o) {
@@ -146,25 +95,19 @@ int bench_fifo(const options *o) {
     snprintf(name, sizeof name, "bench:fifo:%d", (int)getpid());
     snprintf(queue_key, sizeof queue_key, "redisson_lock_queue:{%s}", name);
     fifo_shm *sh = shared_alloc(sizeof *sh);
+    sh->name = name;
+    sh->queue_key = queue_key;
     fprintf(stderr, "fifo: %d processes x %d threads on one fair lock for %.1f s\n", o->procs,
             o->threads, o->secs);
+    workers_spec spec = {.o = o, .sh = &sh->w, .name = name, .fair = 1,
+                         .critical = fifo_critical, .arg = sh};
     pid_t pids[256];
-    for (int p = 0; p < o->procs; p++)
-        if ((pids[p] = fork_child()) == 0)
-            fifo_child(o, sh, p, name, queue_key);
-    while (atomic_load(&sh->ready) < workers && atomic_load(&sh->errors) == 0)
-        raw_sleep_ms(1);
+    workers_start(&spec, pids);
     uint64_t t0 = raw_now_ns();
-    atomic_store(&sh->phase, FIFO_RUN);
+    atomic_store(&sh->w.phase, WORKERS_RUN);
     raw_sleep_ms(o->secs * 1000);
-    atomic_store(&sh->phase, FIFO_STOP);
-    double elapsed = (double)(raw_now_ns() - t0) / 1e9;
-    int failed = 0;
-    for (int p = 0; p < o->procs; p++) {
-        int st;
-        waitpid(pids[p], &st, 0);
-        failed |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
-    }
+    double elapsed = (double)(raw_now_ns() - t0) / 1e9; /* a last few acquisitions follow */
+    int failed = workers_stop(&spec, pids);
     long n = atomic_load(&sh->seq), lo = -1, hi = 0;
     samples s = {0};
     for (long i = 0; i < n && i < FIFO_MAX_ACQ; i++)
@@ -198,10 +141,10 @@ int bench_fifo(const options *o) {
     j_int(&j, "max_per_thread", hi);
     j_int(&j, "handoffs", (long long)s.n);
     put_latency(&j, &s);
-    j_int(&j, "errors", atomic_load(&sh->errors) + failed);
+    j_int(&j, "errors", atomic_load(&sh->w.errors) + failed);
     j_end(&j);
     samples_free(&s);
-    int bad = failed || atomic_load(&sh->errors) || n > FIFO_MAX_ACQ;
+    int bad = failed || atomic_load(&sh->w.errors) || n > FIFO_MAX_ACQ;
     munmap(sh, sizeof *sh);
     return bad ? 1 : 0;
 }
