@@ -193,7 +193,6 @@ int main(int argc, char **argv) {
                 {"fenced", bench_fenced},
                 {"watchdog", bench_watchdog},       {"memory", bench_memory},
                 {"redlock", bench_redlock},
-
                 {"fifo", bench_fifo},               {"fair-stall", bench_fair_stall}};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
         if (strcmp(sub, subs[i].name) == 0)
