@@ -175,24 +175,26 @@ $(BUILD)/test/fault_%: test/fault_%.c $(HARNESS_OBJS) $(PROXY_OBJS) $(STLIB) $(H
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(REAL_CFLAGS) -Isrc $< $(HARNESS_OBJS) $(PROXY_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lcmocka
 
-$(BUILD)/bench/%: test/bench/%.c test/bench/bench.h test/rawredis.h $(HARNESS_OBJS) $(STLIB)
+$(BUILD)/bench/%: test/bench/%.c test/bench/bench.h test/bench/floor.h test/rawredis.h $(HARNESS_OBJS) $(STLIB)
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(REAL_CFLAGS) -Isrc -Itest $< $(HARNESS_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lm
 
 # bench_cluster is one program: its main and shared helpers (test/bench/bench_cluster.c)
 # and one file per section (test/bench/cluster/*.c). It counts the pipelines its
-# rlock-watchdog thread writes per node (the round trips of a renewal round) by
-# wrapping the library's rlock__io_flush (test/bench/cluster/watchdog.c).
+# rlock-watchdog thread writes per node (the round trips of a renewal round) and
+# the rounds by wrapping the library's rlock__io_flush and rlock__holds_snapshot
+# (test/bench/cluster/watchdog.c).
 BENCH_CLUSTER_SRCS := $(wildcard test/bench/cluster/*.c)
 
 $(BUILD)/bench/bench_cluster: test/bench/bench_cluster.c $(BENCH_CLUSTER_SRCS) \
-                              test/bench/cluster/bench_cluster.h test/bench/bench.h test/rawredis.h \
+                              test/bench/cluster/bench_cluster.h test/bench/bench.h test/bench/floor.h \
+                              test/rawredis.h \
                               $(HARNESS_OBJS) $(STLIB)
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $< $(BENCH_CLUSTER_SRCS)")
 	$(Q)$(CC) $(REAL_CFLAGS) -Isrc -Itest $< $(BENCH_CLUSTER_SRCS) $(HARNESS_OBJS) $(STLIB) -o $@ \
-	  $(REAL_LDFLAGS) -Wl,--wrap=rlock__io_flush $(LIBS) -lm
+	  $(REAL_LDFLAGS) -Wl,--wrap=rlock__io_flush -Wl,--wrap=rlock__holds_snapshot $(LIBS) -lm
 
 # bench_rlock is one program: its main and shared helpers (test/bench/bench_rlock.c)
 # and one file per subcommand (test/bench/rlock/*.c).

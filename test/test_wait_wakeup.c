@@ -277,6 +277,67 @@ static void test_foreign_holder(void **state) {
     foreign_holder(name);
 }
 
+/* ---- the subscription outlives its last waiter ---------------------------- */
+
+#define LINGER_MS 200 /* RLOCK__LINGER_MS, engine/channels.h */
+
+/* Waits (20 ms steps, 5 s) until script calls pass n: the waiter's attempt ran. */
+static void wait_scripts_past(redisContext *r, long long n) {
+    H_WAIT_FOR(h_script_calls(r) > n, 5000);
+}
+
+/*
+ * A waiter that got the lock leaves its channel subscribed for LINGER_MS: a
+ * wait for the same lock within that time sends no SUBSCRIBE (its join finds
+ * the subscription confirmed); once nobody has waited for that long, the
+ * channel is unsubscribed. The first check needs the second wait to begin
+ * within half the linger of the first's end: it is skipped, and said so, on a
+ * machine too slow for that (valgrind); the second always holds.
+ */
+static void test_subscription_lingers(void **state) {
+    rlock_client *c = h_open(30000, 0);
+    const char *name = h_unique_name("linger");
+    rlock *l = h_get(c, name);
+    redisContext *r = h_redis();
+    h_actor *waiter = h_actor_start();
+    static struct h_try t; /* may outlive a failed test */
+    long long left_ms = 0, subscribes = 0;
+    (void)state;
+
+    t = (struct h_try){l, H_MS(20000), -1};
+    for (int round = 0; round < 2; round++) {
+        h_foreign_lock(r, name, 30000);
+        long long scripts = h_script_calls(r);
+        h_actor_post(waiter, h_op_try_lock, &t);
+        wait_scripts_past(r, scripts); /* its attempt: BUSY; it joins the channel next */
+        long long since_left = h_now_ms() - left_ms;
+        H_WAIT_FOR(h_numsub(r, name, strlen(name)) == 1, 2000);
+        h_scripts_quiet(r, 100, 5000);
+        if (round == 1 && since_left < LINGER_MS / 2) {
+            print_message("      second wait began %lld ms after the first ended: SUBSCRIBE "
+                          "calls %lld before, %lld now (want no new one)\n", since_left,
+                          subscribes, h_commandstat_calls(r, "subscribe"));
+            assert_int_equal(h_commandstat_calls(r, "subscribe"), subscribes);
+        } else if (round == 1) {
+            print_message("      second wait began %lld ms after the first ended (slow "
+                          "machine): the SUBSCRIBE count is not checked\n", since_left);
+        }
+        subscribes = h_commandstat_calls(r, "subscribe");
+        h_foreign_unlock(r, name);
+        H_ASSERT_RC((int)h_actor_wait(waiter, 5000), RLOCK_OK);
+        H_ASSERT_RC((int)h_actor_call(waiter, h_op_unlock, l), RLOCK_OK);
+        left_ms = h_actor_finished_ms(waiter);
+    }
+    /* Nobody waits any more: unsubscribed after the linger. */
+    H_WAIT_FOR(h_numsub(r, name, strlen(name)) == 0, 2000);
+    print_message("      unsubscribed %lld ms after the last waiter left\n", h_now_ms() - left_ms);
+
+    h_actor_stop(waiter);
+    rlock_free(l);
+    redisFree(r);
+    rlock_client_close(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wake_same_client),
@@ -285,6 +346,7 @@ int main(void) {
         cmocka_unit_test(test_foreign_holder),
         cmocka_unit_test(test_wake_sends_acquire_ahead),
         cmocka_unit_test(test_shared_channel_wakeups),
+        cmocka_unit_test(test_subscription_lingers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

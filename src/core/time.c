@@ -56,15 +56,12 @@ int rlock__cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mutex, int64_t
 }
 
 size_t rlock__fmt_u64(char *buf, uint64_t v) {
-    char tmp[20];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    for (size_t i = 0; i < n; i++)
-        buf[i] = tmp[n - 1 - i];
+    size_t n = 1;
+    for (uint64_t rest = v; rest >= 10; rest /= 10)
+        n++;
     buf[n] = '\0';
+    for (size_t i = n; i-- > 0; v /= 10) /* written from the end: no copy to reverse */
+        buf[i] = (char)('0' + v % 10);
     return n;
 }
 

@@ -23,6 +23,7 @@ struct rlock__channel {
                                changed): its next SUBSCRIBE is a resubscription */
     rlock__node *node;      /* where its subscription goes (the net's choice); NULL: to pick */
     unsigned epoch;         /* bumped to make sleeping waiters retry at once */
+    int64_t idle_since_ms;  /* when its last waiter left: subscribed, it lingers */
     pthread_cond_t ready;   /* joiners wait here for confirmation */
     size_t len;
     char name[];
@@ -30,6 +31,18 @@ struct rlock__channel {
 
 /* How often a waiter on a refused channel tries again. */
 #define RLOCK__REFUSED_POLL_MS 100
+
+/*
+ * How long a subscription outlives its last waiter. A lock waited on again
+ * within that time finds its channel subscribed: the next wait sends no
+ * SUBSCRIBE (nor connects the subscriber's connection again), and a waiter
+ * that got the lock returns without waking the subscriber thread to send
+ * UNSUBSCRIBE (~6 us of a hand-off's critical path, docs/design.md section 4).
+ */
+#define RLOCK__LINGER_MS 200
+
+/* Whether ch is subscribed for nobody, for less than RLOCK__LINGER_MS yet. */
+int rlock__channel_lingers(const rlock__channel *ch, int64_t now_ms);
 
 rlock__channel *rlock__channel_find(rlock__waiters *ws, const char *name, size_t len);
 /* Finds the channel, or makes and links a new one; NULL if out of memory. */

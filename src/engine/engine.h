@@ -217,6 +217,8 @@ typedef struct rlock__waiters {
     rlock__channel *channels;   /* owned list: channels with waiters or unsubscribing */
     int wake_pipe[2];           /* waiters -> subscriber thread; O_NONBLOCK|O_CLOEXEC */
     int dirty;                  /* the subscription set changed since last sent */
+    int64_t subscriber_wakes_ms; /* when the subscriber's poll() ends by itself
+                                   (RLOCK__NO_DEADLINE: only a wake-up ends it) */
     atomic_int resubscribe;     /* a new master took over: reconnect, subscribe again */
 } rlock__waiters;
 

@@ -60,11 +60,27 @@ struct rlock__hold {
 
 #define MIN_BUCKETS 64
 
+/*
+ * A multiply-xorshift hash taking 8 bytes at a step: every lock and unlock
+ * hashes the name a few times, and FNV-1a's byte-at-a-step loop was ~100
+ * instructions a time for a 20-byte name (callgrind, bench_cluster -c).
+ */
 static uint32_t hash_name(const char *name, size_t len) {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)name[i]) * 16777619u;
-    return h;
+    uint64_t h = 0x9e3779b97f4a7c15u ^ len, word = 0;
+    const char *end = name + len;
+    for (; end - name > 8; name += 8) {
+        memcpy(&word, name, 8);
+        h = (h ^ word) * 0xff51afd7ed558ccdu;
+        h ^= h >> 32;
+    }
+    if (len >= 8) {
+        memcpy(&word, end - 8, 8); /* the last 8 bytes, overlapping those hashed */
+    } else {
+        for (size_t i = 0; i < len; i++)
+            word |= (uint64_t)(unsigned char)name[i] << (8 * i);
+    }
+    h = (h ^ word) * 0xc4ceb9fe1a85ec53u;
+    return (uint32_t)(h ^ (h >> 32)); /* the bucket is the low bits: give them the high ones */
 }
 
 static void free_graveyard(rlock__holds *h) {

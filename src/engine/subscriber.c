@@ -3,8 +3,11 @@
  * connections its waiters' subscriptions need (channels.c, waiters.c) --
  * one per node they go to: on a Cluster, one per master that owns a channel
  * waited on (the master of the lock's slot: sharded subscriptions must go
- * there; classic ones hear the message there without a cluster-bus hop). Connections are made lazily, when a thread has to
- * wait, and closed when no channel needs them any more.
+ * there; classic ones hear the message there without a cluster-bus hop).
+ * Connections are made lazily, when a thread has to wait, and closed when
+ * no channel needs them any more. A subscription outlives its last waiter
+ * by RLOCK__LINGER_MS (channels.h): a lock waited on again soon finds it
+ * there, and its waiters' leaving costs no wake-up of this thread.
  *
  * Trouble: when a connection drops, its channels are marked unsubscribed
  * and their waiters retry at once; the thread reconnects with capped,
@@ -224,8 +227,9 @@ static void resubscribed(subscriber *s, sub_link *l, int n) {
 /* Sends SUBSCRIBE/UNSUBSCRIBE (S- when sharded) for l's channels whose wish changed. */
 static int send_changes(rlock__waiters *ps, subscriber *s, sub_link *l) {
     int sharded = rlock__net_sharded(s->engine->net), again = 0;
+    int64_t now = rlock__now_ms();
     for (rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next) {
-        int want = ch->waiters > 0 && !ch->refused;
+        int want = (ch->waiters > 0 || rlock__channel_lingers(ch, now)) && !ch->refused;
         if (ch->node != l->node || want == ch->subscribe_sent)
             continue;
         const char *verb = want ? (sharded ? "SSUBSCRIBE" : "SUBSCRIBE")
@@ -402,15 +406,29 @@ static void connect_and_send(rlock__waiters *ps, subscriber *s) {
     rlock__channels_reap(ps);
 }
 
-/* How long poll may sleep: until the next reconnection or re-route is due. */
+/* A lingering subscription that has run its time is to be dropped: send the changes. */
+static void end_lingering(rlock__waiters *ps) {
+    int64_t now = rlock__now_ms();
+    for (const rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next)
+        if (ch->waiters == 0 && ch->subscribe_sent && !rlock__channel_lingers(ch, now))
+            ps->dirty = 1;
+}
+
+/*
+ * How long poll may sleep: until the next reconnection or re-route is due,
+ * or a lingering subscription ends.
+ */
 static int poll_timeout(const rlock__waiters *ps, subscriber *s) {
     int64_t now = rlock__now_ms(), until = RLOCK__NO_DEADLINE;
     for (size_t i = 0; i < s->nlinks; i++)
         if (links_of(s)[i].ctx == NULL && links_of(s)[i].next_connect_ms < until)
             until = links_of(s)[i].next_connect_ms;
-    for (const rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next)
+    for (const rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next) {
         if (ch->node == NULL && ch->waiters > 0 && s->reroute_after_ms < until)
             until = s->reroute_after_ms;
+        if (ch->waiters == 0 && ch->subscribe_sent && ch->idle_since_ms + RLOCK__LINGER_MS < until)
+            until = ch->idle_since_ms + RLOCK__LINGER_MS;
+    }
     if (until == RLOCK__NO_DEADLINE)
         return -1;
     return until <= now ? 0 : (int)(until - now > 60000 ? 60000 : until - now);
@@ -440,6 +458,8 @@ static void wait_and_read(rlock__waiters *ps, subscriber *s, int timeout_ms) {
             polled[nfds - 1] = links_of(s)[i].node;
             fds[nfds++] = (struct pollfd){.fd = links_of(s)[i].ctx->fd, .events = POLLIN};
         }
+    /* A waiter leaving its channel wakes us only if we would sleep past its linger. */
+    ps->subscriber_wakes_ms = timeout_ms < 0 ? RLOCK__NO_DEADLINE : rlock__now_ms() + timeout_ms;
     pthread_mutex_unlock(&ps->worker.mutex);
     int n = poll(fds, nfds, timeout_ms);
     if (n > 0 && (fds[0].revents & POLLIN))
@@ -471,6 +491,7 @@ static void *subscriber_main(void *arg) {
         if (atomic_exchange(&ps->resubscribe, 0))
             drop_all(ps, &s); /* waiters retry now; subscribe again at the new masters */
         route_channels(ps, &s);
+        end_lingering(ps);
         connect_and_send(ps, &s);
         if (ps->worker.stop)
             break;
@@ -501,6 +522,7 @@ int rlock__waiters_start(rlock__engine *e) {
     if (status != RLOCK_OK)
         return status;
     ws->wake_pipe[0] = ws->wake_pipe[1] = -1;
+    ws->subscriber_wakes_ms = RLOCK__NO_DEADLINE;
     if (pipe2(ws->wake_pipe, O_NONBLOCK | O_CLOEXEC) != 0)
         return rlock__fail(RLOCK_ENOMEM, errno, "subscriber wake-up pipe");
     ws->worker.on_stop = on_stop;

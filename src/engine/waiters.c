@@ -166,9 +166,14 @@ int rlock__wait_leave(rlock__engine *e, rlock__waiter *w, rlock__conn **ahead) {
     /* A wake-up it did not use (cancelled, timed out): pass it on. */
     if (w->permit || *ahead != NULL)
         rlock__channel_pass_permit(ch, w);
-    if (ch->waiters == 0 && !ps->worker.stop) {
-        ps->dirty = 1;
-        rlock__wake_subscriber(ps);
+    if (ch->waiters == 0) {
+        ch->idle_since_ms = rlock__now_ms();
+        /* Its subscription lingers; the subscriber must wake by the end of that to drop it. */
+        if (!ps->worker.stop && (!ch->subscribe_sent ||
+                                 ps->subscriber_wakes_ms > ch->idle_since_ms + RLOCK__LINGER_MS)) {
+            ps->dirty = 1;
+            rlock__wake_subscriber(ps);
+        }
     }
     pthread_mutex_unlock(&ps->worker.mutex);
     pthread_cond_destroy(&w->wakeup);

@@ -230,6 +230,7 @@ int rlock__connect_socket(const rlock__endpoint *ep, int connect_timeout_ms, int
     }
     if ((status = finish_connect(ep, ctx, connect_by)) != RLOCK_OK)
         goto fail;
+    rlock__io_block_reads(ctx->fd); /* best effort: refused, a read costs a system call more */
     if (ep->unix_path == NULL)
         redisEnableKeepAlive(ctx);
     *out = ctx;

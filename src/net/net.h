@@ -87,9 +87,15 @@ int rlock__endpoint_set(rlock__endpoint *ep, const char *host, int port, const c
  * or RLOCK_EIO with errno ETIMEDOUT (deadline) or poll's errno.
  */
 int rlock__io_wait(int fd, short events, int64_t deadline_ms);
-/* Writes ctx's output buffer by deadline_ms (poll + send). RLOCK_EIO on failure. */
+/*
+ * Makes fd's reads block, each for at most a slice (SO_RCVTIMEO), so that
+ * rlock__io_read can wait in read() itself (io.c). Writes stay non-blocking.
+ * RLOCK_EIO if the socket refused (it stays as it was: still usable).
+ */
+int rlock__io_block_reads(int fd);
+/* Writes ctx's output buffer by deadline_ms (send, poll if full). RLOCK_EIO on failure. */
 int rlock__io_flush(redisContext *ctx, int64_t deadline_ms);
-/* Reads one reply by deadline_ms (poll + redisBufferRead). RLOCK_EIO on failure/timeout. */
+/* Reads one reply by deadline_ms (read, then poll + read). RLOCK_EIO on failure/timeout. */
 int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply);
 
 /* ---- connect.c --------------------------------------------------------------- */
@@ -100,8 +106,10 @@ int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply);
  * Opens a connection to ep within deadline_ms (and never longer than
  * connect_timeout_ms): resolve, connect, then AUTH, SELECT and CLIENT
  * SETNAME pipelined (one round trip), each bounded by poll() on the
- * socket, so signals cannot stretch it. The context is non-blocking
- * (REDIS_BLOCK cleared): use it only through rlock__io_*. Records the error
+ * socket, so signals cannot stretch it. The context is non-blocking for
+ * hiredis (REDIS_BLOCK cleared), its socket blocks reads for a slice
+ * (rlock__io_block_reads): use it only through rlock__io_*, or read it only
+ * when poll() says it is readable. Records the error
  * detail. RLOCK_EIO / EAUTH / ENOPERM / EREDIS / ENOMEM.
  *
  * ev is the client's: the connection is named ev->settings->conn_name and
@@ -187,6 +195,11 @@ typedef struct rlock__cmd {
 
 /* SCRIPT LOAD of every script of set on ctx (one pipeline) by deadline_ms. */
 int rlock__scripts_load(redisContext *ctx, int64_t deadline_ms, rlock__script_set *set);
+/*
+ * Appends argv (with its lengths) to ctx's output buffer as one RESP command,
+ * as redisAppendCommandArgv does, at a fraction of its cost. RLOCK_ENOMEM.
+ */
+int rlock__append_argv(redisContext *ctx, int argc, const char **argv, const size_t *argvlen);
 /* Appends cmd to ctx: EVALSHA (use_body 0), EVAL (use_body 1), or the plain command. */
 int rlock__append_cmd(redisContext *ctx, const rlock__script_set *set, const rlock__cmd *cmd,
                       int use_body);

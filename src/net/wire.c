@@ -24,7 +24,7 @@ int rlock__append_wait(const rlock__net *net, redisContext *ctx, int n) {
     const char *argv[] = {"WAIT", count, timeout};
     size_t argvlen[] = {4, rlock__fmt_u64(count, (uint64_t)n),
                         rlock__fmt_u64(timeout, (uint64_t)net->settings->replica_ack_timeout_ms)};
-    return redisAppendCommandArgv(ctx, 3, argv, argvlen) == REDIS_OK ? RLOCK_OK : RLOCK_ENOMEM;
+    return rlock__append_argv(ctx, 3, argv, argvlen);
 }
 
 int rlock__wait_acks(const redisReply *reply) {

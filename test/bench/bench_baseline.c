@@ -14,20 +14,20 @@
  *   bench_baseline [--url URL] [-t THREADS] [-d SECONDS] [-r ROUNDS]
  *   bench_baseline [--url URL] --handoff N [--samples FILE]
  *
- * The second form measures the floor of a hand-off between two processes:
- * the waiter blocks reading its own SUBSCRIBE connection, the holder's
- * release script publishes to it, the waiter runs the acquire script again.
- * Two round trips and one message, no threads in between: what no library
- * can beat on this machine.
+ * The second form measures the floor of a hand-off between two processes
+ * (floor.h): the waiter blocks reading its own SUBSCRIBE connection, the
+ * holder's release script publishes to it, the waiter runs the acquire
+ * script again. Two round trips and one message, no threads in between:
+ * what no library can beat on this machine.
  *
  * Prints progress on stderr and one JSON line on stdout.
  */
 #include <getopt.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <uuid/uuid.h>
 
 #include "bench/bench.h"
+#include "bench/floor.h"
 #include "kind/kind.h"
 
 /*
@@ -62,13 +62,6 @@ static int load_script(redisContext *c, const char *body, char *sha) {
     return ok ? 0 : -1;
 }
 
-static void set_args(const char **argv, size_t *len, int n, const char *const *src) {
-    for (int i = 0; i < n; i++) {
-        argv[i] = src[i];
-        len[i] = strlen(src[i]);
-    }
-}
-
 static void *base_init(void *arg, int index) {
     const config *cfg = arg;
     base_thread *t = calloc(1, sizeof *t);
@@ -82,8 +75,8 @@ static void *base_init(void *arg, int index) {
     const char *acq[] = {"EVALSHA", cfg->acquire_sha, "1", t->key, "30000", t->owner, "0"};
     const char *rel[] = {"EVALSHA", cfg->release_sha, "1",       t->key,
                          t->owner,  "1",              t->channel, "publish"};
-    set_args(t->acq_argv, t->acq_len, 7, acq);
-    set_args(t->rel_argv, t->rel_len, 8, rel);
+    floor_set_args(t->acq_argv, t->acq_len, 7, acq);
+    floor_set_args(t->rel_argv, t->rel_len, 8, rel);
     return t;
 }
 
@@ -110,138 +103,17 @@ static void base_fini(void *state) {
     free(t);
 }
 
-/* ---- hand-off floor ----------------------------------------------------- */
-
-/* Shared by the two processes; as in bench_rlock's handoff (see there). */
-typedef struct floor_shm {
-    atomic_long ready, go, waiting, got, errors;
-    _Atomic uint64_t released_ns;
-    long n;
-    uint64_t lat[];
-} floor_shm;
-
-/* One party: a command connection and a connection subscribed to its own channel. */
-typedef struct floor_party {
-    floor_shm *sh;
-    redisContext *cmd, *sub;
-    int me;
-    const char *acq_argv[7], *rel_argv[8];
-    size_t acq_len[7], rel_len[8];
-    char key[64], owner[64], mine[128], peers[128];
-} floor_party;
-
-/* Runs the acquire script; returns 1 acquired, 0 held by the other, -1 error. */
-static int floor_acquire(floor_party *p) {
-    redisReply *r = redisCommandArgv(p->cmd, 7, p->acq_argv, p->acq_len);
-    int got = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? (int)r->element[0]->integer : -1;
-    if (r)
-        freeReplyObject(r);
-    return got == 1 ? 1 : got == 0 ? 0 : -1;
-}
-
-static int floor_release(floor_party *p) {
-    redisReply *r = redisCommandArgv(p->cmd, 8, p->rel_argv, p->rel_len);
-    int ok = r && r->type == REDIS_REPLY_INTEGER && r->integer == 0;
-    if (r)
-        freeReplyObject(r);
-    return ok ? 0 : -1;
-}
-
-static int floor_open(floor_party *p, const config *cfg, const char *key) {
-    snprintf(p->key, sizeof p->key, "%s", key);
-    snprintf(p->owner, sizeof p->owner, "%s:%d", cfg->uuid, p->me + 1);
-    snprintf(p->mine, sizeof p->mine, "redisson_lock__channel:{%s}:%d", key, p->me);
-    snprintf(p->peers, sizeof p->peers, "redisson_lock__channel:{%s}:%d", key, 1 - p->me);
-    const char *acq[] = {"EVALSHA", cfg->acquire_sha, "1", p->key, "30000", p->owner, "0"};
-    const char *rel[] = {"EVALSHA", cfg->release_sha, "1",      p->key,
-                         p->owner,  "1",              p->peers, "publish"};
-    set_args(p->acq_argv, p->acq_len, 7, acq);
-    set_args(p->rel_argv, p->rel_len, 8, rel);
-    p->cmd = raw_connect(cfg->url);
-    p->sub = raw_connect(cfg->url);
-    if (p->cmd == NULL || p->sub == NULL)
-        return -1;
-    redisReply *r = redisCommand(p->sub, "SUBSCRIBE %s", p->mine);
-    if (r)
-        freeReplyObject(r);
-    return r ? 0 : -1;
-}
-
-static void floor_wait(floor_party *p, long i) {
-    floor_shm *sh = p->sh;
-    atomic_store(&sh->waiting, i + 1);
-    int got = floor_acquire(p);
-    while (got == 0) { /* held: sleep on the channel until the release message */
-        void *msg;
-        if (redisGetReply(p->sub, &msg) != REDIS_OK)
-            break;
-        freeReplyObject(msg);
-        got = floor_acquire(p);
-    }
-    if (got != 1) {
-        atomic_fetch_add(&sh->errors, 1);
-        return;
-    }
-    sh->lat[i] = raw_now_ns() - atomic_load(&sh->released_ns);
-    atomic_store(&sh->got, i + 1);
-}
-
-static void floor_hand_over(floor_party *p, long i) {
-    floor_shm *sh = p->sh;
-    while (atomic_load(&sh->waiting) != i + 1 && atomic_load(&sh->errors) == 0)
-        raw_sleep_ms(0.02);
-    raw_sleep_ms(1); /* the waiter is asleep on its channel by now */
-    atomic_store(&sh->released_ns, raw_now_ns());
-    if (floor_release(p) < 0)
-        atomic_fetch_add(&sh->errors, 1);
-    while (atomic_load(&sh->got) != i + 1 && atomic_load(&sh->errors) == 0)
-        raw_sleep_ms(0.5);
-}
-
-static void floor_wait_for(atomic_long *v, long want, atomic_long *errors) {
-    while (atomic_load(v) < want && atomic_load(errors) == 0)
-        raw_sleep_ms(0.1);
-}
-
-/* Party 1 holds first (once both are subscribed); hand-off i goes to party i % 2. */
-static void floor_party_run(floor_party *p) {
-    floor_shm *sh = p->sh;
-    atomic_fetch_add(&sh->ready, 1);
-    floor_wait_for(&sh->ready, 2, &sh->errors);
-    if (p->me == 1) {
-        if (floor_acquire(p) != 1)
-            atomic_fetch_add(&sh->errors, 1);
-        atomic_store(&sh->go, 1);
-    }
-    floor_wait_for(&sh->go, 1, &sh->errors);
-    for (long i = 0; i < sh->n && atomic_load(&sh->errors) == 0; i++) {
-        if (i % 2 == p->me)
-            floor_wait(p, i);
-        else
-            floor_hand_over(p, i);
-    }
-    if ((sh->n - 1) % 2 == p->me)
-        floor_release(p);
-}
+/* ---- hand-off floor (floor.h) ------------------------------------------- */
 
 static int handoff_floor(const config *cfg, long n, const char *samples_path) {
-    floor_shm *sh = shared_alloc(sizeof *sh + (size_t)n * sizeof(uint64_t));
     char key[64];
-    sh->n = n;
     snprintf(key, sizeof key, "bench:base:handoff:%d", (int)getpid());
+    floor_cfg f = {.cmd_url = cfg->url, .sub_url = cfg->url, .subscribe = "SUBSCRIBE",
+                   .publish = "publish", .acquire_sha = cfg->acquire_sha,
+                   .release_sha = cfg->release_sha, .key = key, .uuid = cfg->uuid};
     fprintf(stderr, "baseline hand-off floor: %ld hand-offs between two processes\n", n);
-    pid_t child = fork_child();
-    floor_party p = {.sh = sh, .me = child == 0 ? 1 : 0};
-    if (floor_open(&p, cfg, key) < 0)
-        atomic_fetch_add(&sh->errors, 1);
-    floor_party_run(&p);
-    if (child == 0)
-        _exit(atomic_load(&sh->errors) ? 1 : 0);
-    waitpid(child, NULL, 0);
     samples s = {0};
-    for (long i = 0; i < n; i++)
-        samples_add(&s, sh->lat[i]);
-    samples_sort(&s);
+    long errors = floor_handoffs(&f, n, &s);
     samples_write_cdf(&s, samples_path);
     jsonw j;
     j_begin(&j, "baseline_handoff");
@@ -251,10 +123,10 @@ static int handoff_floor(const config *cfg, long n, const char *samples_path) {
     j_num(&j, "p99_ms", samples_pct_ms(&s, 99));
     j_num(&j, "p999_ms", samples_pct_ms(&s, 99.9));
     j_num(&j, "max_ms", samples_pct_ms(&s, 100));
-    j_int(&j, "errors", atomic_load(&sh->errors));
+    j_int(&j, "errors", errors);
     j_end(&j);
     samples_free(&s);
-    return atomic_load(&sh->errors) ? 1 : 0;
+    return errors ? 1 : 0;
 }
 
 static void usage(FILE *out) {

@@ -5,13 +5,18 @@
  *   uncontended  lock+unlock, 1 thread, names spread over the 3 masters:
  *                rlock vs raw hiredis sending the same two EVALSHA straight
  *                to the owning master (the raw client knows the slot map);
- *                rounds interleaved (raw, rlock, raw, rlock...) so both see
- *                the same noise. Redirects: INFO errorstats (MOVED, ASK) of
- *                every master before and after (target 0 per cycle).
+ *                R pairs, each of blocks of 250 cycles in turn (raw, rlock,
+ *                raw, rlock...) until each side ran S seconds, so both see
+ *                the same noise; the ratio is the median of the pairs'.
+ *                Redirects: INFO errorstats (MOVED, ASK) of every master
+ *                before and after (target 0 per cycle).
  *   handoff      two processes, each with its own client, pass one lock back
  *                and forth: unlock call start in A -> rlock_lock return in B
  *                (CLOCK_MONOTONIC via shared memory), pubsub_mode SHARDED
- *                and CLASSIC.
+ *                and CLASSIC; each beside its floor, the same hand-off in raw
+ *                hiredis (floor.h). Measured again at the end on a cluster of
+ *                3 masters without replicas (ho_bare_*): what replication and
+ *                three more processes on the same cores cost.
  *   watchdog     W watchdog locks (default 100,000, names spread over every
  *                slot) held by one client, watchdog_timeout 3000 ms: per
  *                renewal round, EVALSHA calls and connections used per
@@ -27,6 +32,10 @@
  *
  *   bench_cluster [-d SECONDS] [-r ROUNDS] [-n HANDOFFS] [-w LOCKS] [-k WD_ROUNDS]
  *                 [-m MIGRATIONS]
+ *   bench_cluster -c CYCLES   only CYCLES raw then CYCLES rlock uncontended
+ *                 cycles, untimed and unreported: for a profiler, e.g.
+ *                 valgrind --tool=callgrind --toggle-collect='unc_*_cycle'
+ *                 (instructions per cycle = each function's inclusive cost / CYCLES)
  *
  * Each section is a file of test/bench/cluster/ (cluster/bench_cluster.h);
  * this file has main(), the options, the cluster and its topology, the
@@ -131,10 +140,15 @@ long long calls_all(redisContext **mc, const char *cmd) {
 
 rlock_client *open_cluster_client(int pubsub_mode, long long wd_ms,
                                   void (*on_event)(const rlock_event *, void *), void *arg) {
+    return open_cluster_client_at(hc->url, pubsub_mode, wd_ms, on_event, arg);
+}
+
+rlock_client *open_cluster_client_at(const char *url, int pubsub_mode, long long wd_ms,
+                                     void (*on_event)(const rlock_event *, void *), void *arg) {
     rlock_config cfg;
     rlock_client *c = NULL;
     rlock_config_init(&cfg);
-    cfg.url = hc->url;
+    cfg.url = url;
     cfg.pubsub_mode = pubsub_mode;
     cfg.retry_attempts = 20;
     cfg.retry_interval_ms = 250;
@@ -157,6 +171,31 @@ static void put_per_master(jsonw *j, const char *key, const double *v, const cha
     j_str(j, key, buf);
 }
 
+/* A hand-off row: <prefix>_p50_ms, _p99_ms, _max_ms. */
+static void put_handoff(jsonw *j, const char *prefix, const ho_result *r) {
+    char key[64];
+    snprintf(key, sizeof key, "%s_p50_ms", prefix);
+    j_num(j, key, r->p50);
+    snprintf(key, sizeof key, "%s_p99_ms", prefix);
+    j_num(j, key, r->p99);
+    snprintf(key, sizeof key, "%s_max_ms", prefix);
+    j_num(j, key, r->max);
+}
+
+/* The hand-off rows, in the order measured (rlock, then its floor, per mode). */
+enum { HO_SHARDED, HO_FLOOR_SHARDED, HO_CLASSIC, HO_FLOOR_CLASSIC, HO_ROWS };
+static const char *const ho_keys[HO_ROWS] = {"sharded", "floor_sharded", "classic",
+                                             "floor_classic"};
+
+/* rlock's hand-off and its floor, sharded then classic, on cluster c. */
+static void handoff_rows(const h_cluster *c, long n, ho_result *rows) {
+    for (int k = 0; k < HO_ROWS; k += 2) {
+        int mode = k == HO_SHARDED ? RLOCK_PUBSUB_SHARDED : RLOCK_PUBSUB_CLASSIC;
+        bench_handoff(c, mode, n, &rows[k]);
+        bench_handoff_floor(c, mode, n, &rows[k + 1]);
+    }
+}
+
 static double max3(const double *v) {
     double x = v[0];
     for (int m = 1; m < NMASTERS; m++)
@@ -167,8 +206,8 @@ static double max3(const double *v) {
 int main(int argc, char **argv) {
     double secs = 1;
     int rounds = 5, wd_rounds = 5, migrations = 4, opt;
-    long handoffs = 2000, wd_locks = 100000;
-    while ((opt = getopt(argc, argv, "d:r:n:w:k:m:")) != -1) {
+    long handoffs = 2000, wd_locks = 100000, counted = 0;
+    while ((opt = getopt(argc, argv, "d:r:n:w:k:m:c:")) != -1) {
         if (opt == 'd')
             secs = arg_num("-d", optarg, 0.1, 60);
         else if (opt == 'r')
@@ -181,9 +220,11 @@ int main(int argc, char **argv) {
             wd_rounds = (int)arg_num("-k", optarg, 1, 60);
         else if (opt == 'm')
             migrations = (int)arg_num("-m", optarg, 1, 64);
+        else if (opt == 'c')
+            counted = (long)arg_num("-c", optarg, 1, 1e7);
         else
             return fprintf(stderr, "usage: bench_cluster [-d S] [-r N] [-n HANDOFFS] [-w LOCKS] "
-                                   "[-k WD_ROUNDS] [-m MIGRATIONS]\n"),
+                                   "[-k WD_ROUNDS] [-m MIGRATIONS] | -c CYCLES\n"),
                    2;
     }
     uint64_t t0 = raw_now_ns();
@@ -191,17 +232,31 @@ int main(int argc, char **argv) {
     read_topology();
     fprintf(stderr, "cluster %s up in %.1f s; masters :%d :%d :%d\n", hc->url,
             (double)(raw_now_ns() - t0) / 1e9, master_port[0], master_port[1], master_port[2]);
+    if (counted > 0) {
+        bench_uncontended_count(counted);
+        h_cluster_stop(hc);
+        return 0;
+    }
 
     unc_result u;
-    ho_result hs, hcl;
+    ho_result ho[HO_ROWS], bare[HO_ROWS];
     wd_result w;
     mig_result mg;
     bench_uncontended(secs, rounds, &u);
-    bench_handoff(RLOCK_PUBSUB_SHARDED, handoffs, &hs);
-    bench_handoff(RLOCK_PUBSUB_CLASSIC, handoffs, &hcl);
+    handoff_rows(hc, handoffs, ho);
     bench_watchdog(wd_locks, 4, wd_rounds, &w);
     bench_migration(migrations, &mg);
     h_cluster_stop(hc);
+    /* What replication and the replicas' processes cost a hand-off: 3 masters alone. */
+    t0 = raw_now_ns();
+    h_cluster *masters_only = h_cluster_start_masters();
+    fprintf(stderr, "cluster of 3 masters, no replicas: %s up in %.1f s\n", masters_only->url,
+            (double)(raw_now_ns() - t0) / 1e9);
+    handoff_rows(masters_only, handoffs, bare);
+    h_cluster_stop(masters_only);
+    long long ho_errors = 0;
+    for (int k = 0; k < HO_ROWS; k++)
+        ho_errors += ho[k].errors + bare[k].errors;
 
     double lpe[NMASTERS];
     for (int m = 0; m < NMASTERS; m++)
@@ -215,10 +270,12 @@ int main(int argc, char **argv) {
     j_num(&j, "unc_p50_ms", u.p50);
     j_num(&j, "unc_p99_ms", u.p99);
     j_num(&j, "unc_ratio", u.ratio);
+    j_num(&j, "unc_ratio_min", u.ratio_min);
+    j_num(&j, "unc_ratio_max", u.ratio_max);
+    j_int(&j, "unc_pairs", rounds);
     j_num(&j, "unc_redirects_per_cycle", u.redirects_per_cycle);
     j_int(&j, "unc_moved", u.moved);
     j_int(&j, "unc_ask", u.ask);
-    j_num(&j, "unc_raw_redirects_per_cycle", u.raw_redirects_per_cycle);
     j_num(&j, "unc_scripts_per_cycle", u.scripts_per_cycle);
     j_num(&j, "unc_raw_cpu_us_per_cycle", u.raw_cpu_us);
     j_num(&j, "unc_cpu_us_per_cycle", u.cpu_us);
@@ -226,14 +283,15 @@ int main(int argc, char **argv) {
                                   : u.publish > 0 && u.spublish == 0 ? "publish"
                                                                      : "mixed");
     j_int(&j, "unc_cycles", u.cycles);
-    j_int(&j, "ho_n", hs.n);
-    j_num(&j, "ho_sharded_p50_ms", hs.p50);
-    j_num(&j, "ho_sharded_p99_ms", hs.p99);
-    j_num(&j, "ho_sharded_max_ms", hs.max);
-    j_num(&j, "ho_classic_p50_ms", hcl.p50);
-    j_num(&j, "ho_classic_p99_ms", hcl.p99);
-    j_num(&j, "ho_classic_max_ms", hcl.max);
-    j_int(&j, "ho_errors", hs.errors + hcl.errors);
+    j_int(&j, "ho_n", ho[HO_SHARDED].n);
+    for (int k = 0; k < HO_ROWS; k++) {
+        char prefix[48];
+        snprintf(prefix, sizeof prefix, "ho_%s", ho_keys[k]);
+        put_handoff(&j, prefix, &ho[k]);
+        snprintf(prefix, sizeof prefix, "ho_bare_%s", ho_keys[k]);
+        put_handoff(&j, prefix, &bare[k]);
+    }
+    j_int(&j, "ho_errors", ho_errors);
     j_int(&j, "wd_locks", w.locks);
     j_num(&j, "wd_acquire_s", w.acquire_s);
     j_int(&j, "wd_rounds", w.rounds);
@@ -272,7 +330,7 @@ int main(int argc, char **argv) {
     j_int(&j, "mig_held_ok", mg.held_ok);
     j_num(&j, "run_s", (double)(raw_now_ns() - t0) / 1e9);
     j_end(&j);
-    int bad = hs.errors || hcl.errors || w.held != w.locks || w.lost || mg.failed || mg.lost ||
+    int bad = ho_errors || w.held != w.locks || w.lost || mg.failed || mg.lost ||
               !mg.held_ok;
     return bad ? 1 : 0;
 }

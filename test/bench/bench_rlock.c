@@ -14,6 +14,10 @@
  *   memory       client heap and Redis memory per handle, held lock, waiter
  *   redlock      Redlock acquire over 3 masters of its own, beside one master
  *                and beside Redisson's one-after-another attempt
+ *   fifo         P processes x T threads on one fair lock: acquisitions out
+ *                of the queue's order (inversions), hand-off under contention
+ *   fair-stall   a fair lock's waiter SIGKILLed at the head of the queue: the
+ *                stall of the live waiter behind it, against its bound
  *
  * Each prints progress on stderr and one JSON line on stdout. Nothing here
  * asserts speed: a subcommand fails (exit 1) only when the library returned
@@ -120,6 +124,8 @@ static void usage(FILE *out) {
             "  watchdog    [-n LOCKS] [-t THREADS] [--timeout MS] [-r ROUNDS]\n"
             "  memory      [-n LOCKS] [-w WAITERS]\n"
             "  redlock     [-n CYCLES]   (3 redis-servers of its own; --url unused)\n"
+            "  fifo        [-p PROCS] [-t THREADS] [-d SECONDS]   (a fair lock)\n"
+            "  fair-stall  [-r ROUNDS] [--lease MS]\n"
             "Every subcommand takes --local-handoffs N (rlock_config.local_handoffs) and\n"
             "--register 0|1 (rlock_config.register_client).\n"
             "URL defaults to $RLOCK_TEST_URL. Prints one JSON line on stdout.\n");
@@ -173,10 +179,11 @@ int main(int argc, char **argv) {
     }
     const char *sub = argv[1];
     int is_wd = strcmp(sub, "watchdog") == 0, is_mem = strcmp(sub, "memory") == 0;
-    int is_cont = strcmp(sub, "contention") == 0;
-    options o = {.url = default_url(), .threads = is_wd || is_cont ? 4 : 1, .procs = 4, .rounds = 3,
-                 .waiters = is_mem ? 100 : 10, .count = is_wd ? 10000 : is_mem ? 10000 : 2000,
-                 .secs = is_cont ? 10 : 1.5, .monitor_secs = 2,
+    int is_cont = strcmp(sub, "contention") == 0, is_fifo = strcmp(sub, "fifo") == 0;
+    options o = {.url = default_url(), .threads = is_wd || is_cont || is_fifo ? 4 : 1, .procs = 4,
+                 .rounds = 3, .waiters = is_mem ? 100 : 10,
+                 .count = is_wd ? 10000 : is_mem ? 10000 : 2000,
+                 .secs = is_cont ? 10 : is_fifo ? 5 : 1.5, .monitor_secs = 2,
                  .timeout = 3000, .settle_us = 1000, .local_handoffs = -1,
                  .register_client = -1};
     if (is_wd)
@@ -192,7 +199,8 @@ int main(int argc, char **argv) {
                 {"contention", bench_contention},   {"herd", bench_herd},
                 {"fenced", bench_fenced},
                 {"watchdog", bench_watchdog},       {"memory", bench_memory},
-                {"redlock", bench_redlock}};
+                {"redlock", bench_redlock},
+                {"fifo", bench_fifo},               {"fair-stall", bench_fair_stall}};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
         if (strcmp(sub, subs[i].name) == 0)
             return subs[i].run(&o);

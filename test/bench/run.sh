@@ -10,7 +10,7 @@
 # Targets are printed, never asserted: a missed target is reported as MISS
 # and the exit status stays 0. The exit status is 1 only when a program failed
 # (an rlock call returned an error, a counter was not exact, a watchdog lock
-# was lost). About four minutes on a 2-core machine.
+# was lost). About five minutes on a 2-core machine.
 #
 # Knobs (environment): BENCH_QUICK=1 shortens every run (for a smoke test).
 set -uo pipefail
@@ -166,6 +166,12 @@ for n in $WDN; do
     run "wd$n" "$bin/bench_rlock" watchdog --url "$url" -n "$n" -t 4 --timeout 3000 -r $WDR
     wd_rows="$wd_rows wd$n"
 done
+
+# The fair lock (issue 12): hand-off, FIFO order under contention, a dead waiter's stall.
+if [ "$quick" = 1 ]; then FD=2 FR=2; else FD=5 FR=5; fi
+run hofair "$bin/bench_rlock" handoff --url "$url" -n $N --fair
+run fifo "$bin/bench_rlock" fifo --url "$url" -p 4 -t 4 -d $FD
+run fstall "$bin/bench_rlock" fair-stall --url "$url" -r $FR
 
 # Its own master, two replicas and three sentinels (not the url's server).
 if [ "$quick" = 1 ]; then SF=1; else SF=3; fi
@@ -341,7 +347,10 @@ row "raw EVALSHA to the slot's master: cycles/s" "$cb" "" ""
 row "raw: p50 ms" "$(get "$clus" unc_raw_p50_ms)" "" ""
 row "raw: p99 ms" "$(get "$clus" unc_raw_p99_ms)" "" ""
 row "rlock, 1 thread, 48 names: cycles/s" "$cu" "" ""
-row "rlock ratio to raw cycles/s (same run)" "$cr" ">= 0.95" "$(verdict "$cr" '>=' 0.95)"
+row "rlock ratio to raw cycles/s (median pair)" "$cr" ">= 0.95" "$(verdict "$cr" '>=' 0.95)"
+row "  lowest pair's ratio" "$(get "$clus" unc_ratio_min)" "" ""
+row "  highest pair's ratio" "$(get "$clus" unc_ratio_max)" "" ""
+note "$(get "$clus" unc_pairs) pairs, each of raw and rlock in turns of 250 cycles"
 row "rlock: p50 ms" "$(get "$clus" unc_p50_ms)" "" ""
 row "rlock: p99 ms" "$(get "$clus" unc_p99_ms)" "" ""
 row "rlock: redirects (MOVED+ASK) per cycle" "$crd" "<= 0" "$(verdict "$crd" '<=' 0)"
@@ -351,11 +360,21 @@ row "client CPU us per cycle: rlock" "$(get "$clus" unc_cpu_us_per_cycle)" "" ""
 textrow "rlock's unlock publishes with" "$(get "$clus" unc_publish_verb)"
 for m in sharded classic; do
     p50=$(get "$clus" "ho_${m}_p50_ms") p99=$(get "$clus" "ho_${m}_p99_ms")
+    f50=$(get "$clus" "ho_floor_${m}_p50_ms")
     row "hand-off to another process, $m: p50 ms" "$p50" "<= 0.25" "$(verdict "$p50" '<=' 0.25)"
     row "hand-off, $m: p99 ms" "$p99" "<= 2" "$(verdict "$p99" '<=' 2)"
     row "hand-off, $m: max ms" "$(get "$clus" "ho_${m}_max_ms")" "" ""
+    row "  raw floor, $m: p50 ms" "$f50" "" ""
+    row "  raw floor, $m: p99 ms" "$(get "$clus" "ho_floor_${m}_p99_ms")" "" ""
+    row "  rlock / floor, $m: p50" "$(ratio "$p50" "$f50")" "" ""
 done
-note "$(get "$clus" ho_n) hand-offs each; the single-server figures are in section 3"
+for m in sharded classic; do
+    p50=$(get "$clus" "ho_bare_${m}_p50_ms") f50=$(get "$clus" "ho_bare_floor_${m}_p50_ms")
+    row "3 masters, no replicas, $m: hand-off p50 ms" "$p50" "" ""
+    row "  raw floor there, $m: p50 ms" "$f50" "" ""
+    row "  rlock / floor there, $m: p50" "$(ratio "$p50" "$f50")" "" ""
+done
+note "$(get "$clus" ho_n) hand-offs each; floor: raw hiredis, rlock's scripts, the waiter blocked on its (S)SUBSCRIBE connection; the single-server figures are in section 3"
 wl=$(get "$clus" wd_locks)
 row "watchdog: locks held by one client" "$wl" "" ""
 row "watchdog: seconds to acquire them (4 threads)" "$(get "$clus" wd_acquire_s)" "" ""
@@ -401,6 +420,28 @@ row "one after another: p50 ratio to one master" "$(get "$redl" sequential_to_si
 row "Redlock unlock, 3 masters at once: p50 ms" "$(get "$redl" redlock_unlock_p50_ms)" "" ""
 row "Redlock unlock: p99 ms" "$(get "$redl" redlock_unlock_p99_ms)" "" ""
 cmd "$(cmd_of "$redl")"
+
+section "11. Fair lock (rlock_get_fair): hand-off, FIFO order, a dead waiter"
+fp50=$(get "$hofair" p50_ms)
+row "hand-off to another process: p50 ms" "$fp50" "<= 0.3" "$(verdict "$fp50" '<=' 0.3)"
+row "hand-off to another process: p99 ms" "$(get "$hofair" p99_ms)" "" ""
+cmd "$(cmd_of "$hofair")"
+inv=$(get "$fifo" inversions)
+row "4 x 4 threads: acquisitions checked for order" "$(get "$fifo" checked)" "" ""
+row "4 x 4 threads: order inversions" "$inv" "<= 0" "$(verdict "$inv" '<=' 0)"
+row "4 x 4 threads: acquisitions/s" "$(get "$fifo" acq_per_s)" "" ""
+row "4 x 4 threads: min / max acquisitions per thread" "$(get "$fifo" min_per_thread)" "" ""
+row "  (max)" "$(get "$fifo" max_per_thread)" "" ""
+row "4 x 4 threads: hand-off p50 ms" "$(get "$fifo" p50_ms)" "" ""
+row "4 x 4 threads: hand-off p99 ms" "$(get "$fifo" p99_ms)" "" ""
+note "inversion: the acquisition after a holder read a non-empty queue is not its head's"
+cmd "$(cmd_of "$fifo")"
+ex=$(get "$fstall" excess_max_ms)
+row "dead head: live waiter's stall after the unlock, ms" "$(get "$fstall" stall_ms)" "" ""
+row "dead head: bound (its deadline after the unlock), ms" "$(get "$fstall" bound_ms)" "" ""
+row "dead head: stall beyond the bound, median ms" "$(get "$fstall" excess_ms)" "" ""
+row "dead head: stall beyond the bound, worst ms" "$ex" "<= 10" "$(verdict "$ex" '<=' 10)"
+cmd "$(cmd_of "$fstall")"
 
 render_table
 

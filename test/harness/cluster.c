@@ -81,7 +81,7 @@ char *h_cluster_ask_str(const h_server *s, const char *cmd) {
 }
 
 int h_cluster_index(const h_cluster *hc, const h_server *s) {
-    for (int i = 0; i < H_CLUSTER_NODES; i++)
+    for (int i = 0; i < hc->nodes; i++)
         if (hc->node[i] == s)
             return i;
     return -1;
@@ -113,7 +113,7 @@ int h_cluster_says_master(const h_server *s) {
 }
 
 h_server *h_cluster_replica_of(const h_cluster *hc, const h_server *master) {
-    for (int i = 0; i < H_CLUSTER_NODES; i++) {
+    for (int i = 0; i < hc->nodes; i++) {
         int port = 0;
         if (hc->node[i] != master && role_of(hc->node[i], &port) == 2 &&
             port == h_server_port(master))
@@ -170,7 +170,7 @@ int h_cluster_first_slot(const h_server *s) {
 h_server *h_cluster_owner(const h_cluster *hc, int slot) {
     h_server *best = NULL;
     long long best_epoch = -1;
-    for (int i = 0; i < H_CLUSTER_NODES; i++) {
+    for (int i = 0; i < hc->nodes; i++) {
         long long epoch = -1;
         if (claims(hc->node[i], slot, &epoch) && epoch > best_epoch) {
             best = hc->node[i];
@@ -182,7 +182,7 @@ h_server *h_cluster_owner(const h_cluster *hc, int slot) {
 
 int h_cluster_masters(const h_cluster *hc, h_server **out) {
     int n = 0;
-    for (int i = 0; i < H_CLUSTER_NODES; i++) {
+    for (int i = 0; i < hc->nodes; i++) {
         long long epoch;
         if (claims(hc->node[i], -1, &epoch))
             out[n++] = hc->node[i];
@@ -254,7 +254,7 @@ static int link_up(const h_server *s) {
 
 int h_cluster_settled(const h_cluster *hc, int links) {
     char first[1024] = "", view[1024];
-    for (int i = 0; i < H_CLUSTER_NODES; i++) {
+    for (int i = 0; i < hc->nodes; i++) {
         if (h_server_pid(hc->node[i]) == 0)
             continue;
         if (!state_ok(hc->node[i]) || !slots_view(hc->node[i], view, sizeof view))
@@ -278,7 +278,7 @@ void h_cluster_wait_settled(const h_cluster *hc, int links, long long timeout_ms
 }
 
 void h_cluster_dump(const h_cluster *hc) {
-    for (int i = 0; i < H_CLUSTER_NODES; i++) {
+    for (int i = 0; i < hc->nodes; i++) {
         char *nodes = h_cluster_ask_str(hc->node[i], "CLUSTER NODES");
         char *info = h_cluster_ask_str(hc->node[i], "CLUSTER INFO");
         char *mine = nodes ? strstr(nodes, "myself") : NULL;
@@ -317,8 +317,8 @@ static h_server *start_node(h_cluster *hc, int i) {
     return h_server_start_port(port, args);
 }
 
-/* redis-cli --cluster create ... --cluster-replicas 1 --cluster-yes, its
- * output in a temporary file (printed if it fails). */
+/* redis-cli --cluster create ... --cluster-replicas R --cluster-yes (R 1 with
+ * 6 nodes, 0 with 3), its output in a temporary file (printed if it fails). */
 static void create_cluster(h_cluster *hc) {
     char ports[H_CLUSTER_NODES][32], logpath[256];
     const char *tmp = getenv("TMPDIR");
@@ -330,12 +330,12 @@ static void create_cluster(h_cluster *hc) {
     argv[n++] = (char *)"redis-cli";
     argv[n++] = (char *)"--cluster";
     argv[n++] = (char *)"create";
-    for (int i = 0; i < H_CLUSTER_NODES; i++) {
+    for (int i = 0; i < hc->nodes; i++) {
         snprintf(ports[i], sizeof ports[i], "127.0.0.1:%d", h_server_port(hc->node[i]));
         argv[n++] = ports[i];
     }
     argv[n++] = (char *)"--cluster-replicas";
-    argv[n++] = (char *)"1";
+    argv[n++] = (char *)(hc->nodes == H_CLUSTER_NODES ? "1" : "0");
     argv[n++] = (char *)"--cluster-yes";
     argv[n] = NULL;
     pid_t pid = fork();
@@ -360,18 +360,19 @@ static void create_cluster(h_cluster *hc) {
         H_FAIL("redis-cli --cluster create exited with %d (127: redis-cli not in PATH)", code);
 }
 
-h_cluster *h_cluster_start(void) {
+static h_cluster *start_cluster(int nodes) {
     h_cluster *hc = calloc(1, sizeof *hc);
     if (!hc)
         abort();
-    for (int i = 0; i < H_CLUSTER_NODES; i++) {
+    hc->nodes = nodes;
+    for (int i = 0; i < hc->nodes; i++) {
         int attempt = 0;
         while ((hc->node[i] = start_node(hc, i)) == NULL)
             if (++attempt == 10)
                 H_FAIL("could not start cluster node %d on free ports", i);
     }
     create_cluster(hc);
-    for (int i = 0; i < H_CLUSTER_NODES; i++) {
+    for (int i = 0; i < hc->nodes; i++) {
         char *id = h_cluster_ask_str(hc->node[i], "CLUSTER MYID");
         if (id == NULL || strlen(id) != 40)
             H_FAIL("CLUSTER MYID of node %d: %s", i, id ? id : "(no answer)");
@@ -384,10 +385,18 @@ h_cluster *h_cluster_start(void) {
     return hc;
 }
 
+h_cluster *h_cluster_start(void) {
+    return start_cluster(H_CLUSTER_NODES);
+}
+
+h_cluster *h_cluster_start_masters(void) {
+    return start_cluster(H_CLUSTER_MASTERS);
+}
+
 void h_cluster_stop(h_cluster *hc) {
     if (!hc)
         return;
-    for (int i = 0; i < H_CLUSTER_NODES; i++)
+    for (int i = 0; i < hc->nodes; i++)
         h_server_stop(hc->node[i]);
     free(hc);
 }

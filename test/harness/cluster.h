@@ -21,10 +21,12 @@
 #include "server.h"
 
 #define H_CLUSTER_NODES 6
+#define H_CLUSTER_MASTERS 3
 #define H_CLUSTER_SLOTS 16384
 
 typedef struct h_cluster {
-    h_server *node[H_CLUSTER_NODES]; /* 3 start as masters, 3 as replicas */
+    int nodes;                       /* H_CLUSTER_NODES, or H_CLUSTER_MASTERS alone */
+    h_server *node[H_CLUSTER_NODES]; /* 3 start as masters, 3 as replicas (if nodes is 6) */
     char id[H_CLUSTER_NODES][41];    /* CLUSTER MYID of each node */
     int bus_port[H_CLUSTER_NODES];
     char url[256]; /* redis-cluster://127.0.0.1:P0,127.0.0.1:P1 */
@@ -37,6 +39,9 @@ typedef struct h_cluster {
  * after 20 s (scaled).
  */
 h_cluster *h_cluster_start(void);
+/* The same with 3 masters and no replica (node[3..5] NULL), for benchmarks: what
+ * replication costs. The helpers below skip the missing nodes. */
+h_cluster *h_cluster_start_masters(void);
 /* Stops every node (by pid, checked in /proc first) and frees hc. NULL: no-op. */
 void h_cluster_stop(h_cluster *hc);
 

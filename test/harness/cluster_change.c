@@ -142,7 +142,7 @@ static int first_slot_of(const h_cluster *hc, const h_server *master) {
 }
 
 static int live_nodes_ok(const h_cluster *hc) {
-    for (int i = 0; i < H_CLUSTER_NODES; i++) {
+    for (int i = 0; i < hc->nodes; i++) {
         char *info;
         int ok;
         if (h_server_pid(hc->node[i]) == 0)
@@ -193,7 +193,7 @@ static void ask_failover(redisContext *c, long long deadline) {
  */
 h_server *h_cluster_failover(const h_cluster *hc, h_server *replica) {
     h_server *old = NULL;
-    for (int i = 0; i < H_CLUSTER_NODES; i++)
+    for (int i = 0; i < hc->nodes; i++)
         if (h_server_pid(hc->node[i]) != 0 && h_cluster_replica_of(hc, hc->node[i]) == replica)
             old = hc->node[i];
     if (old == NULL)

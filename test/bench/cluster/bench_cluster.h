@@ -5,7 +5,8 @@
  *                    (masters, ports, slot map), the helpers below, the JSON
  *                    line (test/bench/bench_cluster.c)
  *   uncontended.c    rlock vs raw hiredis lock+unlock, redirects per cycle
- *   handoff.c        cross-process hand-off latency, SHARDED and CLASSIC
+ *   handoff.c        cross-process hand-off latency, SHARDED and CLASSIC, and
+ *                    its raw floor (floor.h), on a cluster given
  *   watchdog.c       renewal rounds of W watchdog locks; the --wrap counting
  *                    of rlock__io_flush
  *   migration.c      unlock latency through slot migrations
@@ -44,25 +45,34 @@ long long calls_all(redisContext **mc, const char *cmd);
 /* A client of the cluster (retries 20 x 250 ms), or exits; wd_ms 0 keeps the default. */
 rlock_client *open_cluster_client(int pubsub_mode, long long wd_ms,
                                   void (*on_event)(const rlock_event *, void *), void *arg);
+/* The same for the cluster at url. */
+rlock_client *open_cluster_client_at(const char *url, int pubsub_mode, long long wd_ms,
+                                     void (*on_event)(const rlock_event *, void *), void *arg);
 
 /* ---- the sections ---- */
 
 typedef struct unc_result {
-    double raw_ops, raw_p50, raw_p99, ops, p50, p99, ratio, raw_cpu_us, cpu_us;
-    double redirects_per_cycle, scripts_per_cycle, raw_redirects_per_cycle;
+    double raw_ops, raw_p50, raw_p99, ops, p50, p99, raw_cpu_us, cpu_us; /* medians of pairs */
+    double ratio, ratio_min, ratio_max; /* of the pairs' rlock / raw cycles/s */
+    double redirects_per_cycle, scripts_per_cycle;
     long long moved, ask, cycles, spublish, publish;
 } unc_result;
 
 /* uncontended.c */
 void bench_uncontended(double secs, int rounds, unc_result *out);
+/* uncontended.c, for a profiler (bench_cluster -c N): N raw cycles, then N rlock
+ * cycles, untimed, on the calling thread; nothing else is measured. */
+void bench_uncontended_count(long cycles);
 
 typedef struct ho_result {
     double p50, p99, max;
     long long n, errors;
 } ho_result;
 
-/* handoff.c: mode is RLOCK_PUBSUB_SHARDED or RLOCK_PUBSUB_CLASSIC. */
-void bench_handoff(int mode, long n, ho_result *out);
+/* handoff.c, on cluster c: mode is RLOCK_PUBSUB_SHARDED or RLOCK_PUBSUB_CLASSIC. rlock's: */
+void bench_handoff(const h_cluster *c, int mode, long n, ho_result *out);
+/* Its floor: raw hiredis, rlock's scripts, (S)SUBSCRIBE and (S)PUBLISH (floor.h). */
+void bench_handoff_floor(const h_cluster *c, int mode, long n, ho_result *out);
 
 typedef struct wd_result {
     long locks, held;

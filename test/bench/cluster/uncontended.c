@@ -138,8 +138,8 @@ static void unc_raw_fini(void *state) {
     free(t);
 }
 
-void bench_uncontended(double secs, int rounds, unc_result *out) {
-    redisContext *mc[NMASTERS];
+/* Loads both scripts on every master (connections in mc) and picks the names. */
+static void unc_prepare(redisContext **mc) {
     for (int m = 0; m < NMASTERS; m++) {
         mc[m] = master_conn(m);
         if (load_sha(mc[m], RLOCK__SCRIPT_ACQUIRE, acquire_sha) < 0 ||
@@ -147,62 +147,155 @@ void bench_uncontended(double secs, int rounds, unc_result *out) {
             die("%s", "SCRIPT LOAD failed");
     }
     unc_pick_names();
+}
+
+/*
+ * One side of a comparison: its ops and state, and what its cycles cost so
+ * far: wall and CPU seconds (the process's: every thread's, user + system),
+ * and each cycle's latency when lat is kept.
+ */
+typedef struct unc_side {
+    const char *what;
+    const cycle_ops *ops;
+    void *state;
+    double wall, cpu;
+    long long cycles;
+    samples lat;
+} unc_side;
+
+/*
+ * Raw and rlock run in turn, UNC_BLOCK cycles at a time (~25 ms here), so
+ * that both meet the same moments of a loaded machine: with whole rounds of a
+ * second in turn, pairs of the same code differed by +-15 % and more.
+ */
+#define UNC_BLOCK 250
+
+/* Runs n cycles of side's ops on this thread (latencies kept if keep). */
+static void unc_block(unc_side *side, long n, int keep) {
+    double cpu0 = cpu_seconds(RUSAGE_SELF);
+    uint64_t t0 = raw_now_ns(), start = t0;
+    for (long i = 0; i < n; i++) {
+        if (side->ops->cycle(side->state) < 0)
+            die("%s", "a cycle failed");
+        uint64_t end = raw_now_ns();
+        if (keep)
+            samples_add(&side->lat, end - start);
+        start = end;
+    }
+    side->wall += (double)(raw_now_ns() - t0) / 1e9;
+    side->cpu += cpu_seconds(RUSAGE_SELF) - cpu0;
+    side->cycles += n;
+}
+
+static void unc_reset(unc_side *side) {
+    side->wall = side->cpu = 0;
+    side->cycles = 0;
+    side->lat.n = 0;
+}
+
+/* Both sides' states made (one thread: the index is 0). */
+static void unc_sides_init(unc_side *side, const cycle_ops *raw, const cycle_ops *rl) {
+    side[0] = (unc_side){.what = "raw", .ops = raw};
+    side[1] = (unc_side){.what = "rlock", .ops = rl};
+    for (int k = 0; k < 2; k++)
+        if ((side[k].state = side[k].ops->init(side[k].ops->arg, 0)) == NULL)
+            die("%s", "cycle init failed");
+}
+
+static void unc_sides_fini(unc_side *side) {
+    for (int k = 0; k < 2; k++) {
+        side[k].ops->fini(side[k].state);
+        samples_free(&side[k].lat);
+    }
+}
+
+void bench_uncontended_count(long cycles) {
+    redisContext *mc[NMASTERS];
+    unc_prepare(mc);
     rlock_client *client = open_cluster_client(RLOCK_PUBSUB_AUTO, 0, NULL, NULL);
     cycle_ops raw = {unc_raw_init, unc_raw_cycle, unc_raw_fini, NULL};
     cycle_ops rl = {unc_rlock_init, unc_rlock_cycle, unc_rlock_fini, client};
-    double ro[32], r50[32], r99[32], o[32], p50[32], p99[32], rcpu[32], cpu[32];
-    long long all = 0, raw_all = 0, raw_redirects = 0, scripts = 0;
-    redirects sum = {0};
-    fprintf(stderr, "uncontended: 1 thread, %d names (%d per master), %d x (raw %.1f s, rlock "
-                    "%.1f s) interleaved\n",
-            UNC_NAMES, UNC_PER_MASTER, rounds, secs, secs);
-    /* A first pass of each, not recorded: fills rlock's slot table and pools. */
-    cycle_result res;
-    if (run_cycles(&raw, 1, 0.3, 1, &res) != 0 || run_cycles(&rl, 1, 0.3, 1, &res) != 0)
-        die("%s", "warm-up failed");
+    unc_side side[2];
+    fprintf(stderr, "uncontended, counted: %ld raw and %ld rlock cycles (1 thread), in "
+                    "alternating blocks of %d\n", cycles, cycles, UNC_BLOCK);
+    unc_sides_init(side, &raw, &rl);
+    for (long done = 0; done < cycles; done += UNC_BLOCK)
+        for (int k = 0; k < 2; k++)
+            unc_block(&side[k], cycles - done < UNC_BLOCK ? cycles - done : UNC_BLOCK, 0);
+    for (int k = 0; k < 2; k++)
+        fprintf(stderr, "  %s: %.1f us per cycle, client CPU %.1f us per cycle\n", side[k].what,
+                side[k].wall * 1e6 / (double)cycles, side[k].cpu * 1e6 / (double)cycles);
+    fprintf(stderr, "  rlock / raw cycles per second: %.3f\n", side[0].wall / side[1].wall);
+    unc_sides_fini(side);
+    rlock_client_close(client);
+    for (int m = 0; m < NMASTERS; m++)
+        redisFree(mc[m]);
+}
+
+/* A pair: blocks of raw and rlock in turn until each has run secs (latencies kept if keep). */
+static void unc_pair(unc_side *side, double secs, int keep) {
+    for (int k = 0; k < 2; k++)
+        unc_reset(&side[k]);
+    while (side[0].wall < secs || side[1].wall < secs)
+        for (int k = 0; k < 2; k++)
+            unc_block(&side[k], UNC_BLOCK, keep);
+}
+
+/* A side's figures for one pair: cycles/s, p50, p99 (ms), client CPU us per cycle. */
+static void unc_figures(unc_side *side, double *ops, double *p50, double *p99, double *cpu) {
+    samples_sort(&side->lat);
+    *ops = (double)side->cycles / side->wall;
+    *p50 = samples_pct_ms(&side->lat, 50);
+    *p99 = samples_pct_ms(&side->lat, 99);
+    *cpu = side->cpu * 1e6 / (double)side->cycles;
+}
+
+void bench_uncontended(double secs, int rounds, unc_result *out) {
+    redisContext *mc[NMASTERS];
+    unc_prepare(mc);
+    rlock_client *client = open_cluster_client(RLOCK_PUBSUB_AUTO, 0, NULL, NULL);
+    cycle_ops raw = {unc_raw_init, unc_raw_cycle, unc_raw_fini, NULL};
+    cycle_ops rl = {unc_rlock_init, unc_rlock_cycle, unc_rlock_fini, client};
+    double ro[32], r50[32], r99[32], o[32], p50[32], p99[32], rcpu[32], cpu[32], pr[32];
+    long long all = 0, raw_all = 0;
+    unc_side side[2];
+    fprintf(stderr, "uncontended: 1 thread, %d names (%d per master), %d pairs of (raw %.1f s, "
+                    "rlock %.1f s) in alternating blocks of %d cycles\n",
+            UNC_NAMES, UNC_PER_MASTER, rounds, secs, secs, UNC_BLOCK);
+    unc_sides_init(side, &raw, &rl);
+    unc_pair(side, 0.3, 0); /* not recorded: fills rlock's slot table and pools */
+    redirects a, b;
+    redirects_take(mc, &a);
+    long long s0 = calls_all(mc, "evalsha") + calls_all(mc, "eval");
     long long sp0 = calls_all(mc, "spublish"), pb0 = calls_all(mc, "publish");
     for (int r = 0; r < rounds; r++) {
-        redirects a, b;
-        redirects_take(mc, &a);
-        double cpu0 = cpu_seconds(RUSAGE_SELF);
-        if (run_cycles(&raw, 1, secs, 1, &res) != 0)
-            die("%s", "raw cycles failed");
-        rcpu[r] = (cpu_seconds(RUSAGE_SELF) - cpu0) * 1e6 / (double)res.all_cycles;
-        redirects_take(mc, &b);
-        raw_redirects += b.moved - a.moved + b.ask - a.ask;
-        raw_all += res.all_cycles;
-        ro[r] = res.ops_per_s, r50[r] = res.p50_ms, r99[r] = res.p99_ms;
-        long long s0 = calls_all(mc, "evalsha") + calls_all(mc, "eval");
-        redirects_take(mc, &a);
-        cpu0 = cpu_seconds(RUSAGE_SELF);
-        if (run_cycles(&rl, 1, secs, 1, &res) != 0)
-            die("%s", "rlock cycles failed");
-        cpu[r] = (cpu_seconds(RUSAGE_SELF) - cpu0) * 1e6 / (double)res.all_cycles;
-        redirects_take(mc, &b);
-        scripts += calls_all(mc, "evalsha") + calls_all(mc, "eval") - s0;
-        sum.moved += b.moved - a.moved;
-        sum.ask += b.ask - a.ask;
-        all += res.all_cycles;
-        o[r] = res.ops_per_s, p50[r] = res.p50_ms, p99[r] = res.p99_ms;
+        unc_pair(side, secs, 1);
+        unc_figures(&side[0], &ro[r], &r50[r], &r99[r], &rcpu[r]);
+        unc_figures(&side[1], &o[r], &p50[r], &p99[r], &cpu[r]);
+        raw_all += side[0].cycles;
+        all += side[1].cycles;
+        pr[r] = o[r] / ro[r];
         fprintf(stderr, "  pair %d: raw %.0f/s, rlock %.0f/s (%.3f); client CPU us/cycle raw %.1f, "
-                        "rlock %.1f; rlock MOVED %lld ASK %lld\n",
-                r + 1, ro[r], o[r], o[r] / ro[r], rcpu[r], cpu[r], b.moved - a.moved,
-                b.ask - a.ask);
+                        "rlock %.1f\n", r + 1, ro[r], o[r], o[r] / ro[r], rcpu[r], cpu[r]);
     }
-    out->spublish = calls_all(mc, "spublish") - sp0;
-    out->publish = calls_all(mc, "publish") - pb0;
-    rlock_client_close(client);
+    redirects_take(mc, &b);
+    /* The raw side fails on any error reply: the redirects, and every script and
+     * publish beyond its two scripts and one SPUBLISH a cycle, are rlock's. */
+    long long scripts = calls_all(mc, "evalsha") + calls_all(mc, "eval") - s0 - 2 * raw_all;
     *out = (unc_result){
         .raw_ops = median(ro, rounds), .raw_p50 = median(r50, rounds),
         .raw_p99 = median(r99, rounds), .ops = median(o, rounds), .p50 = median(p50, rounds),
-        .p99 = median(p99, rounds), .moved = sum.moved, .ask = sum.ask, .cycles = all,
-        .spublish = out->spublish, .publish = out->publish, .raw_cpu_us = median(rcpu, rounds),
+        .p99 = median(p99, rounds), .moved = b.moved - a.moved, .ask = b.ask - a.ask,
+        .cycles = all, .spublish = calls_all(mc, "spublish") - sp0 - raw_all,
+        .publish = calls_all(mc, "publish") - pb0, .raw_cpu_us = median(rcpu, rounds),
         .cpu_us = median(cpu, rounds)};
-    out->ratio = out->ops / out->raw_ops;
-    out->redirects_per_cycle = all ? (double)(sum.moved + sum.ask) / (double)all : NAN;
-    out->raw_redirects_per_cycle = raw_all ? (double)raw_redirects / (double)raw_all : NAN;
-    /* The scripts count includes the raw rounds' none: only rlock's rounds are between. */
+    out->ratio = median(pr, rounds); /* sorted: */
+    out->ratio_min = pr[0];
+    out->ratio_max = pr[rounds - 1];
+    out->redirects_per_cycle = all ? (double)(out->moved + out->ask) / (double)all : NAN;
     out->scripts_per_cycle = all ? (double)scripts / (double)all : NAN;
+    unc_sides_fini(side);
+    rlock_client_close(client);
     for (int m = 0; m < NMASTERS; m++)
         redisFree(mc[m]);
 }

@@ -47,6 +47,32 @@ void wait_at_least(atomic_long *v, long want, atomic_long *abort_flag);
 /* p50 .. max of sorted samples as JSON fields. */
 void put_latency(jsonw *j, const samples *s);
 
+/*
+ * workers.c: P processes x T threads looping lock, critical section, unlock
+ * on one lock (contention, fifo). A bench's shared memory starts with a
+ * workers_shm; its own part follows.
+ */
+enum { WORKERS_WAIT, WORKERS_RUN, WORKERS_STOP };
+
+typedef struct workers_shm {
+    atomic_long ready, phase, errors;
+} workers_shm;
+
+typedef struct workers_spec {
+    const options *o;   /* procs, threads, url */
+    workers_shm *sh;    /* in shared memory */
+    const char *name;   /* the lock */
+    int fair;           /* rlock_get_fair instead of rlock_get */
+    /* Worker index's (0 .. P*T-1) critical section on its raw connection: 0, or -1. */
+    int (*critical)(const struct workers_spec *spec, long index, redisContext *redis);
+    void *arg;          /* the bench's own part of the shared memory */
+} workers_spec;
+
+/* Forks the processes and their threads; returns once every worker is ready. */
+void workers_start(const workers_spec *spec, pid_t *pids);
+/* Stops the workers and reaps the processes; returns how many failed. */
+int workers_stop(const workers_spec *spec, const pid_t *pids);
+
 /* The subcommands: each prints one JSON line and returns the exit status. */
 int bench_uncontended(const options *o);
 int bench_fenced(const options *o);
@@ -56,6 +82,8 @@ int bench_herd(const options *o);
 int bench_watchdog(const options *o);
 int bench_memory(const options *o);
 int bench_redlock(const options *o);
+int bench_fifo(const options *o);
+int bench_fair_stall(const options *o);
 /* memory: re-runs the program with glibc's malloc cache off (memory.c). */
 void without_tcache(char **argv);
 

@@ -5,83 +5,30 @@
  * section 4).
  */
 #include <ctype.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench_rlock.h"
-
-enum { PHASE_WAIT, PHASE_RUN, PHASE_STOP };
 
 #define CONT_COUNTER "bench:contention:counter"
 #define CONT_LOCK "bench:contention:lock"
 
 typedef struct cont_shm {
-    atomic_long ready, phase, errors;
+    workers_shm w;             /* ready, phase, errors (workers.c) */
     atomic_long last_owner;    /* worker index of the last holder, -1 at first */
     atomic_long owner_changes;
     atomic_long acq[];         /* per worker */
 } cont_shm;
 
-typedef struct cont_worker {
-    const options *o;
-    cont_shm *sh;
-    rlock *lock;
-    long index;
-} cont_worker;
-
 /* The critical section: a read-modify-write that only the lock makes safe. */
-static int cont_critical(cont_worker *w, redisContext *redis) {
+static int cont_critical(const workers_spec *spec, long index, redisContext *redis) {
+    cont_shm *sh = spec->arg;
     long long v;
     if (raw_int(redis, &v, "GET " CONT_COUNTER) < 0 || raw_ok(redis, "SET " CONT_COUNTER " %lld", v + 1) < 0)
         return -1;
-    if (atomic_exchange(&w->sh->last_owner, w->index) != w->index)
-        atomic_fetch_add(&w->sh->owner_changes, 1);
-    atomic_fetch_add(&w->sh->acq[w->index], 1);
+    if (atomic_exchange(&sh->last_owner, index) != index)
+        atomic_fetch_add(&sh->owner_changes, 1);
+    atomic_fetch_add(&sh->acq[index], 1);
     return 0;
-}
-
-static void *cont_worker_main(void *arg) {
-    cont_worker *w = arg;
-    cont_shm *sh = w->sh;
-    redisContext *redis = raw_connect(w->o->url);
-    atomic_fetch_add(&sh->ready, 1);
-    if (redis == NULL) {
-        atomic_fetch_add(&sh->errors, 1);
-        return NULL;
-    }
-    while (atomic_load(&sh->phase) == PHASE_WAIT)
-        raw_sleep_ms(1);
-    while (atomic_load(&sh->phase) == PHASE_RUN) {
-        if (check(rlock_lock(w->lock), "rlock_lock") < 0) {
-            atomic_fetch_add(&sh->errors, 1);
-            break;
-        }
-        int bad = cont_critical(w, redis);
-        if (check(rlock_unlock(w->lock), "rlock_unlock") < 0 || bad) {
-            atomic_fetch_add(&sh->errors, 1);
-            break;
-        }
-    }
-    redisFree(redis);
-    return NULL;
-}
-
-static void cont_child(const options *o, cont_shm *sh, int proc) {
-    rlock_client *c = open_client(o, 0, o->threads);
-    rlock *lock = NULL; /* one handle shared by the process's threads */
-    if (check(rlock_get(c, CONT_LOCK, &lock), "rlock_get") < 0)
-        _exit(1);
-    cont_worker w[256];
-    pthread_t tid[256];
-    for (int t = 0; t < o->threads; t++) {
-        w[t] = (cont_worker){o, sh, lock, (long)proc * o->threads + t};
-        pthread_create(&tid[t], NULL, cont_worker_main, &w[t]);
-    }
-    for (int t = 0; t < o->threads; t++)
-        pthread_join(tid[t], NULL);
-    rlock_free(lock);
-    rlock_client_close(c);
-    _exit(atomic_load(&sh->errors) ? 1 : 0);
 }
 
 /*
@@ -192,7 +139,7 @@ static double cont_run(const options *o, cont_shm *sh, int n, redisContext *redi
                        rstats *s1) {
     rstats_take(redis, "cpu commandstats", s0);
     uint64_t t0 = raw_now_ns();
-    atomic_store(&sh->phase, PHASE_RUN);
+    atomic_store(&sh->w.phase, WORKERS_RUN);
     for (int sec = 1; sec <= (int)o->secs; sec++) {
         raw_sleep_ms(1000);
         fprintf(stderr, "  %2d s: %ld acquisitions\n", sec, sum_acq(sh, n));
@@ -222,18 +169,6 @@ static long cont_per_worker(const options *o, cont_shm *sh, int n, long *amin, l
     return acq;
 }
 
-/* Stops the workers and reaps the processes; returns how many failed. */
-static int cont_stop(const options *o, cont_shm *sh, const pid_t *pids) {
-    atomic_store(&sh->phase, PHASE_STOP);
-    int failed = 0;
-    for (int p = 0; p < o->procs; p++) {
-        int ws;
-        waitpid(pids[p], &ws, 0);
-        failed += !WIFEXITED(ws) || WEXITSTATUS(ws) != 0;
-    }
-    return failed;
-}
-
 int bench_contention(const options *o) {
     int n = o->procs * o->threads;
     cont_shm *sh = shared_alloc(sizeof *sh + (size_t)n * sizeof(atomic_long));
@@ -242,11 +177,10 @@ int bench_contention(const options *o) {
     raw_ok(redis, "DEL " CONT_COUNTER " " CONT_LOCK);
     fprintf(stderr, "contention: %d processes x %d threads on one lock, %.0f s (+%.0f s monitored)\n",
             o->procs, o->threads, o->secs, o->monitor_secs);
+    workers_spec spec = {.o = o, .sh = &sh->w, .name = CONT_LOCK, .critical = cont_critical,
+                         .arg = sh};
     pid_t pids[256];
-    for (int p = 0; p < o->procs; p++)
-        if ((pids[p] = fork_child()) == 0)
-            cont_child(o, sh, p);
-    wait_at_least(&sh->ready, n, &sh->errors);
+    workers_start(&spec, pids);
 
     rstats s0, s1;
     double secs = cont_run(o, sh, n, redis, &s0, &s1);
@@ -257,7 +191,7 @@ int bench_contention(const options *o) {
     long macq = 0;
     if (o->monitor_secs > 0)
         cont_monitor(o, sh, n, &m, &macq);
-    int failed = cont_stop(o, sh, pids);
+    int failed = workers_stop(&spec, pids);
     long long counter = -1;
     raw_int(redis, &counter, "GET " CONT_COUNTER);
     long total = sum_acq(sh, n);
@@ -282,8 +216,8 @@ int bench_contention(const options *o) {
     j_int(&j, "counter", counter);
     j_int(&j, "total_acquisitions", total);
     j_int(&j, "counter_exact", counter == total);
-    j_int(&j, "errors", atomic_load(&sh->errors) + failed);
+    j_int(&j, "errors", atomic_load(&sh->w.errors) + failed);
     j_end(&j);
     redisFree(redis);
-    return counter == total && failed == 0 && atomic_load(&sh->errors) == 0 ? 0 : 1;
+    return counter == total && failed == 0 && atomic_load(&sh->w.errors) == 0 ? 0 : 1;
 }
