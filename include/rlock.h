@@ -1048,7 +1048,10 @@ typedef struct rlock_redlock rlock_redlock; /* thread-safe, shareable */
  * Returns RLOCK_OK; RLOCK_EINVAL (NULL locks or out, n not 1..RLOCK_GROUP_MAX,
  * a NULL or freed handle, a handle of another kind than rlock_get /
  * rlock_get_fair, or one Redis key given twice: the same name through one
- * client, or through two clients of one server -- the message names it);
+ * client, or through two clients of one server and database -- one server
+ * is known by the address its first connection reached, so "localhost" and
+ * "127.0.0.1" are one; two addresses of one machine, or TCP and a unix
+ * socket, are not recognised -- the message names it);
  * RLOCK_ECLOSED (a member's client is closed, or inherited across fork);
  * RLOCK_ENOMEM. Does not block. Thread-safe. (Appended in 0.5.)
  */
@@ -1120,7 +1123,9 @@ RLOCK_EXTERN void rlock_multi_free(rlock_multi *m);
  *
  * Returns RLOCK_OK; RLOCK_EINVAL (NULL clients, name or out, n not
  * 1..RLOCK_GROUP_MAX, a bad name as for rlock_get(), the same client twice,
- * or two clients of one server: not independent masters); RLOCK_ECLOSED;
+ * or two clients of one server -- of two of its databases, or through two
+ * names of its address, as rlock_multi_new() tells servers apart: not
+ * independent masters); RLOCK_ECLOSED;
  * RLOCK_ENOMEM. Does not block. Thread-safe. (Appended in 0.5.)
  */
 RLOCK_EXTERN int rlock_redlock_new(rlock_client *const *clients, size_t n, const char *name,

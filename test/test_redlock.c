@@ -359,6 +359,35 @@ static void test_bad_input(void **state) {
     rlock_client_close(c[1]);
 }
 
+/*
+ * One server is one master, however it is reached: through two of its
+ * databases, or through two spellings of its address. Counted twice, one
+ * crash would cost two votes ("3 masters tolerate one failure" would not
+ * hold).
+ */
+static void test_one_server_twice(void **state) {
+    char db0[96], db1[96], by_name[96];
+    const char *name = h_unique_name("redlock-one-server");
+    rlock_redlock *rl = NULL;
+    (void)state;
+    snprintf(db0, sizeof db0, "%s/0", h_server_url(srv[0]));
+    snprintf(db1, sizeof db1, "%s/1", h_server_url(srv[0]));
+    snprintf(by_name, sizeof by_name, "redis://localhost:%d", h_server_port(srv[0]));
+    rlock_client *c0 = h_open_url(db0, 30000, 1000), *c1 = h_open_url(db1, 30000, 1000);
+    rlock_client *named = h_open_url(by_name, 30000, 1000);
+    rlock_client *other = h_open_url(h_server_url(srv[1]), 30000, 1000);
+    rlock_client *two_dbs[3] = {c0, other, c1}, *two_names[3] = {c0, other, named};
+    H_ASSERT_RC(rlock_redlock_new(two_dbs, 3, name, &rl), RLOCK_EINVAL);
+    print_message("      two databases of one server: %s\n", rlock_last_error());
+    H_ASSERT_RC(rlock_redlock_new(two_names, 3, name, &rl), RLOCK_EINVAL);
+    print_message("      one server by two names: %s\n", rlock_last_error());
+    assert_null(rl);
+    rlock_client_close(c0);
+    rlock_client_close(c1);
+    rlock_client_close(named);
+    rlock_client_close(other);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout_and_validity),
@@ -370,6 +399,7 @@ int main(void) {
         cmocka_unit_test(test_paused_master),
         cmocka_unit_test(test_cancelled_waiter),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_one_server_twice),
     };
     return cmocka_run_group_tests(tests, start_servers, stop_servers);
 }

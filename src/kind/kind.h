@@ -342,6 +342,12 @@ int rlock__multi_release(rlock *const *locks, size_t n, const rlock__owner *owne
 /* The clock-drift allowance subtracted from a Redlock's validity: lease / 100 + 2 ms. */
 long long rlock__redlock_drift(long long lease_ms);
 /*
+ * RLOCK_OK if masters[] reach n different servers (rlock__net_server: the
+ * database does not count, the address is the one connected to);
+ * RLOCK_EINVAL naming the server given twice; RLOCK_ENOMEM.
+ */
+int rlock__redlock_check(rlock *const *masters, size_t n);
+/*
  * Acquires lock name -- masters[i], one handle per independent master, all
  * of the reentrant kind -- for owner on a majority of masters, with a fixed
  * lease, trying again after random pauses while wait_ms lasts (-1: no limit).

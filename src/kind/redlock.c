@@ -25,12 +25,45 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "kind.h"
 
 long long rlock__redlock_drift(long long lease_ms) {
     return lease_ms / 100 + 2;
+}
+
+/* A master and the server it reaches ("host:port": every database of a server is one master). */
+typedef struct server_of {
+    const rlock *lock;
+    char at[RLOCK__WHERE_MAX];
+} server_of;
+
+static int by_server(const void *a, const void *b) {
+    return strcmp(((const server_of *)a)->at, ((const server_of *)b)->at);
+}
+
+int rlock__redlock_check(rlock *const *masters, size_t n) {
+    server_of *s = rlock__malloc(n * sizeof(*s));
+    int status = RLOCK_OK;
+    if (s == NULL)
+        return RLOCK_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        s[i].lock = masters[i];
+        rlock__net_server(masters[i]->engine->net, masters[i]->name, masters[i]->name_len,
+                          s[i].at, sizeof(s[i].at));
+    }
+    qsort(s, n, sizeof(*s), by_server);
+    for (size_t i = 1; i < n && status == RLOCK_OK; i++)
+        if (strcmp(s[i - 1].at, s[i].at) == 0)
+            status = rlock__fail(RLOCK_EINVAL, 0, "redlock '%.200s': the server at %s is given "
+                                                  "twice (one client twice, two of its "
+                                                  "databases, or two names of its address): "
+                                                  "one server is one master", s[i].lock->name,
+                                 s[i].at);
+    rlock__free(s);
+    return status;
 }
 
 /* What one attempt found. */

@@ -224,6 +224,10 @@ typedef struct rlock__pool {
     int size;
     int closing;               /* set once by rlock__pool_abort */
     int retired;               /* its node is not used now: connections given back are closed */
+    /* The numeric address ("ip:port", "[ip6]:port") the node's first TCP connection
+       reached, "" before it (or for a unix socket): what tells one server reached by
+       two names apart from two servers. Written once, under the mutex. */
+    char peer[64];
 } rlock__pool;
 
 /* A server commands can go to: where it is and its connections. */
@@ -255,6 +259,8 @@ int rlock__pool_connect(rlock__conn *conn, int connect_timeout_ms, int64_t deadl
  * Slots the server closed are dropped on the way (checked whatever their age).
  */
 rlock__conn *rlock__pool_take_idle(rlock__pool *pool);
+/* Copies the pool's peer address (above) into buf; 0 if not known yet. */
+int rlock__pool_peer(rlock__pool *pool, char *buf, size_t size);
 /* Gives a fresh pool its first connection (taken over; freed if the slot is in use). */
 void rlock__pool_seed(rlock__pool *pool, redisContext *ctx);
 /*
@@ -468,9 +474,18 @@ int rlock__net_same_slot(const rlock__net *net, const char *a, size_t a_len, con
 /* Which node serves key now, as an identity to compare (never dereferenced above the net). */
 const void *rlock__net_node_of(rlock__net *net, const char *key, size_t len);
 /*
- * Where key is served now, as "host:port/db" (a unix socket: "path/db") into
+ * The server that serves key now, as "host:port" (a unix socket: its path)
+ * into buf: the numeric address its node's first connection reached, so one
+ * server reached by two names ("localhost", "127.0.0.1") is one server;
+ * before any connection, the url's spelling. What tells a Redlock's masters
+ * apart. Returns buf.
+ */
+const char *rlock__net_server(rlock__net *net, const char *key, size_t len, char *buf,
+                              size_t size);
+/*
+ * Where key is served now, as rlock__net_server's "host:port" and "/db" into
  * buf: what a multi-lock orders same-named members by and what tells two
- * clients on one server apart. Returns buf.
+ * clients of one key apart. Returns buf.
  */
 const char *rlock__net_where(rlock__net *net, const char *key, size_t len, char *buf, size_t size);
 

@@ -15,7 +15,9 @@
  * slot, outside the mutex, except that close may shutdown() its socket under
  * the mutex to abort a command in flight.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -165,6 +167,37 @@ static int closing(rlock__pool *pool) {
 }
 
 /*
+ * Records the numeric address ctx is connected to as the pool's peer, the
+ * first time (under the pool's mutex). A unix socket's path needs none.
+ */
+static void note_peer(rlock__pool *pool, const redisContext *ctx) {
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof(sa);
+    char ip[INET6_ADDRSTRLEN];
+    if (pool->peer[0] != '\0' || ctx->connection_type != REDIS_CONN_TCP ||
+        getpeername(ctx->fd, (struct sockaddr *)&sa, &len) != 0)
+        return;
+    if (sa.ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)&sa;
+        if (inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip)) != NULL)
+            snprintf(pool->peer, sizeof(pool->peer), "%s:%d", ip, ntohs(in->sin_port));
+    } else if (sa.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&sa;
+        if (inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip)) != NULL)
+            snprintf(pool->peer, sizeof(pool->peer), "[%s]:%d", ip, ntohs(in6->sin6_port));
+    }
+}
+
+int rlock__pool_peer(rlock__pool *pool, char *buf, size_t size) {
+    pthread_mutex_lock(&pool->mutex);
+    int known = pool->peer[0] != '\0';
+    if (known)
+        snprintf(buf, size, "%s", pool->peer);
+    pthread_mutex_unlock(&pool->mutex);
+    return known;
+}
+
+/*
  * The new socket is published under the pool's mutex before its set-up
  * round trip (AUTH, SELECT, CLIENT SETNAME): close reads busy slots'
  * contexts to abort them, so a set-up waiting on a stopped server ends
@@ -185,6 +218,7 @@ int rlock__pool_connect(rlock__conn *conn, int connect_timeout_ms, int64_t deadl
         return status;
     pthread_mutex_lock(&pool->mutex);
     conn->ctx = ctx;
+    note_peer(pool, ctx);
     status = pool->closing ? RLOCK_ECLOSED : RLOCK_OK;
     pthread_mutex_unlock(&pool->mutex);
     if (status == RLOCK_OK)
@@ -239,6 +273,7 @@ void rlock__node_free(rlock__node *node) {
 
 void rlock__pool_seed(rlock__pool *pool, redisContext *ctx) {
     pthread_mutex_lock(&pool->mutex);
+    note_peer(pool, ctx);
     if (pool->slots[0].ctx == NULL && !pool->slots[0].busy) {
         pool->slots[0].ctx = ctx;
         pool->slots[0].last_used_ms = rlock__now_ms();
