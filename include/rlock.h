@@ -1155,7 +1155,8 @@ RLOCK_EXTERN int rlock_redlock_new(rlock_client *const *clients, size_t n, const
  * RLOCK_EIO (fewer than a quorum of masters answered at the end of the
  * wait, or in retry_attempts + 1 attempts in a row); a master's refusal
  * (RLOCK_ENOTLOCK, RLOCK_ENOPERM, RLOCK_EREDIS, RLOCK_ENOREPL, ...) when more
- * masters refused than a quorum can spare; RLOCK_EINVAL (NULL or freed rl,
+ * masters refused than a quorum can spare (the first refusing master's
+ * status, its address and Redis text in rlock_last_error_info()); RLOCK_EINVAL (NULL or freed rl,
  * bad lease_ms); RLOCK_ECLOSED (a client closed); RLOCK_ENOMEM. On any
  * return but RLOCK_OK nothing was taken (a master that could not be told
  * keeps its part until lease_ms ends). Blocks for at most wait_ms plus one
@@ -1173,9 +1174,11 @@ RLOCK_EXTERN int rlock_redlock_lock(rlock_redlock *rl, long long lease_ms,
  * meanwhile -- unless a master's clock jumped); RLOCK_ENOTOWNER (held on
  * fewer than a quorum at unlock -- its validity had run out, or masters
  * lost it -- or not at all; the holds that were left are released);
- * RLOCK_EIO or a master's refusal when so many masters did not answer or
- * refused that another owner could not take it yet: unlock again to
- * complete it (each master's release is idempotent); RLOCK_EINVAL;
+ * RLOCK_EIO or a master's refusal (the first refusing master's, named in
+ * the message) when so many masters did not answer or refused that another
+ * owner could not take it yet: unlock again to complete it (each master's
+ * release is idempotent; that unlock counts only the masters that still
+ * had the hold, so it may say RLOCK_ENOTOWNER); RLOCK_EINVAL;
  * RLOCK_ECLOSED; RLOCK_ENOMEM. Blocks for at most the smallest
  * command_timeout_ms of the clients. Thread-safe.
  */

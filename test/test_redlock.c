@@ -359,6 +359,71 @@ static void test_bad_input(void **state) {
     rlock_client_close(c[1]);
 }
 
+/* Asserts the thread's last error is status, names the server of srv[i] and carries text. */
+static void assert_refusal(int status, int i, const char *text) {
+    rlock_error_info info;
+    char port[16];
+    rlock_last_error_info(&info);
+    snprintf(port, sizeof port, ":%d", h_server_port(srv[i]));
+    print_message("      %s (redis_error \"%s\")\n", info.message, info.redis_error);
+    assert_int_equal(info.status, status);
+    assert_non_null(strstr(info.message, port));
+    assert_non_null(strstr(info.message, text));
+    assert_non_null(strstr(info.redis_error, text));
+}
+
+/*
+ * Masters that refuse (out of memory, ACL): more than a quorum can spare
+ * make the call fail with the first refusing master's status, and the
+ * detail -- message, Redis's text, the master's address -- is that master's.
+ */
+static void test_refusals_named(void **state) {
+    const char *name = h_unique_name("redlock-refused");
+    char url[160];
+    rlock_client *c[3];
+    rlock_redlock *rl;
+    long long validity;
+    redisContext *r[3];
+    (void)state;
+    for (int i = 0; i < 3; i++)
+        r[i] = h_server_redis(srv[i]);
+    for (int i = 1; i < 3; i++)
+        h_cmd_ok(r[i], "ACL SETUSER refusing on >pw ~* &* +@all");
+    c[0] = h_open_url(h_server_url(srv[0]), 30000, (int)H_MS(REPLY_BOUND_MS));
+    for (int i = 1; i < 3; i++)
+        c[i] = h_open_url(h_url_auth(url, sizeof url, h_server_url(srv[i]), "refusing", "pw"),
+                          30000, (int)H_MS(REPLY_BOUND_MS));
+    H_ASSERT_RC(rlock_redlock_new(c, 3, name, &rl), RLOCK_OK);
+    /* Acquiring: master 0 out of memory, master 2 may not touch the key. */
+    h_cmd_ok(r[0], "CONFIG SET maxmemory 1");
+    h_cmd_ok(r[2], "ACL SETUSER refusing resetkeys ~other:*");
+    H_ASSERT_RC(rlock_redlock_try_lock(rl, 0, 5000, &validity), RLOCK_EREDIS);
+    assert_refusal(RLOCK_EREDIS, 0, "OOM");
+    h_cmd_ok(r[0], "CONFIG SET maxmemory 0");
+    h_cmd_ok(r[2], "ACL SETUSER refusing resetkeys ~*");
+    /* Unlocking: master 1 may not touch the key, master 2's key is no lock any more. */
+    H_ASSERT_RC(rlock_redlock_try_lock(rl, 0, 5000, &validity), RLOCK_OK);
+    h_cmd_ok(r[1], "ACL SETUSER refusing resetkeys ~other:*");
+    h_cmd_int(r[2], "DEL %s", name);
+    h_cmd_ok(r[2], "SET %s not-a-lock", name);
+    int status = rlock_redlock_unlock(rl);
+    assert_int_equal(status, RLOCK_ENOPERM);
+    assert_refusal(RLOCK_ENOPERM, 1, "NOPERM");
+    h_cmd_ok(r[1], "ACL SETUSER refusing resetkeys ~*");
+    h_cmd_int(r[2], "DEL %s", name);
+    /* Unlocking again completes it: master 1 released now; master 0 was released before, so
+       it is held on fewer than a quorum now. */
+    H_ASSERT_RC(rlock_redlock_unlock(rl), RLOCK_ENOTOWNER);
+    assert_master(1, name, c[1], 0);
+    rlock_redlock_free(rl);
+    for (int i = 0; i < 3; i++) {
+        rlock_client_close(c[i]);
+        if (i > 0)
+            h_cmd_ok(r[i], "ACL DELUSER refusing");
+        redisFree(r[i]);
+    }
+}
+
 /*
  * One server is one master, however it is reached: through two of its
  * databases, or through two spellings of its address. Counted twice, one
@@ -400,6 +465,7 @@ int main(void) {
         cmocka_unit_test(test_cancelled_waiter),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_one_server_twice),
+        cmocka_unit_test(test_refusals_named),
     };
     return cmocka_run_group_tests(tests, start_servers, stop_servers);
 }

@@ -13,6 +13,8 @@
  *
  * Threads: application threads, inside the API layer's call guards.
  */
+#include <stdio.h>
+
 #include "kind.h"
 
 long long rlock__fan_timeout(rlock *const *locks, size_t n) {
@@ -23,16 +25,27 @@ long long rlock__fan_timeout(rlock *const *locks, size_t n) {
     return ms;
 }
 
+int rlock__is_refusal(int status) {
+    return status != RLOCK_OK && status != RLOCK_BUSY && status != RLOCK_ELOST &&
+           status != RLOCK_EIO && status != RLOCK_ECLOSED && status != RLOCK_ENOMEM;
+}
+
 /* What one ACQUIRE reply says: RLOCK_OK / RLOCK_ENOREPL with *answer, or a failure. */
-static int read_answer(const rlock *lock, int status, const redisReply *reply,
+static int read_answer(rlock *lock, int status, const redisReply *reply,
                        rlock__attempt *answer) {
+    char at[RLOCK__WHERE_MAX], what[RLOCK__WHERE_MAX + 240];
     if (status != RLOCK_OK && status != RLOCK_ENOREPL)
         return status; /* EIO (unknown whether it ran), ECLOSED */
     if (reply->type == REDIS_REPLY_ERROR && rlock__is_redirect_or_retry(reply))
         return rlock__fail(RLOCK_EIO, 0, "lock '%.200s': ACQUIRE not run: %.200s", lock->name,
                            reply->str); /* "try again": nothing ran, nothing to undo */
-    if (reply->type == REDIS_REPLY_ERROR)
-        return rlock__fail_reply(reply, "ACQUIRE");
+    if (reply->type == REDIS_REPLY_ERROR) {
+        /* Named with its server: the members of a fan-out are on several. */
+        snprintf(what, sizeof(what), "lock '%.200s': ACQUIRE at %s", lock->name,
+                 rlock__net_server(lock->engine->net, lock->name, lock->name_len, at,
+                                   sizeof(at)));
+        return rlock__fail_reply(reply, what);
+    }
     if (rlock__read_attempt(reply, answer) != RLOCK_OK)
         return rlock__fail(RLOCK_EREDIS, 0, "lock '%.200s': ACQUIRE answered an unexpected "
                                             "reply", lock->name);
@@ -90,10 +103,12 @@ static int fan_run(fan *f, int64_t deadline_ms) {
 }
 
 int rlock__fan_acquire(rlock__fanned *m, size_t n, const rlock__owner *owner, long long lease_ms,
-                       int64_t deadline_ms) {
+                       int64_t deadline_ms, rlock__error_detail *first_refusal) {
     fan f;
     int status = fan_alloc(&f, n);
     int64_t sent_ms = rlock__now_ms();
+    if (first_refusal != NULL)
+        first_refusal->status = RLOCK_OK;
     for (size_t i = 0; i < n; i++) {
         rlock *lock = m[i].lock;
         m[i].answer = (rlock__attempt){.outcome = RLOCK__ATTEMPT_NONE, .value = -1};
@@ -118,6 +133,9 @@ int rlock__fan_acquire(rlock__fanned *m, size_t n, const rlock__owner *owner, lo
         /* A stale count (rare) is settled here with attempts of its own. */
         x->status = rlock__try_settle(x->lock, owner, lease_ms, 0, deadline_ms, &x->t, x->status,
                                       &x->answer);
+        if (first_refusal != NULL && first_refusal->status == RLOCK_OK &&
+            rlock__is_refusal(x->status))
+            rlock__error_save(first_refusal); /* its detail, before the next member's */
     }
     fan_free(&f);
     return status;

@@ -72,25 +72,29 @@ typedef struct tally {
     int refusal;                /* the first refusal's status */
     int closed;                 /* a client closed meanwhile */
     char failure[256];          /* the last failure's message, if a master failed */
+    rlock__error_detail refused_first; /* the first refusing master's detail */
 } tally;
 
-static tally count(const rlock__fanned *m, size_t n) {
-    tally t = {.refusal = RLOCK_OK, .failure = ""};
+/* Counts what the masters answered (t->refused_first is the fan-out's). */
+static void count(const rlock__fanned *m, size_t n, tally *t) {
+    t->held = t->busy = t->unreachable = t->refused = 0;
+    t->refusal = RLOCK_OK;
+    t->closed = 0;
+    t->failure[0] = '\0';
     for (size_t i = 0; i < n; i++) {
         switch (m[i].status) {
-        case RLOCK_OK: t.held++; break;
+        case RLOCK_OK: t->held++; break;
         case RLOCK_BUSY:
-        case RLOCK_ELOST: t.busy++; break; /* it answered; our old hold there was gone */
-        case RLOCK_EIO: t.unreachable++; break;
-        case RLOCK_ECLOSED: t.closed = 1; break;
+        case RLOCK_ELOST: t->busy++; break; /* it answered; our old hold there was gone */
+        case RLOCK_EIO: t->unreachable++; break;
+        case RLOCK_ECLOSED: t->closed = 1; break;
         default:
-            if (t.refused++ == 0)
-                t.refusal = m[i].status;
+            if (t->refused++ == 0)
+                t->refusal = m[i].status;
         }
     }
-    if (t.unreachable > 0 || t.refused > 0)
-        snprintf(t.failure, sizeof(t.failure), "%s", rlock__last_message());
-    return t;
+    if (t->unreachable > 0 || t->refused > 0)
+        snprintf(t->failure, sizeof(t->failure), "%s", rlock__last_message());
 }
 
 /* Random in [d/2, d], d = first doubling `times` times, capped at most. */
@@ -126,9 +130,10 @@ static int no_quorum(const rlock *lock, size_t n, const tally *t, long long vali
     if (t->held >= quorum)
         return rlock__fail(RLOCK_BUSY, 0, "redlock '%.200s': %s, but the attempt took too long: "
                                           "validity %lld ms", lock->name, why, validity_ms);
-    if (t->refused > n - quorum)
-        return rlock__fail(t->refusal, 0, "redlock '%.200s': %s; a refusal: %s", lock->name, why,
-                           t->failure);
+    if (t->refused > n - quorum) /* the first refusing master's words and Redis text */
+        return rlock__fail_redis(t->refusal, t->refused_first.redis_error,
+                                 "redlock '%.200s': %s; the first refusal: %s", lock->name, why,
+                                 t->refused_first.message);
     if (t->held + t->busy >= quorum)
         return rlock__fail(RLOCK_BUSY, 0, "redlock '%.200s': %s", lock->name, why);
     return rlock__fail(RLOCK_EIO, 0, "redlock '%.200s': %s; a failure: %s", lock->name, why,
@@ -182,9 +187,9 @@ static int attempt(rlock__fanned *m, rlock *const *masters, size_t n, const rloc
     for (size_t i = 0; i < n; i++)
         m[i].lock = masters[i];
     int64_t start_ms = rlock__now_ms();
-    int status = rlock__fan_acquire(m, n, owner, lease_ms, start_ms + bound);
+    int status = rlock__fan_acquire(m, n, owner, lease_ms, start_ms + bound, &t->refused_first);
     *validity_ms = lease_ms - (rlock__now_ms() - start_ms) - drift;
-    *t = count(m, n);
+    count(m, n, t);
     if (status == RLOCK_OK && t->held >= n / 2 + 1 && *validity_ms > 0 && !t->closed) {
         rlock__fan_keep(m, n, owner, lease_ms);
         return RLOCK_OK;
@@ -259,9 +264,15 @@ static int book_release(rlock *lock, const rlock__owner *owner, int status,
                         const redisReply *reply, int *refusal) {
     rlock__holds *holds = &lock->engine->holds;
     rlock__release_answer answer = {.read = 0};
-    if (status == RLOCK_OK || status == RLOCK_ENOREPL)
-        status = reply->type == REDIS_REPLY_ERROR ? rlock__fail_reply(reply, "RELEASE")
-                                                   : rlock__read_release(reply, &answer);
+    char at[RLOCK__WHERE_MAX], what[RLOCK__WHERE_MAX + 240];
+    if ((status == RLOCK_OK || status == RLOCK_ENOREPL) && reply->type == REDIS_REPLY_ERROR) {
+        snprintf(what, sizeof(what), "redlock '%.200s': RELEASE at %s", lock->name,
+                 rlock__net_server(lock->engine->net, lock->name, lock->name_len, at,
+                                   sizeof(at)));
+        status = rlock__fail_reply(reply, what);
+    } else if (status == RLOCK_OK || status == RLOCK_ENOREPL) {
+        status = rlock__read_release(reply, &answer);
+    }
     if (status == RLOCK_EIO) {
         rlock__holds_released(holds, lock->name, lock->name_len, owner->id,
                               RLOCK__RELEASE_UNKNOWN);
@@ -281,17 +292,24 @@ static int book_release(rlock *lock, const rlock__owner *owner, int status,
     return RELEASED;
 }
 
-/* The unlock's status from what each master did (did[WAS_NOT_HELD..REFUSED]). */
-static int unlocked(const rlock *lock, size_t n, const size_t *did, int refusal) {
+/*
+ * The unlock's status from what each master did (did[WAS_NOT_HELD..REFUSED]);
+ * *first is the first refusing master's detail (if did[REFUSED] > 0), else
+ * the last failure is the thread's.
+ */
+static int unlocked(const rlock *lock, size_t n, const size_t *did,
+                    const rlock__error_detail *first) {
     size_t quorum = n / 2 + 1, maybe_held = did[UNKNOWN] + did[REFUSED];
-    char failure[256];
+    char failure[RLOCK__MESSAGE_MAX];
     if (maybe_held > n - quorum) {
-        snprintf(failure, sizeof(failure), "%s", rlock__last_message());
-        return rlock__fail(did[REFUSED] > 0 ? refusal : RLOCK_EIO, 0,
-                           "redlock '%.200s': released on %zu of %zu masters, unknown on %zu, "
-                           "refused by %zu: another owner cannot take it yet; unlock again "
-                           "(%s)", lock->name, did[RELEASED], n, did[UNKNOWN], did[REFUSED],
-                           failure);
+        snprintf(failure, sizeof(failure), "%s",
+                 did[REFUSED] > 0 ? first->message : rlock__last_message());
+        return rlock__fail_redis(did[REFUSED] > 0 ? first->status : RLOCK_EIO,
+                                 did[REFUSED] > 0 ? first->redis_error : "",
+                                 "redlock '%.200s': released on %zu of %zu masters, unknown on "
+                                 "%zu, refused by %zu: another owner cannot take it yet; unlock "
+                                 "again (%s)", lock->name, did[RELEASED], n, did[UNKNOWN],
+                                 did[REFUSED], failure);
     }
     if (did[RELEASED] + maybe_held < quorum)
         return rlock__fail(RLOCK_ENOTOWNER, 0, "redlock '%.200s': the calling thread held it on "
@@ -305,6 +323,7 @@ static int unlocked(const rlock *lock, size_t n, const size_t *did, int refusal)
 int rlock__redlock_release(rlock *const *masters, size_t n, const rlock__owner *owner) {
     size_t did[4] = {0, 0, 0, 0};
     int refusal = RLOCK_OK;
+    rlock__error_detail first = {.status = RLOCK_OK};
     rlock__lock_cmd *cmds = rlock__malloc(n * sizeof(*cmds));
     rlock__cmd *plain = rlock__malloc(n * sizeof(*plain));
     rlock__net **nets = rlock__malloc(n * sizeof(*nets));
@@ -335,10 +354,17 @@ int rlock__redlock_release(rlock *const *masters, size_t n, const rlock__owner *
         int64_t deadline_ms = rlock__deadline_after(rlock__fan_timeout(masters, n));
         status = k == 0 ? RLOCK_OK
                         : rlock__exec_fanout(nets, plain, k, deadline_ms, replies, statuses);
-        for (int j = 0; j < k; j++)
-            did[book_release(masters[master[j]], owner, status == RLOCK_OK ? statuses[j] : status,
-                             replies[j], &refusal)]++;
-        status = unlocked(masters[0], n, did, refusal);
+        for (int j = 0; j < k; j++) {
+            int what = book_release(masters[master[j]], owner,
+                                    status == RLOCK_OK ? statuses[j] : status, replies[j],
+                                    &refusal);
+            if (what == REFUSED && did[REFUSED] == 0) {
+                rlock__error_save(&first);
+                first.status = refusal; /* the status the unlock reports for it */
+            }
+            did[what]++;
+        }
+        status = unlocked(masters[0], n, did, &first);
     }
     for (int j = 0; replies != NULL && j < k; j++)
         if (replies[j] != NULL)
