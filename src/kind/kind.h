@@ -300,14 +300,17 @@ int rlock__is_refusal(int status);
 /*
  * One attempt on each m[i].lock for owner (lease_ms, or RLOCK_LEASE_WATCHDOG),
  * every ACQUIRE written before any reply is read; replies bounded by
- * deadline_ms. Fills each m[i] (nothing is booked yet); *first_refusal (if
- * not NULL) receives the error detail of the first member in m[] order
- * that was refused (status RLOCK_OK if none was). Then exactly one of
- * rlock__fan_keep or rlock__fan_undo. Returns RLOCK_OK or RLOCK_ENOMEM
- * (nothing sent; every m[i].status says so).
+ * deadline_ms, and awaited only until `need` members answered "held" (0:
+ * all awaited): a member whose reply had not arrived then is RLOCK_EIO
+ * (unknown whether it took a hold), as one whose reply was lost. Fills each
+ * m[i] (nothing is booked yet); *first_refusal (if not NULL) receives the
+ * error detail of the first member in m[] order that was refused (status
+ * RLOCK_OK if none was). Then exactly one of rlock__fan_keep or
+ * rlock__fan_undo. Returns RLOCK_OK or RLOCK_ENOMEM (nothing sent; every
+ * m[i].status says so).
  */
 int rlock__fan_acquire(rlock__fanned *m, size_t n, const rlock__owner *owner, long long lease_ms,
-                       int64_t deadline_ms, rlock__error_detail *first_refusal);
+                       size_t need, int64_t deadline_ms, rlock__error_detail *first_refusal);
 /* Books the holds taken (and, unsure, those whose reply was lost); ends each try. */
 void rlock__fan_keep(rlock__fanned *m, size_t n, const rlock__owner *owner, long long lease_ms);
 /*

@@ -187,7 +187,10 @@ static int attempt(rlock__fanned *m, rlock *const *masters, size_t n, const rloc
     for (size_t i = 0; i < n; i++)
         m[i].lock = masters[i];
     int64_t start_ms = rlock__now_ms();
-    int status = rlock__fan_acquire(m, n, owner, lease_ms, start_ms + bound, &t->refused_first);
+    /* A quorum held is all the attempt needs: the slowest masters are not waited for (their
+       holds, if they take them, are booked unsure: the unlock releases them). */
+    int status = rlock__fan_acquire(m, n, owner, lease_ms, n / 2 + 1, start_ms + bound,
+                                    &t->refused_first);
     *validity_ms = lease_ms - (rlock__now_ms() - start_ms) - drift;
     count(m, n, t);
     if (status == RLOCK_OK && t->held >= n / 2 + 1 && *validity_ms > 0 && !t->closed) {
@@ -353,7 +356,7 @@ int rlock__redlock_release(rlock *const *masters, size_t n, const rlock__owner *
         }
         int64_t deadline_ms = rlock__deadline_after(rlock__fan_timeout(masters, n));
         status = k == 0 ? RLOCK_OK
-                        : rlock__exec_fanout(nets, plain, k, deadline_ms, replies, statuses);
+                        : rlock__exec_fanout(nets, plain, k, deadline_ms, replies, statuses, NULL);
         for (int j = 0; j < k; j++) {
             int what = book_release(masters[master[j]], owner,
                                     status == RLOCK_OK ? statuses[j] : status, replies[j],
