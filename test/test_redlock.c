@@ -322,6 +322,30 @@ static void test_unawaited_replies_read_past(void **state) {
     rl_close(&s);
 }
 
+/*
+ * A lease so short that lease - drift is below the clients' command
+ * timeout bounds how long replies are awaited: when they do not come in
+ * that time, the message says the lease set the bound, not only that the
+ * masters timed out.
+ */
+static void test_short_lease_bound_named(void **state) {
+    const char *name = h_unique_name("redlock-short");
+    rl_set s;
+    long long validity;
+    (void)state;
+    rl_open(&s, 3, name);
+    H_ASSERT_RC(rlock_redlock_try_lock(s.rl, 0, 5000, &validity), RLOCK_OK); /* connections up */
+    H_ASSERT_RC(rlock_redlock_unlock(s.rl), RLOCK_OK);
+    for (int i = 0; i < 3; i++)
+        h_server_pause(srv[i]);
+    H_ASSERT_RC(rlock_redlock_try_lock(s.rl, 0, 50, &validity), RLOCK_EIO); /* bound 48 ms */
+    print_message("      %s\n", rlock_last_error());
+    assert_non_null(strstr(rlock_last_error(), "awaited 48 ms"));
+    for (int i = 0; i < 3; i++)
+        h_server_resume(srv[i]);
+    rl_close(&s);
+}
+
 static void *redlock_lock_main(void *rl) {
     long long validity;
     rlock_redlock_lock(rl, 5000, &validity);
@@ -502,6 +526,7 @@ int main(void) {
         cmocka_unit_test(test_masters_down_at_start),
         cmocka_unit_test(test_paused_master),
         cmocka_unit_test(test_unawaited_replies_read_past),
+        cmocka_unit_test(test_short_lease_bound_named),
         cmocka_unit_test(test_cancelled_waiter),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_one_server_twice),

@@ -72,6 +72,8 @@ typedef struct tally {
     int refusal;                /* the first refusal's status */
     int closed;                 /* a client closed meanwhile */
     char failure[256];          /* the last failure's message, if a master failed */
+    long long lease_bound_ms;   /* the reply bound when the lease set it (lease - drift,
+                                   under the command timeout), else 0 */
     rlock__error_detail refused_first; /* the first refusing master's detail */
 } tally;
 
@@ -136,6 +138,11 @@ static int no_quorum(const rlock *lock, size_t n, const tally *t, long long vali
                                  t->refused_first.message);
     if (t->held + t->busy >= quorum)
         return rlock__fail(RLOCK_BUSY, 0, "redlock '%.200s': %s", lock->name, why);
+    if (t->lease_bound_ms > 0) /* the lease, not the master, may be the trouble */
+        return rlock__fail(RLOCK_EIO, 0, "redlock '%.200s': %s; replies were awaited %lld ms "
+                                         "(lease - drift: a lease this short leaves little time "
+                                         "for a round trip); a failure: %s", lock->name, why,
+                           t->lease_bound_ms, t->failure);
     return rlock__fail(RLOCK_EIO, 0, "redlock '%.200s': %s; a failure: %s", lock->name, why,
                        t->failure);
 }
@@ -193,6 +200,7 @@ static int attempt(rlock__fanned *m, rlock *const *masters, size_t n, const rloc
                                     &t->refused_first);
     *validity_ms = lease_ms - (rlock__now_ms() - start_ms) - drift;
     count(m, n, t);
+    t->lease_bound_ms = bound < rlock__fan_timeout(masters, n) ? bound : 0;
     if (status == RLOCK_OK && t->held >= n / 2 + 1 && *validity_ms > 0 && !t->closed) {
         rlock__fan_keep(m, n, owner, lease_ms);
         return RLOCK_OK;
