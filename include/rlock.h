@@ -1137,9 +1137,11 @@ RLOCK_EXTERN int rlock_redlock_new(rlock_client *const *clients, size_t n, const
  * at most wait_ms in all (0: one attempt; < 0: no limit).
  *
  * One attempt sends the acquisition to every master at once and reads the
- * replies: about one round trip. Each reply is awaited until lease_ms minus
- * the drift allowance, and no longer than the smallest command_timeout_ms
- * of the clients. With a quorum and time left, the validity is
+ * replies as they arrive, until a quorum answered "held" (a slower master is
+ * not waited for: a hold it takes is released by the unlock): about one
+ * round trip. Replies are awaited until lease_ms minus the drift allowance
+ * at most, and no longer than the smallest command_timeout_ms of the
+ * clients. With a quorum and time left, the validity is
  *
  *     lease_ms - (time the attempt took) - (lease_ms / 100 + 2 ms)
  *
