@@ -379,24 +379,23 @@ static int run_parts(fan_run *run, int n) {
 
 int rlock__exec_pipeline(rlock__net *net, const rlock__cmd *cmds, int n, int64_t deadline_ms,
                          redisReply **replies, int *acks) {
-    int status = RLOCK_ENOMEM;
     rlock__net **nets = rlock__malloc((size_t)n * (sizeof(*nets) + 2 * sizeof(int)));
-    int *statuses = (int *)(nets + n), *part_acks = statuses + n;
     *acks = -1;
     for (int i = 0; i < n; i++)
         replies[i] = NULL;
-    if (nets != NULL) {
-        for (int i = 0; i < n; i++)
-            nets[i] = net;
-        fan_run run = {.nets = nets, .cmds = cmds, .deadline_ms = deadline_ms,
-                       .replies = replies, .statuses = statuses, .acks = part_acks};
-        status = run_parts(&run, n);
-    }
+    if (nets == NULL)
+        return RLOCK_ENOMEM;
+    int *statuses = (int *)(nets + n), *part_acks = statuses + n;
+    for (int i = 0; i < n; i++)
+        nets[i] = net;
+    fan_run run = {.nets = nets, .cmds = cmds, .deadline_ms = deadline_ms, .replies = replies,
+                   .statuses = statuses, .acks = part_acks};
+    int status = run_parts(&run, n);
     /* The first failure that left an entry without a reply. */
     for (int i = 0; i < n && status == RLOCK_OK; i++)
         if (replies[i] == NULL)
             status = statuses[i];
-    for (int i = 0; i < n && nets != NULL; i++)
+    for (int i = 0; i < n; i++)
         lower_acks(acks, part_acks[i]);
     rlock__free(nets);
     return status;
