@@ -1048,7 +1048,10 @@ typedef struct rlock_redlock rlock_redlock; /* thread-safe, shareable */
  * Returns RLOCK_OK; RLOCK_EINVAL (NULL locks or out, n not 1..RLOCK_GROUP_MAX,
  * a NULL or freed handle, a handle of another kind than rlock_get /
  * rlock_get_fair, or one Redis key given twice: the same name through one
- * client, or through two clients of one server -- the message names it);
+ * client, or through two clients of one server and database -- one server
+ * is known by the address its first connection reached, so "localhost" and
+ * "127.0.0.1" are one; two addresses of one machine, or TCP and a unix
+ * socket, are not recognised -- the message names it);
  * RLOCK_ECLOSED (a member's client is closed, or inherited across fork);
  * RLOCK_ENOMEM. Does not block. Thread-safe. (Appended in 0.5.)
  */
@@ -1120,7 +1123,9 @@ RLOCK_EXTERN void rlock_multi_free(rlock_multi *m);
  *
  * Returns RLOCK_OK; RLOCK_EINVAL (NULL clients, name or out, n not
  * 1..RLOCK_GROUP_MAX, a bad name as for rlock_get(), the same client twice,
- * or two clients of one server: not independent masters); RLOCK_ECLOSED;
+ * or two clients of one server -- of two of its databases, or through two
+ * names of its address, as rlock_multi_new() tells servers apart: not
+ * independent masters); RLOCK_ECLOSED;
  * RLOCK_ENOMEM. Does not block. Thread-safe. (Appended in 0.5.)
  */
 RLOCK_EXTERN int rlock_redlock_new(rlock_client *const *clients, size_t n, const char *name,
@@ -1132,9 +1137,11 @@ RLOCK_EXTERN int rlock_redlock_new(rlock_client *const *clients, size_t n, const
  * at most wait_ms in all (0: one attempt; < 0: no limit).
  *
  * One attempt sends the acquisition to every master at once and reads the
- * replies: about one round trip. Each reply is awaited until lease_ms minus
- * the drift allowance, and no longer than the smallest command_timeout_ms
- * of the clients. With a quorum and time left, the validity is
+ * replies as they arrive, until a quorum answered "held" (a slower master is
+ * not waited for: a hold it takes is released by the unlock): about one
+ * round trip. Replies are awaited until lease_ms minus the drift allowance
+ * at most, and no longer than the smallest command_timeout_ms of the
+ * clients. With a quorum and time left, the validity is
  *
  *     lease_ms - (time the attempt took) - (lease_ms / 100 + 2 ms)
  *
@@ -1150,7 +1157,8 @@ RLOCK_EXTERN int rlock_redlock_new(rlock_client *const *clients, size_t n, const
  * RLOCK_EIO (fewer than a quorum of masters answered at the end of the
  * wait, or in retry_attempts + 1 attempts in a row); a master's refusal
  * (RLOCK_ENOTLOCK, RLOCK_ENOPERM, RLOCK_EREDIS, RLOCK_ENOREPL, ...) when more
- * masters refused than a quorum can spare; RLOCK_EINVAL (NULL or freed rl,
+ * masters refused than a quorum can spare (the first refusing master's
+ * status, its address and Redis text in rlock_last_error_info()); RLOCK_EINVAL (NULL or freed rl,
  * bad lease_ms); RLOCK_ECLOSED (a client closed); RLOCK_ENOMEM. On any
  * return but RLOCK_OK nothing was taken (a master that could not be told
  * keeps its part until lease_ms ends). Blocks for at most wait_ms plus one
@@ -1168,9 +1176,11 @@ RLOCK_EXTERN int rlock_redlock_lock(rlock_redlock *rl, long long lease_ms,
  * meanwhile -- unless a master's clock jumped); RLOCK_ENOTOWNER (held on
  * fewer than a quorum at unlock -- its validity had run out, or masters
  * lost it -- or not at all; the holds that were left are released);
- * RLOCK_EIO or a master's refusal when so many masters did not answer or
- * refused that another owner could not take it yet: unlock again to
- * complete it (each master's release is idempotent); RLOCK_EINVAL;
+ * RLOCK_EIO or a master's refusal (the first refusing master's, named in
+ * the message) when so many masters did not answer or refused that another
+ * owner could not take it yet: unlock again to complete it (each master's
+ * release is idempotent; that unlock counts only the masters that still
+ * had the hold, so it may say RLOCK_ENOTOWNER); RLOCK_EINVAL;
  * RLOCK_ECLOSED; RLOCK_ENOMEM. Blocks for at most the smallest
  * command_timeout_ms of the clients. Thread-safe.
  */

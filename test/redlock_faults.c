@@ -3,7 +3,8 @@
  * redis-servers of its own (make test-redlock):
  *
  *   - a master down and another SIGSTOPped at once (5 masters): acquired
- *     within one reply bound, the validity honoured;
+ *     without waiting for the paused one (the others are a quorum), the
+ *     validity honoured;
  *   - a master of the holder's quorum killed and restarted EMPTY only after
  *     the lease (antirez's delayed restart): nobody else gets the lock
  *     before the holder's lease has ended (3 and 5 masters);
@@ -78,9 +79,9 @@ static void test_down_and_paused(void **state) {
     long long took = h_now_ms() - before;
     print_message("      5 masters, one down and one paused: acquired in %lld ms, validity %lld\n",
                   took, validity);
-    H_ASSERT_BETWEEN(took, H_MS(REPLY_BOUND_MS) - 5, H_MS(REPLY_BOUND_MS) + H_MS(500));
-    H_ASSERT_BETWEEN(validity, lease - drift(lease) - took,
-                     lease - drift(lease) - H_MS(REPLY_BOUND_MS) + 5);
+    /* The three that answer are a quorum: the paused one is not waited for. */
+    H_ASSERT_BETWEEN(took, 0, H_MS(REPLY_BOUND_MS) / 2);
+    H_ASSERT_BETWEEN(validity, lease - drift(lease) - took, lease - drift(lease));
     long long valid_until = h_now_ms() + validity;
     /* Each attempt waits for the paused master: stop early enough to unlock within the lease. */
     while (h_now_ms() + H_MS(2 * REPLY_BOUND_MS) + 200 < valid_until) {
@@ -140,9 +141,13 @@ static void delayed_restart(int n) {
     int refused = 0;
     while (h_now_ms() < h.lease_end) {
         int rc = rlock_redlock_try_lock(h.b.rl, 0, h.lease, &ignored);
-        if (rc == RLOCK_OK)
+        if (rc == RLOCK_OK && h_now_ms() < h.lease_end)
             H_FAIL("%d masters: a second owner got the lock %lld ms before the holder's lease "
                    "ended (master down, not restarted)", n, h.lease_end - h_now_ms());
+        if (rc == RLOCK_OK) { /* begun before the end, run after it: the holder's keys were gone */
+            H_ASSERT_RC(rlock_redlock_unlock(h.b.rl), RLOCK_OK);
+            break;
+        }
         if (rc != RLOCK_BUSY)
             print_message("      %s\n", rlock_last_error());
         H_ASSERT_RC(rc, RLOCK_BUSY);

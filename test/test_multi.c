@@ -424,6 +424,31 @@ static void test_bad_input(void **state) {
     rlock_client_close(c2);
 }
 
+/*
+ * One key through two spellings of its server's address ("localhost" and
+ * "127.0.0.1"): the same key given twice, refused like one address given
+ * twice. Taken, it would make the thread wait for itself: each member busy
+ * with the other's hold, given back and taken again for the whole wait.
+ */
+static void test_one_server_spelled_twice(void **state) {
+    char by_name[96];
+    const char *a = h_unique_name("multi-spelled");
+    rlock_multi *m = NULL;
+    (void)state;
+    snprintf(by_name, sizeof by_name, "redis://localhost:%d", h_server_port(extra[0]));
+    rlock_client *c = h_open_url(h_server_url(extra[0]), 30000, 1000);
+    rlock_client *c_by_name = h_open_url(by_name, 30000, 1000);
+    rlock *x = h_get(c, a), *x_by_name = h_get(c_by_name, a);
+    rlock *one_key[] = {x, x_by_name};
+    H_ASSERT_RC(rlock_multi_new(one_key, 2, &m), RLOCK_EINVAL);
+    print_message("      %s\n", rlock_last_error());
+    assert_null(m);
+    rlock_free(x);
+    rlock_free(x_by_name);
+    rlock_client_close(c);
+    rlock_client_close(c_by_name);
+}
+
 /* ---- no deadlock between overlapping multi-locks in opposite orders ------------------------ */
 
 #define PROCS 4
@@ -554,6 +579,7 @@ int main(void) {
         cmocka_unit_test(test_cancelled_gives_back),
         cmocka_unit_test(test_group_waits_alone),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_one_server_spelled_twice),
         cmocka_unit_test(test_opposite_orders_no_deadlock),
     };
     return cmocka_run_group_tests(tests, start_servers, stop_servers);

@@ -8,7 +8,6 @@
  *
  * Threads: any application thread.
  */
-#include <string.h>
 
 #include "api.h"
 
@@ -31,18 +30,14 @@ static void free_masters(rlock **masters, size_t n) {
 
 /*
  * The masters must be independent: one client given twice, or two clients
- * of one server, would count one server's key as two votes.
+ * of one server (two of its databases, two names of its address), would
+ * count one server's key as two votes.
  */
 static int check_independent(rlock **masters, size_t n) {
     rlock__guards gs;
-    rlock **sorted = rlock__malloc(n * sizeof(*sorted));
-    int status = sorted == NULL ? RLOCK_ENOMEM : rlock__enter_all(&gs, masters, n);
-    if (status == RLOCK_OK) {
-        memcpy(sorted, masters, n * sizeof(*sorted));
-        status = rlock__multi_order(sorted, n); /* RLOCK_EINVAL names the repeated master */
-        status = rlock__leave_all(&gs, status);
-    }
-    rlock__free(sorted);
+    int status = rlock__enter_all(&gs, masters, n);
+    if (status == RLOCK_OK)
+        status = rlock__leave_all(&gs, rlock__redlock_check(masters, n));
     return status;
 }
 

@@ -96,6 +96,13 @@ int rlock__fail(int status, int sys_errno, const char *fmt, ...) RLOCK__PRINTF(3
  * Redis's text and `where` (e.g. "EVALSHA at 127.0.0.1:6379"), returns the status.
  */
 int rlock__fail_reply(const redisReply *reply, const char *where);
+/*
+ * Records status with Redis's own text as rlock_error_info.redis_error, not
+ * appended to the message (which already tells it): a summary of several
+ * servers' answers that keeps one refusal's text.
+ */
+int rlock__fail_redis(int status, const char *redis_text, const char *fmt, ...)
+    RLOCK__PRINTF(3, 4);
 /* The status an error reply's text maps to (as above). */
 int rlock__reply_status(const char *error_text);
 /* Marks the last recorded error as "host could not be resolved". */

@@ -40,15 +40,15 @@ static void append_detail(char *buf, size_t size, size_t n, const char *detail) 
  * as an argument ("giving it back failed too (%s)"), and those live in the
  * very buffers being written.
  */
-static void record(int status, int sys_errno, const char *redis_error, const char *fmt,
-                   va_list ap) {
+static void record(int status, int sys_errno, const char *redis_error, int append_redis,
+                   const char *fmt, va_list ap) {
     char message[sizeof(last.message)], redis_text[sizeof(last.redis_error)];
     snprintf(redis_text, sizeof(redis_text), "%s", redis_error);
     int wrote = vsnprintf(message, sizeof(message), fmt, ap);
     size_t n = wrote < 0 ? 0 : (size_t)wrote < sizeof(message) ? (size_t)wrote : sizeof(message) - 1;
     if (sys_errno != 0)
         append_detail(message, sizeof(message), n, strerror(sys_errno));
-    else if (redis_text[0] != '\0')
+    else if (redis_text[0] != '\0' && append_redis)
         append_detail(message, sizeof(message), n, redis_text);
     last.status = status;
     last.sys_errno = sys_errno;
@@ -61,7 +61,7 @@ static void record(int status, int sys_errno, const char *redis_error, const cha
 int rlock__fail(int status, int sys_errno, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    record(status, sys_errno, "", fmt, ap);
+    record(status, sys_errno, "", 0, fmt, ap);
     va_end(ap);
     return status;
 }
@@ -93,7 +93,15 @@ int rlock__reply_status(const char *text) {
 static int fail_with_redis_text(int status, const char *text, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    record(status, 0, text, fmt, ap);
+    record(status, 0, text, 1, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+int rlock__fail_redis(int status, const char *redis_text, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    record(status, 0, redis_text, 0, fmt, ap);
     va_end(ap);
     return status;
 }

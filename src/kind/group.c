@@ -13,6 +13,8 @@
  *
  * Threads: application threads, inside the API layer's call guards.
  */
+#include <stdio.h>
+
 #include "kind.h"
 
 long long rlock__fan_timeout(rlock *const *locks, size_t n) {
@@ -23,30 +25,41 @@ long long rlock__fan_timeout(rlock *const *locks, size_t n) {
     return ms;
 }
 
+int rlock__is_refusal(int status) {
+    return status != RLOCK_OK && status != RLOCK_BUSY && status != RLOCK_ELOST &&
+           status != RLOCK_EIO && status != RLOCK_ECLOSED && status != RLOCK_ENOMEM;
+}
+
 /* What one ACQUIRE reply says: RLOCK_OK / RLOCK_ENOREPL with *answer, or a failure. */
-static int read_answer(const rlock *lock, int status, const redisReply *reply,
+static int read_answer(rlock *lock, int status, const redisReply *reply,
                        rlock__attempt *answer) {
+    char at[RLOCK__WHERE_MAX], what[RLOCK__WHERE_MAX + 240];
     if (status != RLOCK_OK && status != RLOCK_ENOREPL)
         return status; /* EIO (unknown whether it ran), ECLOSED */
     if (reply->type == REDIS_REPLY_ERROR && rlock__is_redirect_or_retry(reply))
         return rlock__fail(RLOCK_EIO, 0, "lock '%.200s': ACQUIRE not run: %.200s", lock->name,
                            reply->str); /* "try again": nothing ran, nothing to undo */
-    if (reply->type == REDIS_REPLY_ERROR)
-        return rlock__fail_reply(reply, "ACQUIRE");
+    if (reply->type == REDIS_REPLY_ERROR) {
+        /* Named with its server: the members of a fan-out are on several. */
+        snprintf(what, sizeof(what), "lock '%.200s': ACQUIRE at %s", lock->name,
+                 rlock__net_server(lock->engine->net, lock->name, lock->name_len, at,
+                                   sizeof(at)));
+        return rlock__fail_reply(reply, what);
+    }
     if (rlock__read_attempt(reply, answer) != RLOCK_OK)
         return rlock__fail(RLOCK_EREDIS, 0, "lock '%.200s': ACQUIRE answered an unexpected "
                                             "reply", lock->name);
     return status;
 }
 
-/* The arrays one fan-out needs. */
+/* The arrays one fan-out needs: one allocation. */
 typedef struct fan {
     rlock__lock_cmd *cmds;
     rlock__cmd *plain;
     rlock__net **nets;
     redisReply **replies;
-    int *statuses;
     size_t *member;             /* which member each command is for */
+    int *statuses;
     int k;                      /* commands */
 } fan;
 
@@ -55,26 +68,21 @@ static void fan_free(fan *f) {
         if (f->replies[j] != NULL)
             freeReplyObject(f->replies[j]);
     rlock__free(f->cmds);
-    rlock__free(f->plain);
-    rlock__free(f->nets);
-    rlock__free(f->replies);
-    rlock__free(f->statuses);
-    rlock__free(f->member);
     *f = (fan){.k = 0};
 }
 
 static int fan_alloc(fan *f, size_t n) {
-    *f = (fan){.cmds = rlock__malloc(n * sizeof(*f->cmds)),
-               .plain = rlock__malloc(n * sizeof(*f->plain)),
-               .nets = rlock__malloc(n * sizeof(*f->nets)),
-               .replies = rlock__calloc(n, sizeof(*f->replies)),
-               .statuses = rlock__malloc(n * sizeof(*f->statuses)),
-               .member = rlock__malloc(n * sizeof(*f->member))};
-    if (f->cmds != NULL && f->plain != NULL && f->nets != NULL && f->replies != NULL &&
-        f->statuses != NULL && f->member != NULL)
-        return RLOCK_OK;
-    fan_free(f);
-    return RLOCK_ENOMEM;
+    size_t each = sizeof(*f->cmds) + sizeof(*f->plain) + sizeof(*f->nets) +
+                  sizeof(*f->replies) + sizeof(*f->member) + sizeof(*f->statuses);
+    *f = (fan){.cmds = rlock__malloc(n * each)};
+    if (f->cmds == NULL)
+        return RLOCK_ENOMEM;
+    f->plain = (rlock__cmd *)(f->cmds + n);
+    f->nets = (rlock__net **)(f->plain + n);
+    f->replies = (redisReply **)(f->nets + n);
+    f->member = (size_t *)(f->replies + n);
+    f->statuses = (int *)(f->member + n);
+    return RLOCK_OK;
 }
 
 /* Adds f->cmds[f->k] (filled by the caller) for member i, on lock's net. */
@@ -85,15 +93,36 @@ static void fan_add(fan *f, const rlock *lock, size_t i) {
     f->k++;
 }
 
-static int fan_run(fan *f, int64_t deadline_ms) {
-    return rlock__exec_fanout(f->nets, f->plain, f->k, deadline_ms, f->replies, f->statuses);
+static int fan_run(fan *f, int64_t deadline_ms, const rlock__fan_enough *enough) {
+    return rlock__exec_fanout(f->nets, f->plain, f->k, deadline_ms, f->replies, f->statuses,
+                              enough);
+}
+
+/* Counts the ACQUIREs answered "held" as they arrive: enough at `need`. */
+typedef struct held_count {
+    size_t held, need;
+} held_count;
+
+static int held_enough(void *arg, int i, int status, const redisReply *reply) {
+    held_count *c = arg;
+    rlock__attempt answer;
+    (void)i;
+    if (status == RLOCK_OK && reply->type != REDIS_REPLY_ERROR &&
+        rlock__read_attempt(reply, &answer) == RLOCK_OK &&
+        answer.outcome == RLOCK__ATTEMPT_HELD)
+        c->held++;
+    return c->held >= c->need;
 }
 
 int rlock__fan_acquire(rlock__fanned *m, size_t n, const rlock__owner *owner, long long lease_ms,
-                       int64_t deadline_ms) {
+                       size_t need, int64_t deadline_ms, rlock__error_detail *first_refusal) {
+    held_count counted = {.held = 0, .need = need};
+    rlock__fan_enough enough = {.enough = held_enough, .arg = &counted};
     fan f;
     int status = fan_alloc(&f, n);
     int64_t sent_ms = rlock__now_ms();
+    if (first_refusal != NULL)
+        first_refusal->status = RLOCK_OK;
     for (size_t i = 0; i < n; i++) {
         rlock *lock = m[i].lock;
         m[i].answer = (rlock__attempt){.outcome = RLOCK__ATTEMPT_NONE, .value = -1};
@@ -109,7 +138,7 @@ int rlock__fan_acquire(rlock__fanned *m, size_t n, const rlock__owner *owner, lo
     }
     if (status != RLOCK_OK)
         return status;
-    status = fan_run(&f, deadline_ms);
+    status = fan_run(&f, deadline_ms, need > 0 ? &enough : NULL);
     for (int j = 0; j < f.k; j++) {
         rlock__fanned *x = &m[f.member[j]];
         x->status = status != RLOCK_OK
@@ -118,6 +147,9 @@ int rlock__fan_acquire(rlock__fanned *m, size_t n, const rlock__owner *owner, lo
         /* A stale count (rare) is settled here with attempts of its own. */
         x->status = rlock__try_settle(x->lock, owner, lease_ms, 0, deadline_ms, &x->t, x->status,
                                       &x->answer);
+        if (first_refusal != NULL && first_refusal->status == RLOCK_OK &&
+            rlock__is_refusal(x->status))
+            rlock__error_save(first_refusal); /* its detail, before the next member's */
     }
     fan_free(&f);
     return status;
@@ -148,7 +180,7 @@ void rlock__fan_undo(rlock__fanned *m, size_t n, const rlock__owner *owner, int6
         fan_add(&f, x->lock, i);
     }
     if (status == RLOCK_OK && f.k > 0)
-        fan_run(&f, deadline_ms); /* a release that fails leaves a hold its lease ends */
+        fan_run(&f, deadline_ms, NULL); /* a release that fails leaves a hold its lease ends */
     fan_free(&f);
     for (size_t i = 0; i < n; i++)
         rlock__try_end(&m[i].t);
@@ -180,7 +212,7 @@ int rlock__fan_relet(rlock *const *locks, size_t n, const rlock__owner *owner,
         fan_add(&f, locks[i], i);
     }
     if (status == RLOCK_OK)
-        status = fan_run(&f, deadline_ms);
+        status = fan_run(&f, deadline_ms, NULL);
     for (int j = 0; j < f.k && status == RLOCK_OK; j++) {
         rlock *lock = locks[f.member[j]];
         int64_t set_ms = sent_ms;

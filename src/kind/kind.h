@@ -292,14 +292,25 @@ typedef struct rlock__fanned {
 /* The smallest command_timeout_ms of the locks' clients (n >= 1): a fan-out's reply bound. */
 long long rlock__fan_timeout(rlock *const *locks, size_t n);
 /*
+ * Whether a member's status is a refusal: Redis (or the replicas) said no
+ * with an error of its own -- not held, busy, lost, unknown (RLOCK_EIO),
+ * closed, or out of memory.
+ */
+int rlock__is_refusal(int status);
+/*
  * One attempt on each m[i].lock for owner (lease_ms, or RLOCK_LEASE_WATCHDOG),
  * every ACQUIRE written before any reply is read; replies bounded by
- * deadline_ms. Fills each m[i] (nothing is booked yet). Then exactly one of
- * rlock__fan_keep or rlock__fan_undo. Returns RLOCK_OK or RLOCK_ENOMEM
- * (nothing sent; every m[i].status says so).
+ * deadline_ms, and awaited only until `need` members answered "held" (0:
+ * all awaited): a member whose reply had not arrived then is RLOCK_EIO
+ * (unknown whether it took a hold), as one whose reply was lost. Fills each
+ * m[i] (nothing is booked yet); *first_refusal (if not NULL) receives the
+ * error detail of the first member in m[] order that was refused (status
+ * RLOCK_OK if none was). Then exactly one of rlock__fan_keep or
+ * rlock__fan_undo. Returns RLOCK_OK or RLOCK_ENOMEM (nothing sent; every
+ * m[i].status says so).
  */
 int rlock__fan_acquire(rlock__fanned *m, size_t n, const rlock__owner *owner, long long lease_ms,
-                       int64_t deadline_ms);
+                       size_t need, int64_t deadline_ms, rlock__error_detail *first_refusal);
 /* Books the holds taken (and, unsure, those whose reply was lost); ends each try. */
 void rlock__fan_keep(rlock__fanned *m, size_t n, const rlock__owner *owner, long long lease_ms);
 /*
@@ -341,6 +352,12 @@ int rlock__multi_release(rlock *const *locks, size_t n, const rlock__owner *owne
 
 /* The clock-drift allowance subtracted from a Redlock's validity: lease / 100 + 2 ms. */
 long long rlock__redlock_drift(long long lease_ms);
+/*
+ * RLOCK_OK if masters[] reach n different servers (rlock__net_server: the
+ * database does not count, the address is the one connected to);
+ * RLOCK_EINVAL naming the server given twice; RLOCK_ENOMEM.
+ */
+int rlock__redlock_check(rlock *const *masters, size_t n);
 /*
  * Acquires lock name -- masters[i], one handle per independent master, all
  * of the reentrant kind -- for owner on a majority of masters, with a fixed

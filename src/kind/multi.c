@@ -204,7 +204,7 @@ static int acquire_at_once(multi_call *mc, long long lease_ms) {
     for (size_t i = 0; i < mc->n; i++)
         m[i].lock = mc->locks[i];
     int64_t deadline_ms = rlock__deadline_after(rlock__fan_timeout(mc->locks, mc->n));
-    int status = rlock__fan_acquire(m, mc->n, mc->owner, lease_ms, deadline_ms);
+    int status = rlock__fan_acquire(m, mc->n, mc->owner, lease_ms, 0, deadline_ms, NULL);
     size_t held = 0;
     for (size_t i = 0; i < mc->n && status == RLOCK_OK; i++) {
         held += m[i].status == RLOCK_OK;

@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "kind.h"
@@ -33,31 +34,69 @@ long long rlock__redlock_drift(long long lease_ms) {
     return lease_ms / 100 + 2;
 }
 
+/* A master and the server it reaches ("host:port": every database of a server is one master). */
+typedef struct server_of {
+    const rlock *lock;
+    char at[RLOCK__WHERE_MAX];
+} server_of;
+
+static int by_server(const void *a, const void *b) {
+    return strcmp(((const server_of *)a)->at, ((const server_of *)b)->at);
+}
+
+int rlock__redlock_check(rlock *const *masters, size_t n) {
+    server_of *s = rlock__malloc(n * sizeof(*s));
+    int status = RLOCK_OK;
+    if (s == NULL)
+        return RLOCK_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        s[i].lock = masters[i];
+        rlock__net_server(masters[i]->engine->net, masters[i]->name, masters[i]->name_len,
+                          s[i].at, sizeof(s[i].at));
+    }
+    qsort(s, n, sizeof(*s), by_server);
+    for (size_t i = 1; i < n && status == RLOCK_OK; i++)
+        if (strcmp(s[i - 1].at, s[i].at) == 0)
+            status = rlock__fail(RLOCK_EINVAL, 0, "redlock '%.200s': the server at %s is given "
+                                                  "twice (one client twice, two of its "
+                                                  "databases, or two names of its address): "
+                                                  "one server is one master", s[i].lock->name,
+                                 s[i].at);
+    rlock__free(s);
+    return status;
+}
+
 /* What one attempt found. */
 typedef struct tally {
     size_t held, busy, unreachable, refused;
     int refusal;                /* the first refusal's status */
     int closed;                 /* a client closed meanwhile */
     char failure[256];          /* the last failure's message, if a master failed */
+    long long lease_bound_ms;   /* the reply bound when the lease set it (lease - drift,
+                                   under the command timeout), else 0 */
+    rlock__error_detail refused_first; /* the first refusing master's detail */
 } tally;
 
-static tally count(const rlock__fanned *m, size_t n) {
-    tally t = {.refusal = RLOCK_OK, .failure = ""};
+/* Counts what the masters answered (t->refused_first is the fan-out's). */
+static void count(const rlock__fanned *m, size_t n, tally *t) {
+    t->held = t->busy = t->unreachable = t->refused = 0;
+    t->refusal = RLOCK_OK;
+    t->closed = 0;
+    t->failure[0] = '\0';
     for (size_t i = 0; i < n; i++) {
         switch (m[i].status) {
-        case RLOCK_OK: t.held++; break;
+        case RLOCK_OK: t->held++; break;
         case RLOCK_BUSY:
-        case RLOCK_ELOST: t.busy++; break; /* it answered; our old hold there was gone */
-        case RLOCK_EIO: t.unreachable++; break;
-        case RLOCK_ECLOSED: t.closed = 1; break;
+        case RLOCK_ELOST: t->busy++; break; /* it answered; our old hold there was gone */
+        case RLOCK_EIO: t->unreachable++; break;
+        case RLOCK_ECLOSED: t->closed = 1; break;
         default:
-            if (t.refused++ == 0)
-                t.refusal = m[i].status;
+            if (t->refused++ == 0)
+                t->refusal = m[i].status;
         }
     }
-    if (t.unreachable > 0 || t.refused > 0)
-        snprintf(t.failure, sizeof(t.failure), "%s", rlock__last_message());
-    return t;
+    if (t->unreachable > 0 || t->refused > 0)
+        snprintf(t->failure, sizeof(t->failure), "%s", rlock__last_message());
 }
 
 /* Random in [d/2, d], d = first doubling `times` times, capped at most. */
@@ -93,11 +132,17 @@ static int no_quorum(const rlock *lock, size_t n, const tally *t, long long vali
     if (t->held >= quorum)
         return rlock__fail(RLOCK_BUSY, 0, "redlock '%.200s': %s, but the attempt took too long: "
                                           "validity %lld ms", lock->name, why, validity_ms);
-    if (t->refused > n - quorum)
-        return rlock__fail(t->refusal, 0, "redlock '%.200s': %s; a refusal: %s", lock->name, why,
-                           t->failure);
+    if (t->refused > n - quorum) /* the first refusing master's words and Redis text */
+        return rlock__fail_redis(t->refusal, t->refused_first.redis_error,
+                                 "redlock '%.200s': %s; the first refusal: %s", lock->name, why,
+                                 t->refused_first.message);
     if (t->held + t->busy >= quorum)
         return rlock__fail(RLOCK_BUSY, 0, "redlock '%.200s': %s", lock->name, why);
+    if (t->lease_bound_ms > 0) /* the lease, not the master, may be the trouble */
+        return rlock__fail(RLOCK_EIO, 0, "redlock '%.200s': %s; replies were awaited %lld ms "
+                                         "(lease - drift: a lease this short leaves little time "
+                                         "for a round trip); a failure: %s", lock->name, why,
+                           t->lease_bound_ms, t->failure);
     return rlock__fail(RLOCK_EIO, 0, "redlock '%.200s': %s; a failure: %s", lock->name, why,
                        t->failure);
 }
@@ -149,9 +194,13 @@ static int attempt(rlock__fanned *m, rlock *const *masters, size_t n, const rloc
     for (size_t i = 0; i < n; i++)
         m[i].lock = masters[i];
     int64_t start_ms = rlock__now_ms();
-    int status = rlock__fan_acquire(m, n, owner, lease_ms, start_ms + bound);
+    /* A quorum held is all the attempt needs: the slowest masters are not waited for (their
+       holds, if they take them, are booked unsure: the unlock releases them). */
+    int status = rlock__fan_acquire(m, n, owner, lease_ms, n / 2 + 1, start_ms + bound,
+                                    &t->refused_first);
     *validity_ms = lease_ms - (rlock__now_ms() - start_ms) - drift;
-    *t = count(m, n);
+    count(m, n, t);
+    t->lease_bound_ms = bound < rlock__fan_timeout(masters, n) ? bound : 0;
     if (status == RLOCK_OK && t->held >= n / 2 + 1 && *validity_ms > 0 && !t->closed) {
         rlock__fan_keep(m, n, owner, lease_ms);
         return RLOCK_OK;
@@ -226,9 +275,15 @@ static int book_release(rlock *lock, const rlock__owner *owner, int status,
                         const redisReply *reply, int *refusal) {
     rlock__holds *holds = &lock->engine->holds;
     rlock__release_answer answer = {.read = 0};
-    if (status == RLOCK_OK || status == RLOCK_ENOREPL)
-        status = reply->type == REDIS_REPLY_ERROR ? rlock__fail_reply(reply, "RELEASE")
-                                                   : rlock__read_release(reply, &answer);
+    char at[RLOCK__WHERE_MAX], what[RLOCK__WHERE_MAX + 240];
+    if ((status == RLOCK_OK || status == RLOCK_ENOREPL) && reply->type == REDIS_REPLY_ERROR) {
+        snprintf(what, sizeof(what), "redlock '%.200s': RELEASE at %s", lock->name,
+                 rlock__net_server(lock->engine->net, lock->name, lock->name_len, at,
+                                   sizeof(at)));
+        status = rlock__fail_reply(reply, what);
+    } else if (status == RLOCK_OK || status == RLOCK_ENOREPL) {
+        status = rlock__read_release(reply, &answer);
+    }
     if (status == RLOCK_EIO) {
         rlock__holds_released(holds, lock->name, lock->name_len, owner->id,
                               RLOCK__RELEASE_UNKNOWN);
@@ -248,17 +303,24 @@ static int book_release(rlock *lock, const rlock__owner *owner, int status,
     return RELEASED;
 }
 
-/* The unlock's status from what each master did (did[WAS_NOT_HELD..REFUSED]). */
-static int unlocked(const rlock *lock, size_t n, const size_t *did, int refusal) {
+/*
+ * The unlock's status from what each master did (did[WAS_NOT_HELD..REFUSED]);
+ * *first is the first refusing master's detail (if did[REFUSED] > 0), else
+ * the last failure is the thread's.
+ */
+static int unlocked(const rlock *lock, size_t n, const size_t *did,
+                    const rlock__error_detail *first) {
     size_t quorum = n / 2 + 1, maybe_held = did[UNKNOWN] + did[REFUSED];
-    char failure[256];
+    char failure[RLOCK__MESSAGE_MAX];
     if (maybe_held > n - quorum) {
-        snprintf(failure, sizeof(failure), "%s", rlock__last_message());
-        return rlock__fail(did[REFUSED] > 0 ? refusal : RLOCK_EIO, 0,
-                           "redlock '%.200s': released on %zu of %zu masters, unknown on %zu, "
-                           "refused by %zu: another owner cannot take it yet; unlock again "
-                           "(%s)", lock->name, did[RELEASED], n, did[UNKNOWN], did[REFUSED],
-                           failure);
+        snprintf(failure, sizeof(failure), "%s",
+                 did[REFUSED] > 0 ? first->message : rlock__last_message());
+        return rlock__fail_redis(did[REFUSED] > 0 ? first->status : RLOCK_EIO,
+                                 did[REFUSED] > 0 ? first->redis_error : "",
+                                 "redlock '%.200s': released on %zu of %zu masters, unknown on "
+                                 "%zu, refused by %zu: another owner cannot take it yet; unlock "
+                                 "again (%s)", lock->name, did[RELEASED], n, did[UNKNOWN],
+                                 did[REFUSED], failure);
     }
     if (did[RELEASED] + maybe_held < quorum)
         return rlock__fail(RLOCK_ENOTOWNER, 0, "redlock '%.200s': the calling thread held it on "
@@ -272,6 +334,7 @@ static int unlocked(const rlock *lock, size_t n, const size_t *did, int refusal)
 int rlock__redlock_release(rlock *const *masters, size_t n, const rlock__owner *owner) {
     size_t did[4] = {0, 0, 0, 0};
     int refusal = RLOCK_OK;
+    rlock__error_detail first = {.status = RLOCK_OK};
     rlock__lock_cmd *cmds = rlock__malloc(n * sizeof(*cmds));
     rlock__cmd *plain = rlock__malloc(n * sizeof(*plain));
     rlock__net **nets = rlock__malloc(n * sizeof(*nets));
@@ -301,11 +364,18 @@ int rlock__redlock_release(rlock *const *masters, size_t n, const rlock__owner *
         }
         int64_t deadline_ms = rlock__deadline_after(rlock__fan_timeout(masters, n));
         status = k == 0 ? RLOCK_OK
-                        : rlock__exec_fanout(nets, plain, k, deadline_ms, replies, statuses);
-        for (int j = 0; j < k; j++)
-            did[book_release(masters[master[j]], owner, status == RLOCK_OK ? statuses[j] : status,
-                             replies[j], &refusal)]++;
-        status = unlocked(masters[0], n, did, refusal);
+                        : rlock__exec_fanout(nets, plain, k, deadline_ms, replies, statuses, NULL);
+        for (int j = 0; j < k; j++) {
+            int what = book_release(masters[master[j]], owner,
+                                    status == RLOCK_OK ? statuses[j] : status, replies[j],
+                                    &refusal);
+            if (what == REFUSED && did[REFUSED] == 0) {
+                rlock__error_save(&first);
+                first.status = refusal; /* the status the unlock reports for it */
+            }
+            did[what]++;
+        }
+        status = unlocked(masters[0], n, did, &first);
     }
     for (int j = 0; replies != NULL && j < k; j++)
         if (replies[j] != NULL)

@@ -74,6 +74,20 @@ int rlock__io_wait(int fd, short events, int64_t deadline_ms) {
     }
 }
 
+int rlock__io_wait_any(struct pollfd *fds, int n, int64_t deadline_ms) {
+    for (;;) {
+        int ready = poll(fds, (nfds_t)n, ms_left(deadline_ms));
+        if (ready > 0)
+            return ready;
+        if (ready == 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        if (errno != EINTR)
+            return -1;
+    }
+}
+
 /* An output buffer up to this size is kept when emptied (a lock's commands fit). */
 #define KEEP_OUTPUT_BUFFER 4096
 

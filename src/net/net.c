@@ -204,10 +204,18 @@ const void *rlock__net_node_of(rlock__net *net, const char *key, size_t len) {
     return net->route->ops->node_for(net->route, key, len);
 }
 
+const char *rlock__net_server(rlock__net *net, const char *key, size_t len, char *buf,
+                              size_t size) {
+    rlock__node *node = net->route->ops->node_for(net->route, key, len);
+    if (!rlock__pool_peer(&node->pool, buf, size))
+        rlock__endpoint_str(&node->endpoint, buf, size);
+    return buf;
+}
+
 const char *rlock__net_where(rlock__net *net, const char *key, size_t len, char *buf, size_t size) {
     const rlock__node *node = net->route->ops->node_for(net->route, key, len);
     char at[RLOCK__WHERE_MAX];
-    snprintf(buf, size, "%s/%d", rlock__endpoint_str(&node->endpoint, at, sizeof(at)),
+    snprintf(buf, size, "%s/%d", rlock__net_server(net, key, len, at, sizeof(at)),
              node->endpoint.db);
     return buf;
 }

@@ -30,6 +30,8 @@
 #ifndef RLOCK_NET_H
 #define RLOCK_NET_H
 
+#include <poll.h>
+
 #include "../core/core.h"
 
 /* ---- url.c ------------------------------------------------------------------- */
@@ -87,6 +89,12 @@ int rlock__endpoint_set(rlock__endpoint *ep, const char *host, int port, const c
  * or RLOCK_EIO with errno ETIMEDOUT (deadline) or poll's errno.
  */
 int rlock__io_wait(int fd, short events, int64_t deadline_ms);
+/*
+ * One wait over several sockets (poll's fds[], revents filled): how many are
+ * ready, or -1 with errno ETIMEDOUT (deadline) or poll's errno. As above, a
+ * signal only makes it recompute the time left.
+ */
+int rlock__io_wait_any(struct pollfd *fds, int n, int64_t deadline_ms);
 /*
  * Makes fd's reads block, each for at most a slice (SO_RCVTIMEO), so that
  * rlock__io_read can wait in read() itself (io.c). Writes stay non-blocking.
@@ -211,6 +219,10 @@ const char *rlock__cmd_name(const rlock__script_set *set, const rlock__cmd *cmd)
 
 typedef struct rlock__conn {
     redisContext *ctx;     /* NULL = not connected; written by the thread holding the slot */
+    /* Replies the server still sends on ctx for commands whose replies nobody awaits (a
+       fan-out that had enough): read and dropped before the next command's. Written by
+       the thread holding the slot (0 whenever ctx changes). */
+    int owed;
     int busy;              /* guarded by the pool's mutex */
     int64_t last_used_ms;  /* when last given back: written under the pool's mutex, read
                               by the thread that then takes the slot */
@@ -224,6 +236,10 @@ typedef struct rlock__pool {
     int size;
     int closing;               /* set once by rlock__pool_abort */
     int retired;               /* its node is not used now: connections given back are closed */
+    /* The numeric address ("ip:port", "[ip6]:port") the node's first TCP connection
+       reached, "" before it (or for a unix socket): what tells one server reached by
+       two names apart from two servers. Written once, under the mutex. */
+    char peer[64];
 } rlock__pool;
 
 /* A server commands can go to: where it is and its connections. */
@@ -247,14 +263,25 @@ rlock__conn *rlock__pool_take(rlock__pool *pool, int64_t deadline_ms, int *statu
 void rlock__pool_give(rlock__conn *conn, int healthy);
 /*
  * Connects the slot we hold if needed (by deadline_ms); an idle connection
- * the server closed is replaced. RLOCK_ECLOSED if close began meanwhile.
+ * the server closed is replaced; replies it owes are read and dropped first
+ * (by deadline_ms, else it is replaced). RLOCK_ECLOSED if close began
+ * meanwhile.
  */
 int rlock__pool_connect(rlock__conn *conn, int connect_timeout_ms, int64_t deadline_ms);
 /*
  * Takes an idle, connected slot without waiting; NULL if none (or closing).
- * Slots the server closed are dropped on the way (checked whatever their age).
+ * Slots the server closed are dropped on the way (checked whatever their
+ * age with a peek; RLOCK__IDLE_UNCHECKED: not checked, the caller checks
+ * the slots it took, all at once). A slot that owes replies is used only
+ * once they have arrived (read and dropped here); RLOCK__IDLE_OWING: it is
+ * taken as it is, conn->owed replies ahead of the taker's (a fan-out reads
+ * past them).
  */
-rlock__conn *rlock__pool_take_idle(rlock__pool *pool);
+#define RLOCK__IDLE_OWING 1
+#define RLOCK__IDLE_UNCHECKED 2
+rlock__conn *rlock__pool_take_idle(rlock__pool *pool, int flags);
+/* Copies the pool's peer address (above) into buf; 0 if not known yet. */
+int rlock__pool_peer(rlock__pool *pool, char *buf, size_t size);
 /* Gives a fresh pool its first connection (taken over; freed if the slot is in use). */
 void rlock__pool_seed(rlock__pool *pool, redisContext *ctx);
 /*
@@ -468,9 +495,18 @@ int rlock__net_same_slot(const rlock__net *net, const char *a, size_t a_len, con
 /* Which node serves key now, as an identity to compare (never dereferenced above the net). */
 const void *rlock__net_node_of(rlock__net *net, const char *key, size_t len);
 /*
- * Where key is served now, as "host:port/db" (a unix socket: "path/db") into
+ * The server that serves key now, as "host:port" (a unix socket: its path)
+ * into buf: the numeric address its node's first connection reached, so one
+ * server reached by two names ("localhost", "127.0.0.1") is one server;
+ * before any connection, the url's spelling. What tells a Redlock's masters
+ * apart. Returns buf.
+ */
+const char *rlock__net_server(rlock__net *net, const char *key, size_t len, char *buf,
+                              size_t size);
+/*
+ * Where key is served now, as rlock__net_server's "host:port" and "/db" into
  * buf: what a multi-lock orders same-named members by and what tells two
- * clients on one server apart. Returns buf.
+ * clients of one key apart. Returns buf.
  */
 const char *rlock__net_where(rlock__net *net, const char *key, size_t len, char *buf, size_t size);
 
@@ -540,19 +576,35 @@ int rlock__exec_pipeline(rlock__net *net, const rlock__cmd *cmds, int n, int64_t
                          redisReply **replies, int *acks);
 
 /*
+ * What a fan-out's caller is told as each command's outcome becomes known:
+ * enough(arg, i, statuses[i], replies[i]) returns 1 once the caller has
+ * what it needs (a Redlock: a quorum held). The fan-out then stops waiting:
+ * a node none of whose replies has arrived is left unread -- its commands
+ * RLOCK_EIO, replies NULL: unknown whether they ran -- and its connection
+ * goes back owing those replies (the next command there reads past them).
+ */
+typedef struct rlock__fan_enough {
+    int (*enough)(void *arg, int i, int status, const redisReply *reply);
+    void *arg;
+} rlock__fan_enough;
+
+/*
  * A fan-out: cmds[i] on nets[i] (independent servers, or several commands
- * of one net), every node's commands written before any reply is read, so n
- * servers cost about one round trip, not n. No retries (the caller's
- * algorithm retries), except that a MOVED or ASK reply is followed through
- * rlock__exec. Per command: statuses[i] RLOCK_OK with replies[i] set (an
- * error reply included: its meaning is the caller's), RLOCK_ENOREPL with the
- * reply (replica_acks set and fewer replicas acknowledged), or the failure
- * of its node (RLOCK_EIO: unknown whether it ran; RLOCK_ECLOSED) with
- * replies[i] NULL. Every reply is bounded by deadline_ms. Returns RLOCK_OK,
- * or RLOCK_ENOMEM (nothing sent).
+ * of one net), every node's commands written before any reply is read, and
+ * the replies read as they arrive (one poll over every socket still
+ * waiting), so n servers cost about one round trip, not n. No retries (the
+ * caller's algorithm retries), except that a MOVED or ASK reply is followed
+ * through rlock__exec. Per command: statuses[i] RLOCK_OK with replies[i] set
+ * (an error reply included: its meaning is the caller's), RLOCK_ENOREPL with
+ * the reply (replica_acks set and fewer replicas acknowledged), or the
+ * failure of its node (RLOCK_EIO: unknown whether it ran; RLOCK_ECLOSED)
+ * with replies[i] NULL. Every reply is bounded by deadline_ms; enough (NULL:
+ * every reply is awaited) may end the wait sooner. Returns RLOCK_OK, or
+ * RLOCK_ENOMEM (nothing sent).
  */
 int rlock__exec_fanout(rlock__net *const *nets, const rlock__cmd *cmds, int n,
-                       int64_t deadline_ms, redisReply **replies, int *statuses);
+                       int64_t deadline_ms, redisReply **replies, int *statuses,
+                       const rlock__fan_enough *enough);
 
 /*
  * Sending ahead: a thread that knows a command will be needed sends it on an

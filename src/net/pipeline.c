@@ -24,13 +24,21 @@
 typedef struct node_part {
     rlock__net *net;   /* the net the node belongs to */
     rlock__node *node;
-    rlock__conn *conn; /* taken in send_part, given back in read_part */
+    rlock__conn *conn; /* taken in take_part, given back when the part ends */
     int *index;        /* k entries: where each command and reply is */
     int k;
-    int wait_n; /* the WAIT that ends the part, or 0 */
+    int wait_n;        /* the WAIT that ends the part, or 0 */
+    int skip;          /* replies the connection owed before ours: read and dropped first */
+    int got;           /* replies read so far, the skipped ones included */
     int status;
     int acks;
+    int ended;         /* its outcome is known (or it was left unread) */
 } node_part;
+
+/* Replies the part reads: those owed before it, its commands', WAIT's. */
+static int part_expects(const node_part *p) {
+    return p->skip + p->k + (p->wait_n > 0);
+}
 
 /* The replicas the part's closing WAIT must count: any write asks for it. */
 static int part_wait_for(const rlock__net *net, const rlock__cmd *cmds, const node_part *p) {
@@ -41,15 +49,18 @@ static int part_wait_for(const rlock__net *net, const rlock__cmd *cmds, const no
 }
 
 /*
- * Sends the part's commands (and WAIT) on a connection to its node: an idle
- * connected one if idle_only (never waits), else one taken and connected by
- * deadline_ms. With idle_only and none idle, the part is left for later.
+ * Takes a connection for the part: an idle connected one if idle_only (never
+ * waits; unchecked: see drop_closed), else one taken and connected by
+ * deadline_ms. With idle_only and none idle, the part is left for later. A
+ * connection that owes replies (a fan-out left them unread) is used as it
+ * is: they are read past.
  */
-static void send_part(const rlock__cmd *cmds, node_part *p, int idle_only, int64_t deadline_ms) {
+static void take_part(const rlock__cmd *cmds, node_part *p, int idle_only, int64_t deadline_ms) {
     rlock__net *net = p->net;
     int status = RLOCK_OK;
     p->acks = -1;
-    p->conn = idle_only ? rlock__pool_take_idle(&p->node->pool)
+    p->conn = idle_only ? rlock__pool_take_idle(&p->node->pool, RLOCK__IDLE_OWING |
+                                                                    RLOCK__IDLE_UNCHECKED)
                         : rlock__pool_take(&p->node->pool, deadline_ms, &status);
     if (p->conn == NULL) {
         if (!idle_only)
@@ -59,10 +70,42 @@ static void send_part(const rlock__cmd *cmds, node_part *p, int idle_only, int64
                                           rlock__net_cmd_name(net, &cmds[p->index[0]]));
         return;
     }
-    if (!idle_only)
+    if (!idle_only && (p->conn->ctx == NULL || p->conn->owed == 0))
         status = rlock__pool_connect(p->conn, net->settings->connect_timeout_ms, deadline_ms);
     if (status == RLOCK_EIO)
         rlock__node_unreachable(net, p->node);
+    p->status = status;
+}
+
+/*
+ * A command written on an idle connection is not sent again if that turns
+ * out closed (a server restarted since its last use), so the idle ones just
+ * taken are checked before anything is written -- one poll for all, not a
+ * peek each: on a connection that owes nothing, data or a hang-up waiting
+ * means the server closed it. Those are dropped; their parts are connected
+ * anew with the others that had none.
+ */
+static void drop_closed(node_part *parts, int nparts, struct pollfd *fds, int *polled) {
+    int taken = 0;
+    for (int j = 0; j < nparts; j++)
+        if (parts[j].conn != NULL && parts[j].conn->owed == 0) {
+            fds[taken] = (struct pollfd){.fd = parts[j].conn->ctx->fd, .events = POLLIN};
+            polled[taken++] = j;
+        }
+    if (taken == 0 || poll(fds, (nfds_t)taken, 0) <= 0)
+        return; /* none closed (a failed poll: each write or read will tell) */
+    for (int w = 0; w < taken; w++)
+        if (fds[w].revents != 0) {
+            rlock__pool_give(parts[polled[w]].conn, 0);
+            parts[polled[w]].conn = NULL;
+        }
+}
+
+/* Writes the part's commands (and WAIT) on the connection it took. */
+static void write_part(const rlock__cmd *cmds, node_part *p, int64_t deadline_ms) {
+    rlock__net *net = p->net;
+    int status = p->status;
+    p->skip = status == RLOCK_OK ? p->conn->owed : 0;
     p->wait_n = part_wait_for(net, cmds, p);
     for (int j = 0; j < p->k && status == RLOCK_OK; j++)
         status = rlock__append_cmd(p->conn->ctx, &net->scripts, &cmds[p->index[j]], 0);
@@ -90,35 +133,138 @@ static int rerun_noscript(rlock__net *net, const rlock__cmd *cmds, node_part *p,
     return status;
 }
 
-/* Reads the part's replies (and WAIT's), and gives its connection back. */
-static void read_part(const rlock__cmd *cmds, node_part *p, int64_t deadline_ms,
-                      redisReply **replies) {
-    rlock__net *net = p->net;
-    redisReply *wait_reply = NULL;
-    int status = p->status;
-    if (p->conn == NULL)
-        return;
+/* Takes the replies already read into the part's buffer (no system call). */
+static void take_buffered(const rlock__cmd *cmds, node_part *p, redisReply **replies) {
     redisContext *ctx = p->conn->ctx;
-    for (int j = 0; j < p->k && status == RLOCK_OK; j++)
-        if (rlock__io_read(ctx, deadline_ms, &replies[p->index[j]]) != RLOCK_OK)
-            status = rlock__fail_cmd_io(net, p->node, ctx, &cmds[p->index[j]]);
-    if (status == RLOCK_OK && p->wait_n > 0) {
-        if (rlock__io_read(ctx, deadline_ms, &wait_reply) == RLOCK_OK)
-            p->acks = rlock__wait_acks(wait_reply);
-        else
-            status = rlock__fail_cmd_io(net, p->node, ctx, &cmds[p->index[0]]);
-        if (wait_reply != NULL)
-            freeReplyObject(wait_reply);
+    while (p->status == RLOCK_OK && p->got < part_expects(p)) {
+        void *raw = NULL;
+        if (redisGetReplyFromReader(ctx, &raw) != REDIS_OK) {
+            p->status = rlock__fail_cmd_io(p->net, p->node, ctx, &cmds[p->index[0]]);
+            return;
+        }
+        if (raw == NULL)
+            return;
+        if (ctx->reader->privdata != NULL && rlock__setup_reply(ctx, raw)) {
+            freeReplyObject(raw); /* a fresh connection's CLIENT SETNAME */
+            continue;
+        }
+        int j = p->got++ - p->skip; /* < 0: owed from before; k: WAIT's */
+        if (j >= 0 && j < p->k) {
+            replies[p->index[j]] = raw;
+            continue;
+        }
+        if (j == p->k)
+            p->acks = rlock__wait_acks(raw);
+        freeReplyObject(raw);
     }
-    if (status == RLOCK_OK)
-        status = rerun_noscript(net, cmds, p, deadline_ms, replies);
-    if (status == RLOCK_OK)
-        rlock__link_up(net->events);
-    rlock__pool_give(p->conn, status == RLOCK_OK);
+}
+
+/*
+ * What a pipeline's parts are read into (the caller's arrays), and who is
+ * told as each part ends: ended(run, part) returns 1 when the caller has
+ * enough (rlock__exec_fanout's watch); NULL: every part is read.
+ */
+typedef struct fan_run {
+    rlock__net *const *nets;
+    const rlock__cmd *cmds;
+    int64_t deadline_ms;
+    redisReply **replies;
+    int *statuses;
+    int *acks;
+    int (*ended)(struct fan_run *run, const node_part *p);
+    const rlock__fan_enough *enough; /* the caller's, for ended */
+} fan_run;
+
+/*
+ * Ends a part whose replies are all read, or that failed: NOSCRIPT re-runs,
+ * the connection given back, each command's status and acks, and its
+ * replies dropped on failure. Returns what run->ended says (0 without).
+ */
+static int end_part(fan_run *run, node_part *p) {
+    if (p->conn != NULL) {
+        if (p->status == RLOCK_OK)
+            p->status = rerun_noscript(p->net, run->cmds, p, run->deadline_ms, run->replies);
+        if (p->status == RLOCK_OK) {
+            rlock__link_up(p->net->events);
+            p->conn->owed = 0; /* read past */
+        }
+        rlock__pool_give(p->conn, p->status == RLOCK_OK);
+        p->conn = NULL;
+    }
+    for (int j = 0; j < p->k; j++) {
+        int i = p->index[j];
+        if (p->status != RLOCK_OK)
+            rlock__drop_reply(&run->replies[i]);
+        run->statuses[i] = rlock__net_closing(p->net) && p->status != RLOCK_OK ? RLOCK_ECLOSED
+                                                                              : p->status;
+        run->acks[i] = p->acks;
+    }
+    p->ended = 1;
+    return run->ended != NULL && run->ended(run, p);
+}
+
+/*
+ * Leaves a part none of whose replies has arrived unread (its caller had
+ * enough): its commands are RLOCK_EIO -- unknown whether they ran --, and
+ * its connection goes back owing their replies. Nothing is recorded: the
+ * caller asked for this.
+ */
+static void leave_unread(fan_run *run, node_part *p) {
+    p->conn->owed = part_expects(p) - p->got;
+    rlock__pool_give(p->conn, 1);
     p->conn = NULL;
-    for (int j = 0; status != RLOCK_OK && j < p->k; j++)
-        rlock__drop_reply(&replies[p->index[j]]);
-    p->status = status;
+    for (int j = 0; j < p->k; j++) {
+        run->statuses[p->index[j]] = RLOCK_EIO;
+        run->acks[p->index[j]] = -1;
+    }
+    p->ended = 1;
+}
+
+/*
+ * Reads the parts' replies as they arrive: one poll over every part still
+ * waiting, each socket read when it is ready, each part ended as soon as it
+ * has all its replies -- not one node after another. Once run->ended says
+ * the caller has enough, the parts none of whose replies has arrived are
+ * left unread; the others are read to their end. fds and polled have room
+ * for nparts entries.
+ */
+static void read_parts(fan_run *run, node_part *parts, int nparts, struct pollfd *fds,
+                       int *polled) {
+    int enough = 0;
+    for (;;) {
+        int waiting = 0;
+        for (int j = 0; j < nparts; j++) {
+            node_part *p = &parts[j];
+            if (p->ended)
+                continue;
+            if (p->conn != NULL)
+                take_buffered(run->cmds, p, run->replies);
+            if (p->conn == NULL || p->status != RLOCK_OK || p->got == part_expects(p))
+                enough |= end_part(run, p);
+        }
+        for (int j = 0; j < nparts; j++) {
+            node_part *p = &parts[j];
+            if (p->ended)
+                continue;
+            if (enough && p->got <= p->skip) {
+                leave_unread(run, p);
+                continue;
+            }
+            fds[waiting] = (struct pollfd){.fd = p->conn->ctx->fd, .events = POLLIN};
+            polled[waiting++] = j;
+        }
+        if (waiting == 0)
+            return;
+        int ready = rlock__io_wait_any(fds, waiting, run->deadline_ms), err = errno;
+        for (int w = 0; w < waiting; w++) {
+            node_part *p = &parts[polled[w]];
+            redisContext *ctx = p->conn->ctx;
+            if (ready > 0 && (fds[w].revents == 0 || redisBufferRead(ctx) == REDIS_OK))
+                continue;
+            errno = err; /* the wait's (ETIMEDOUT), unless the read failed */
+            p->status = rlock__fail_cmd_io(p->net, p->node, ctx, &run->cmds[p->index[0]]);
+        }
+    }
 }
 
 /*
@@ -191,92 +337,104 @@ static void rerun_redirected(rlock__net *const *nets, const rlock__cmd *cmds, in
 
 /*
  * Runs cmds[i] on nets[i]: one pipeline per node, every node's written
- * before any is read. statuses[i] is the outcome of the part cmds[i] went
- * in (RLOCK_OK: replies[i] is set, an error reply included), acks[i] the
- * WAIT answer of that part (-1: none asked).
+ * before any is read, the replies read as they arrive. run->statuses[i] is
+ * the outcome of the part cmds[i] went in (RLOCK_OK: replies[i] is set, an
+ * error reply included), run->acks[i] the WAIT answer of that part (-1: none
+ * asked). One allocation for the parts and the wait.
  */
-static int run_parts(rlock__net *const *nets, const rlock__cmd *cmds, int n, int64_t deadline_ms,
-                     redisReply **replies, int *statuses, int *acks) {
+static int run_parts(fan_run *run, int n) {
     for (int i = 0; i < n; i++)
-        replies[i] = NULL;
+        run->replies[i] = NULL;
     if (n == 0)
         return RLOCK_OK;
-    node_part *parts = rlock__malloc((size_t)n * sizeof(*parts));
-    int *index = rlock__malloc((size_t)n * sizeof(*index));
-    rlock__node **node_of = rlock__malloc((size_t)n * sizeof(*node_of));
-    if (parts == NULL || index == NULL || node_of == NULL) {
-        rlock__free(node_of);
-        rlock__free(index);
-        rlock__free(parts);
+    size_t each = sizeof(node_part) + sizeof(rlock__node *) + sizeof(struct pollfd) +
+                  2 * sizeof(int);
+    node_part *parts = rlock__malloc((size_t)n * each);
+    if (parts == NULL)
         return RLOCK_ENOMEM;
-    }
-    int nparts = split_by_node(nets, cmds, n, parts, index, node_of);
+    rlock__node **node_of = (rlock__node **)(parts + n);
+    struct pollfd *fds = (struct pollfd *)(node_of + n);
+    int *index = (int *)(fds + n), *polled = index + n;
+    int nparts = split_by_node(run->nets, run->cmds, n, parts, index, node_of);
     /* Every node works on its part at once; a node that is slow to connect to
        (or hangs) is waited for only after the others have theirs. */
     for (int j = 0; j < nparts; j++)
-        send_part(cmds, &parts[j], 1, deadline_ms);
+        take_part(run->cmds, &parts[j], 1, run->deadline_ms);
+    drop_closed(parts, nparts, fds, polled);
     for (int j = 0; j < nparts; j++)
-        if (parts[j].conn == NULL && parts[j].status == RLOCK_OK)
-            send_part(cmds, &parts[j], 0, deadline_ms);
-    for (int j = 0; j < nparts; j++) {
-        read_part(cmds, &parts[j], deadline_ms, replies);
-        for (int k = 0; k < parts[j].k; k++) {
-            int i = parts[j].index[k];
-            statuses[i] = rlock__net_closing(nets[i]) && parts[j].status != RLOCK_OK
-                              ? RLOCK_ECLOSED
-                              : parts[j].status;
-            acks[i] = parts[j].acks;
+        if (parts[j].conn != NULL)
+            write_part(run->cmds, &parts[j], run->deadline_ms);
+    for (int j = 0; j < nparts; j++)
+        if (parts[j].conn == NULL && parts[j].status == RLOCK_OK) {
+            take_part(run->cmds, &parts[j], 0, run->deadline_ms);
+            if (parts[j].conn != NULL)
+                write_part(run->cmds, &parts[j], run->deadline_ms);
         }
-    }
-    rerun_redirected(nets, cmds, n, deadline_ms, replies, statuses, acks);
-    rlock__free(node_of);
-    rlock__free(index);
+    read_parts(run, parts, nparts, fds, polled);
+    rerun_redirected(run->nets, run->cmds, n, run->deadline_ms, run->replies, run->statuses,
+                     run->acks);
     rlock__free(parts);
     return RLOCK_OK;
 }
 
 int rlock__exec_pipeline(rlock__net *net, const rlock__cmd *cmds, int n, int64_t deadline_ms,
                          redisReply **replies, int *acks) {
-    int status = RLOCK_ENOMEM;
-    rlock__net **nets = rlock__malloc((size_t)n * sizeof(*nets));
-    int *statuses = rlock__malloc((size_t)n * sizeof(*statuses));
-    int *part_acks = rlock__malloc((size_t)n * sizeof(*part_acks));
+    rlock__net **nets = rlock__malloc((size_t)n * (sizeof(*nets) + 2 * sizeof(int)));
     *acks = -1;
     for (int i = 0; i < n; i++)
         replies[i] = NULL;
-    if (nets != NULL && statuses != NULL && part_acks != NULL) {
-        for (int i = 0; i < n; i++)
-            nets[i] = net;
-        status = run_parts(nets, cmds, n, deadline_ms, replies, statuses, part_acks);
-    }
+    if (nets == NULL)
+        return RLOCK_ENOMEM;
+    int *statuses = (int *)(nets + n), *part_acks = statuses + n;
+    for (int i = 0; i < n; i++)
+        nets[i] = net;
+    fan_run run = {.nets = nets, .cmds = cmds, .deadline_ms = deadline_ms, .replies = replies,
+                   .statuses = statuses, .acks = part_acks};
+    int status = run_parts(&run, n);
     /* The first failure that left an entry without a reply. */
     for (int i = 0; i < n && status == RLOCK_OK; i++)
         if (replies[i] == NULL)
             status = statuses[i];
-    for (int i = 0; i < n && nets != NULL && statuses != NULL && part_acks != NULL; i++)
+    for (int i = 0; i < n; i++)
         lower_acks(acks, part_acks[i]);
-    rlock__free(part_acks);
-    rlock__free(statuses);
     rlock__free(nets);
     return status;
 }
 
+/* With WAIT, too few acknowledgements: the reply says what the master did (RLOCK_ENOREPL). */
+static void check_acks(fan_run *run, int i) {
+    const redisReply *r = run->replies[i];
+    rlock__net *net = run->nets[i];
+    const rlock__cmd *cmd = &run->cmds[i];
+    if (run->statuses[i] == RLOCK_OK && r != NULL && r->type != REDIS_REPLY_ERROR &&
+        run->acks[i] >= 0 && run->acks[i] < rlock__wait_for(net, cmd))
+        run->statuses[i] = rlock__fail_acks(net, rlock__node_of(net, cmd), cmd, run->acks[i]);
+}
+
+/* A fan-out's part ended: each command's outcome, told to the caller's watch. */
+static int fanout_part_ended(fan_run *run, const node_part *p) {
+    int enough = 0;
+    for (int j = 0; j < p->k; j++) {
+        int i = p->index[j];
+        check_acks(run, i);
+        if (run->enough != NULL)
+            enough |= run->enough->enough(run->enough->arg, i, run->statuses[i], run->replies[i]);
+    }
+    return enough;
+}
+
 int rlock__exec_fanout(rlock__net *const *nets, const rlock__cmd *cmds, int n,
-                       int64_t deadline_ms, redisReply **replies, int *statuses) {
+                       int64_t deadline_ms, redisReply **replies, int *statuses,
+                       const rlock__fan_enough *enough) {
     if (n == 0)
         return RLOCK_OK;
     int *acks = rlock__malloc((size_t)n * sizeof(*acks));
-    int status = acks == NULL ? RLOCK_ENOMEM
-                              : run_parts(nets, cmds, n, deadline_ms, replies, statuses, acks);
-    for (int i = 0; i < n && status == RLOCK_OK; i++) {
-        const redisReply *r = replies[i];
-        if (statuses[i] != RLOCK_OK || r == NULL || r->type == REDIS_REPLY_ERROR)
-            continue;
-        /* With WAIT, too few acknowledgements: the reply says what the master did. */
-        if (acks[i] >= 0 && acks[i] < rlock__wait_for(nets[i], &cmds[i]))
-            statuses[i] = rlock__fail_acks(nets[i], rlock__node_of(nets[i], &cmds[i]),
-                                           &cmds[i], acks[i]);
-    }
+    fan_run run = {.nets = nets, .cmds = cmds, .deadline_ms = deadline_ms, .replies = replies,
+                   .statuses = statuses, .acks = acks, .ended = fanout_part_ended,
+                   .enough = enough};
+    int status = acks == NULL ? RLOCK_ENOMEM : run_parts(&run, n);
+    for (int i = 0; i < n && status == RLOCK_OK; i++)
+        check_acks(&run, i); /* the entries re-run after a redirect */
     rlock__free(acks);
     return status;
 }
@@ -285,7 +443,7 @@ rlock__conn *rlock__send_ahead(rlock__net *net, const rlock__cmd *cmd) {
     /* With WAIT, an attempt's answer means nothing until the replicas acknowledge it. */
     if (rlock__wait_for(net, cmd) > 0)
         return NULL;
-    rlock__conn *conn = rlock__pool_take_idle(&rlock__node_of(net, cmd)->pool);
+    rlock__conn *conn = rlock__pool_take_idle(&rlock__node_of(net, cmd)->pool, 0);
     if (conn == NULL)
         return NULL;
     /* An idle slot has nothing buffered: this small write does not wait. */

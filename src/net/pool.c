@@ -15,7 +15,9 @@
  * slot, outside the mutex, except that close may shutdown() its socket under
  * the mutex to abort a command in flight.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -111,6 +113,7 @@ void rlock__pool_give(rlock__conn *conn, int healthy) {
     if (!healthy || pool->retired || (conn->ctx != NULL && conn->ctx->err != 0)) {
         broken = conn->ctx;
         conn->ctx = NULL;
+        conn->owed = 0;
     }
     conn->busy = 0;
     rlock__gauge_add(&conn->node->events->stats.pool_in_use, -1);
@@ -151,6 +154,7 @@ static void drop_context(rlock__conn *conn) {
     pthread_mutex_lock(&pool->mutex);
     ctx = conn->ctx;
     conn->ctx = NULL;
+    conn->owed = 0;
     pthread_mutex_unlock(&pool->mutex);
     if (ctx != NULL)
         redisFree(ctx);
@@ -165,6 +169,52 @@ static int closing(rlock__pool *pool) {
 }
 
 /*
+ * Records the numeric address ctx is connected to as the pool's peer, the
+ * first time (under the pool's mutex). A unix socket's path needs none.
+ */
+static void note_peer(rlock__pool *pool, const redisContext *ctx) {
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof(sa);
+    char ip[INET6_ADDRSTRLEN];
+    if (pool->peer[0] != '\0' || ctx->connection_type != REDIS_CONN_TCP ||
+        getpeername(ctx->fd, (struct sockaddr *)&sa, &len) != 0)
+        return;
+    if (sa.ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)&sa;
+        if (inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip)) != NULL)
+            snprintf(pool->peer, sizeof(pool->peer), "%s:%d", ip, ntohs(in->sin_port));
+    } else if (sa.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&sa;
+        if (inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip)) != NULL)
+            snprintf(pool->peer, sizeof(pool->peer), "[%s]:%d", ip, ntohs(in6->sin6_port));
+    }
+}
+
+int rlock__pool_peer(rlock__pool *pool, char *buf, size_t size) {
+    pthread_mutex_lock(&pool->mutex);
+    int known = pool->peer[0] != '\0';
+    if (known)
+        snprintf(buf, size, "%s", pool->peer);
+    pthread_mutex_unlock(&pool->mutex);
+    return known;
+}
+
+/*
+ * Reads and drops the replies the slot we hold owes, by deadline_ms.
+ * RLOCK_OK when none is owed any more; RLOCK_EIO (errno ETIMEDOUT when
+ * they have not all arrived: the connection is still sound).
+ */
+static int settle_owed(rlock__conn *conn, int64_t deadline_ms) {
+    for (; conn->owed > 0; conn->owed--) {
+        redisReply *reply = NULL;
+        if (rlock__io_read(conn->ctx, deadline_ms, &reply) != RLOCK_OK)
+            return RLOCK_EIO;
+        freeReplyObject(reply);
+    }
+    return RLOCK_OK;
+}
+
+/*
  * The new socket is published under the pool's mutex before its set-up
  * round trip (AUTH, SELECT, CLIENT SETNAME): close reads busy slots'
  * contexts to abort them, so a set-up waiting on a stopped server ends
@@ -176,7 +226,7 @@ int rlock__pool_connect(rlock__conn *conn, int connect_timeout_ms, int64_t deadl
     rlock__pool *pool = &conn->node->pool;
     redisContext *ctx = NULL;
     int64_t setup_by;
-    if (conn->ctx != NULL && usable(conn))
+    if (conn->ctx != NULL && settle_owed(conn, deadline_ms) == RLOCK_OK && usable(conn))
         return RLOCK_OK;
     drop_context(conn);
     int status = rlock__connect_socket(&conn->node->endpoint, connect_timeout_ms, deadline_ms,
@@ -185,6 +235,8 @@ int rlock__pool_connect(rlock__conn *conn, int connect_timeout_ms, int64_t deadl
         return status;
     pthread_mutex_lock(&pool->mutex);
     conn->ctx = ctx;
+    conn->owed = 0;
+    note_peer(pool, ctx);
     status = pool->closing ? RLOCK_ECLOSED : RLOCK_OK;
     pthread_mutex_unlock(&pool->mutex);
     if (status == RLOCK_OK)
@@ -193,14 +245,33 @@ int rlock__pool_connect(rlock__conn *conn, int connect_timeout_ms, int64_t deadl
 }
 
 /*
+ * Whether an idle slot we took can carry a command at once: its owed
+ * replies read (when they are here: 0 if not yet, *dead stays 0) or taken
+ * along (RLOCK__IDLE_OWING), and not closed by the server (*dead; unless
+ * RLOCK__IDLE_UNCHECKED).
+ */
+static int ready_now(rlock__conn *conn, int flags, int *dead) {
+    *dead = 0;
+    if (conn->owed > 0 && (flags & RLOCK__IDLE_OWING))
+        return 1; /* its replies are coming: the socket has data, no peek can tell */
+    if (conn->owed > 0 && settle_owed(conn, rlock__now_ms()) != RLOCK_OK) {
+        *dead = conn->ctx->err != 0 || errno != ETIMEDOUT;
+        return 0;
+    }
+    *dead = !(flags & RLOCK__IDLE_UNCHECKED) && !still_open(conn->ctx);
+    return !*dead;
+}
+
+/*
  * A command written on an idle slot is not re-sent if the slot turns out
  * dead (its reply is read later, or by another thread), so each one is
  * checked, however recently used (a server restarted since), and a dead one
  * closed before the next is tried.
  */
-rlock__conn *rlock__pool_take_idle(rlock__pool *pool) {
+rlock__conn *rlock__pool_take_idle(rlock__pool *pool, int flags) {
     for (int next = 0;;) {
         rlock__conn *conn = NULL;
+        int dead;
         pthread_mutex_lock(&pool->mutex);
         for (; next < pool->size && !pool->closing && conn == NULL; next++)
             if (!pool->slots[next].busy && pool->slots[next].ctx != NULL)
@@ -208,9 +279,10 @@ rlock__conn *rlock__pool_take_idle(rlock__pool *pool) {
         if (conn != NULL)
             take(conn);
         pthread_mutex_unlock(&pool->mutex);
-        if (conn == NULL || still_open(conn->ctx))
+        if (conn == NULL || ready_now(conn, flags, &dead))
             return conn;
-        rlock__pool_give(conn, 0); /* closed by the server: dropped; the slots after it next */
+        /* Closed by the server: dropped; still owing: left for later. The slots after it next. */
+        rlock__pool_give(conn, !dead);
     }
 }
 
@@ -239,8 +311,10 @@ void rlock__node_free(rlock__node *node) {
 
 void rlock__pool_seed(rlock__pool *pool, redisContext *ctx) {
     pthread_mutex_lock(&pool->mutex);
+    note_peer(pool, ctx);
     if (pool->slots[0].ctx == NULL && !pool->slots[0].busy) {
         pool->slots[0].ctx = ctx;
+        pool->slots[0].owed = 0;
         pool->slots[0].last_used_ms = rlock__now_ms();
         ctx = NULL;
     }
@@ -257,6 +331,7 @@ void rlock__pool_retire(rlock__pool *pool, int retired) {
         if (!slot->busy && slot->ctx != NULL) {
             redisFree(slot->ctx); /* idle: nobody reads it */
             slot->ctx = NULL;
+            slot->owed = 0;
         }
     }
     pthread_mutex_unlock(&pool->mutex);
@@ -277,6 +352,7 @@ void rlock__pool_close_idle(rlock__pool *pool, int64_t idle_ms) {
             continue; /* one stays: a trickle of commands keeps its connection */
         redisFree(slot->ctx); /* idle: nobody reads it */
         slot->ctx = NULL;
+        slot->owed = 0;
     }
     pthread_mutex_unlock(&pool->mutex);
 }
