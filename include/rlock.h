@@ -113,6 +113,11 @@ RLOCK_EXTERN unsigned rlock_version_num(void);
  *             acquisition is given back (the caller holds nothing); an
  *             acknowledged-too-few unlock or force unlock did apply on the
  *             master, but a failover now may undo it.
+ *   EDEADLK   lock/try_lock: the calling owner (thread, or explicit owner)
+ *             would wait for a hold of its own, e.g. asking for a read-write
+ *             lock's write lock while it holds its read lock (an upgrade;
+ *             Redisson would wait for ever). Nothing was acquired or changed;
+ *             the holds it has stay. (Appended in 0.5.)
  *   ESTALE    rlock_fenced_set: the write carried a fencing token lower than
  *             the highest the resource has seen (a holder whose lock was
  *             taken over meanwhile); nothing was written
@@ -131,6 +136,7 @@ RLOCK_EXTERN unsigned rlock_version_num(void);
     XX(EAUTH, -9, "Redis refused the credentials (NOAUTH, WRONGPASS)")      \
     XX(ENOPERM, -10, "Redis ACL refused a command, key or channel (NOPERM)") \
     XX(ENOREPL, -11, "fewer replicas acknowledged the write than replica_acks") \
+    XX(EDEADLK, -12, "the calling owner would wait for a hold of its own")        \
     XX(ESTALE, -13, "fencing token lower than the highest the resource has seen; nothing written")
 
 /* RLOCK_OK, RLOCK_BUSY, RLOCK_EINVAL, ...: one enumerator per table row. */
@@ -608,6 +614,89 @@ RLOCK_EXTERN int rlock_get(rlock_client *client, const char *name, rlock **out);
  */
 RLOCK_EXTERN int rlock_get_fair(rlock_client *client, const char *name, rlock **out);
 
+/* ---- Read-write locks (Redisson's getReadWriteLock; appended in 0.5) ---------- */
+
+/*
+ * Makes the two handles of the READ-WRITE lock called name: *read_lock, its
+ * read lock (shared: any number of owners, of any process or language,
+ * hold it at once) and *write_lock, its write lock (exclusive: one owner,
+ * and no reader but that owner). No Redis traffic; the name is copied.
+ * Each is an ordinary handle: every call of this header works on it, with
+ * the meaning below -- the _as calls of explicit owners too -- and each is
+ * freed with rlock_free(). Both are reentrant, per owner (the calling
+ * thread, or an explicit owner), and renewed by the watchdog like a lock of
+ * rlock_get(). Java RedissonReadWriteLock shares the lock: the layout is
+ * Redisson's (the hash <name> with a field "mode" ("read"/"write"), a field
+ * "<client id>:<owner id>" per reader and "<client id>:<owner id>:write"
+ * for the writer, each with its hold count; a key per read hold,
+ * "{<name>}:<client id>:<owner id>:rwlock_timeout:<n>", carrying that
+ * hold's lease; the channel "redisson_rwlock:{<name>}"; '{<name>}' is
+ * '<name>' for a name with '{').
+ *
+ * What each call means on each handle:
+ *   rlock_lock*, rlock_try_lock
+ *     read:  waits while another owner holds the write lock; shares with
+ *            readers. An owner that holds the write lock may take the read
+ *            lock too (a downgrade, as Redisson allows): it then holds both,
+ *            and after its last write unlock it still holds the read lock.
+ *     write: waits while any other owner holds either. An owner that holds
+ *            the read lock and not the write lock gets RLOCK_EDEADLK at once,
+ *            whatever wait_ms (an upgrade: it would wait for itself, and
+ *            Redisson waits for ever); it still holds its read holds.
+ *     Writers first (rlock's, not Redisson's): while an owner of an rlock
+ *     client waits for the write lock, owners of rlock clients that hold
+ *     no read hold of the lock do not take one (they wait; an owner that
+ *     already reads may re-enter), so overlapping readers cannot starve a
+ *     writer: it waits for the readers that held the lock when it first
+ *     tried, not for later ones. Java Redisson readers know nothing of
+ *     this (Redisson's lock is not fair) and may still go ahead of it. The
+ *     waiting writers are kept in rlock's own key
+ *     "rlock_rwlock_writers:{<name>}" (a set whose 1 s TTL their attempts
+ *     refresh: a writer that died holds readers back for at most that).
+ *     Each write unlock clears that set: the readers and writers it wakes
+ *     race again, and readers that get there first share the lock, so
+ *     waiting writers cannot starve readers either. Between writers the
+ *     order is not fair.
+ *   rlock_unlock
+ *     releases one hold of the handle's kind. A hold of the other kind is
+ *     not one: unlocking a read hold with the write handle (or the
+ *     reverse) returns RLOCK_ENOTOWNER and does not touch Redis. The last
+ *     read hold of the lock (of all readers) deletes it and publishes "0"
+ *     (Redisson: one waiter per client wakes; rlock wakes a writer first);
+ *     the last write hold publishes "1" (every waiter of every client
+ *     wakes: waiting readers all go at once), and, if the writer still
+ *     reads, leaves the lock to its read holds.
+ *   rlock_force_unlock
+ *     read: deletes the lock if it is in read mode, write: if it is in
+ *     write mode (Redisson's); 1 deleted, 0 not locked in that mode.
+ *   rlock_is_locked
+ *     read: 1 if anyone holds the read lock (Redisson's isLocked: read
+ *     mode, or write mode with the writer also reading); write: 1 if anyone
+ *     holds the write lock.
+ *   rlock_is_held_by_current_thread, rlock_hold_count (and their _as forms)
+ *     the caller's (or owner's: _as) holds of the handle's kind.
+ *   rlock_remain_ttl
+ *     the lock's (one TTL for both handles).
+ * Never an in-process hand-off (rlock_config.local_handoffs does not
+ * apply): every unlock releases, as Redisson does. A name must not be used
+ * both for a read-write lock and with rlock_get() or rlock_get_fair(): a
+ * read-write handle finds the other kind's lock busy, and the other kinds
+ * answer RLOCK_ENOTLOCK while the read-write lock is held.
+ *
+ * Cluster: every key above must hash to the name's slot: as for
+ * rlock_get_fair(), names without '{' or '}' and names with a non-empty
+ * "{tag}" do; others are refused with RLOCK_EINVAL on a redis-cluster://
+ * client (fine elsewhere).
+ *
+ * Returns RLOCK_OK (both set); RLOCK_EINVAL (a NULL argument, read_lock ==
+ * write_lock, an empty name, a name longer than RLOCK_MAX_NAME_LEN, a name
+ * whose keys span Cluster slots: the message says which); RLOCK_ECLOSED;
+ * RLOCK_ENOMEM. On an error neither handle is made (the non-NULL ones are
+ * set to NULL). Does not block. Thread-safe. (Appended in 0.5.)
+ */
+RLOCK_EXTERN int rlock_get_rw(rlock_client *client, const char *name, rlock **read_lock,
+                              rlock **write_lock);
+
 /*
  * Frees a handle. NULL is a no-op. Valid before or after the client is
  * closed. Does not unlock anything. The caller must ensure no other thread is
@@ -631,7 +720,9 @@ RLOCK_EXTERN const char *rlock_name(const rlock *lock);
  * the call after that acquires afresh (hold count 1). A lease lock that
  * simply ran out its lease is not "lost": the next call acquires afresh.
  *
- * Returns RLOCK_OK; RLOCK_ELOST; RLOCK_EINVAL; RLOCK_EIO (Redis unreachable
+ * Returns RLOCK_OK; RLOCK_ELOST; RLOCK_EDEADLK (a read-write lock's write
+ * handle, called by a thread that holds its read lock: nothing acquired, see
+ * rlock_get_rw); RLOCK_EINVAL; RLOCK_EIO (Redis unreachable
  * after the retries); RLOCK_ENOTLOCK (a hash that is not a lock has the
  * name); RLOCK_EREDIS (e.g. the key holds another type of value; it is left
  * untouched); RLOCK_ENOPERM, RLOCK_EAUTH; RLOCK_ENOREPL (replica_acks set:
@@ -657,7 +748,8 @@ RLOCK_EXTERN int rlock_lock_lease(rlock *lock, long long lease_ms);
  * renewal.
  *
  * Returns RLOCK_OK (acquired); RLOCK_BUSY (another owner held it for the whole
- * wait); RLOCK_ELOST (as for rlock_lock()); RLOCK_EINVAL; RLOCK_EIO (Redis
+ * wait); RLOCK_ELOST, RLOCK_EDEADLK (as for rlock_lock(), whatever wait_ms);
+ * RLOCK_EINVAL; RLOCK_EIO (Redis
  * unreachable: returned within wait_ms + command_timeout_ms plus scheduling
  * slack, whatever the signals, the pool's queue or a hanging connect);
  * RLOCK_ENOTLOCK; RLOCK_EREDIS; RLOCK_ENOPERM; RLOCK_ENOREPL (as for
@@ -683,7 +775,8 @@ RLOCK_EXTERN int rlock_try_lock(rlock *lock, long long wait_ms, long long lease_
  * the lock, it may be handed straight to that thread instead (see
  * rlock_config.local_handoffs); either way the caller no longer holds it.
  * A fair lock (rlock_get_fair) wakes the head of its queue only, on that
- * waiter's own channel, and is never handed over in-process.
+ * waiter's own channel, and is never handed over in-process; a read-write
+ * lock's handles release the handle's kind of hold (see rlock_get_rw).
  *
  * Returns RLOCK_OK; RLOCK_ENOTOWNER (the calling thread does not hold it:
  * never held, already released, its lease ran out, or lost while this was

@@ -77,12 +77,14 @@ static void test_status_table(void **state) {
     assert_string_equal(rlock_status_name(RLOCK_EAUTH), "RLOCK_EAUTH");
     assert_string_equal(rlock_status_name(RLOCK_ENOPERM), "RLOCK_ENOPERM");
     assert_string_equal(rlock_status_name(RLOCK_ENOREPL), "RLOCK_ENOREPL");
+    assert_string_equal(rlock_status_name(RLOCK_EDEADLK), "RLOCK_EDEADLK");
+    assert_int_equal(RLOCK_EDEADLK, -12);
     assert_string_equal(rlock_status_name(RLOCK_ESTALE), "RLOCK_ESTALE");
     assert_int_equal(RLOCK_ESTALE, -13);
 }
 
 static void test_status_unknown(void **state) {
-    static const int unknown[] = {2, 3, 100, -12, -14, -100, 12345, INT_MAX, INT_MIN, INT_MIN + 1};
+    static const int unknown[] = {2, 3, 100, -14, -100, 12345, INT_MAX, INT_MIN, INT_MIN + 1};
     size_t i;
     (void)state;
     for (i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {

@@ -15,8 +15,8 @@
  *   unlock         refused without a terminal (4), answered "n" on a pty (4),
  *                  "y" (0: gone, the holder's unlock finds it lost), --yes,
  *                  not locked (1), not a lock (5: left untouched)
- *   rw, fenced     Redisson's layouts: kind, mode, writer, token; rw cannot
- *                  be force-unlocked by this build (5), fenced can (token kept)
+ *   rw, fenced     Redisson's layouts: kind, mode, writer, token; rw
+ *                  force-unlocked in write and in read mode, fenced (token kept)
  *   clients        registrations and connections named rlock:*, --json
  *   watch          screens, holders, hand-offs per second from unlock messages
  *   names          quotes, newlines, bytes that are not UTF-8: --json stays
@@ -651,10 +651,15 @@ static void test_rw_fenced(void **state) {
     h_jq_expect(t.out, ".channels[0].channel", want);
     h_tool_free(&t);
     h_tool_run(&t, h_url(), "unlock", rw, "--yes", NULL);
-    h_tool_expect(&t, 5, NULL);
-    expect_in(t.err, "read-write lock");
+    h_tool_expect(&t, 0, "force-unlocked"); /* with the write handle: the lock is in write mode */
     h_tool_free(&t);
-    assert_int_equal(h_exists(r, rw, strlen(rw)), 1);
+    assert_int_equal(h_exists(r, rw, strlen(rw)), 0);
+    h_cmd_ok(r, "HSET %s mode read " JAVA_ID ":7 1", rw);
+    h_cmd_ok(r, "PEXPIRE %s 20000", rw);
+    h_tool_run(&t, h_url(), "unlock", rw, "--yes", NULL);
+    h_tool_expect(&t, 0, "force-unlocked"); /* read mode: the read handle */
+    h_tool_free(&t);
+    assert_int_equal(h_exists(r, rw, strlen(rw)), 0);
 
     h_cmd_ok(r, "HSET %s " JAVA_ID ":9 1", fenced);
     h_cmd_ok(r, "PEXPIRE %s 20000", fenced);

@@ -5,8 +5,8 @@
  *   client.c    client open/close, the call guard
  *   config.c    rlock_config -> rlock__settings, every range checked
  *   registry.c  the open clients, for thread exit and fork
- *   handle.c    lock handles (rlock_get, rlock_get_fair, rlock_get_fenced, rlock_free,
- *               rlock_name)
+ *   handle.c    lock handles (rlock_get, rlock_get_fair, rlock_get_fenced, rlock_get_rw,
+ *               rlock_free, rlock_name)
  *   lock.c      the lock calls: lock, try_lock, unlock, queries, for the calling thread
  *               or an explicit owner (the _as calls)
  *   owner.c     explicit owners: their ids, one call at a time per owner and lock

@@ -147,9 +147,6 @@ static void log_open(rlock_client *c, const char *url) {
 static int client_build(rlock_client *c, const rlock_config *cfg) {
     uuid_t uuid;
     rlock_config defaults;
-    rlock__renewer renewer = {.script = rlock__reentrant.renew_script,
-                              .node_script = rlock__reentrant.renew_node_script,
-                              .owner_field = rlock__owner_field_of, .arg = c->id};
     int status = rlock__settings_from(cfg, &c->settings);
     if (status != RLOCK_OK)
         return status;
@@ -166,7 +163,7 @@ static int client_build(rlock_client *c, const rlock_config *cfg) {
     status = rlock__net_open(&c->net, url, &c->settings, &c->events, rlock__scripts,
                              RLOCK__SCRIPT_COUNT);
     if (status == RLOCK_OK)
-        status = rlock__engine_start(&c->engine, &renewer);
+        status = rlock__engine_start(&c->engine, c->id);
     if (status == RLOCK_OK && c->settings.register_client)
         status = rlock__register_client(c, url);
     if (status == RLOCK_OK)

@@ -2,8 +2,10 @@
  * handle.c - lock handles: a name bound to a client and a lock kind.
  *
  * A handle owns copies of its name and channel name (and a fair lock's
- * queue key names, a fenced lock's counter key name); it keeps its client's struct alive (client->handles)
- * until rlock_free, also past rlock_client_close.
+ * queue key names, a fenced lock's counter key name, a read-write lock's
+ * writers' set); it keeps its client's struct alive (client->handles) until
+ * rlock_free, also past rlock_client_close. rlock_get_rw makes two handles
+ * at once, one per kind.
  *
  * Threads: any application thread; a handle may be shared between threads.
  */
@@ -18,6 +20,7 @@ static void free_handle(rlock *lock) {
     rlock__free(lock->queue);
     rlock__free(lock->timeouts);
     rlock__free(lock->token_key);
+    rlock__free(lock->writers);
     rlock__free(lock);
 }
 
@@ -27,7 +30,7 @@ static rlock *new_handle(rlock_client *c, const rlock__kind *kind, const char *n
     if (lock == NULL)
         return NULL;
     lock->name = rlock__memdup0(name, len);
-    lock->channel = rlock__lock_channel(name, len, &lock->channel_len);
+    lock->channel = rlock__prefixed_name(kind->channel_prefix, name, len, &lock->channel_len);
     if (kind == &rlock__fair) {
         lock->queue = rlock__prefixed_name("redisson_lock_queue", name, len, &lock->queue_len);
         lock->timeouts =
@@ -36,9 +39,12 @@ static rlock *new_handle(rlock_client *c, const rlock__kind *kind, const char *n
     if (kind == &rlock__fenced)
         lock->token_key =
             rlock__prefixed_name("redisson_lock_token", name, len, &lock->token_key_len);
+    if (kind == &rlock__rw_read || kind == &rlock__rw_write)
+        lock->writers = rlock__prefixed_name("rlock_rwlock_writers", name, len, &lock->writers_len);
     if (lock->name == NULL || lock->channel == NULL ||
         (kind == &rlock__fair && (lock->queue == NULL || lock->timeouts == NULL)) ||
-        (kind == &rlock__fenced && lock->token_key == NULL)) {
+        (kind == &rlock__fenced && lock->token_key == NULL) ||
+        ((kind == &rlock__rw_read || kind == &rlock__rw_write) && lock->writers == NULL)) {
         free_handle(lock);
         return NULL;
     }
@@ -54,34 +60,62 @@ static rlock *new_handle(rlock_client *c, const rlock__kind *kind, const char *n
 }
 
 /*
- * A fair lock's scripts name its three keys, a fenced lock's two: in a
- * Cluster they must hash to one slot. Redisson's names do for a name
+ * A fair lock's scripts name its three keys, a fenced lock's two, a
+ * read-write lock's touch its per-hold keys and its writers' set: in a
+ * Cluster they must hash to the name's slot. Redisson's names do for a name
  * without braces and for one with a "{tag}" of its own; not for e.g. "a}b"
  * (the queue key's tag is "a") or "a{b" (no tag: each key hashes whole).
- * Refused here rather than by CROSSSLOT on the first lock.
+ * Refused here rather than by CROSSSLOT (or a hold key on another node) on
+ * the first lock.
  */
 static int check_slots(rlock_client *c, const rlock *lock) {
-    const char *keys[] = {lock->queue, lock->timeouts, lock->token_key};
-    size_t lens[] = {lock->queue_len, lock->timeouts_len, lock->token_key_len};
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-        const char *what = lock->kind == &rlock__fair ? "fair" : "fenced";
+    const char *keys[] = {lock->queue, lock->timeouts, lock->token_key, lock->writers};
+    size_t lens[] = {lock->queue_len, lock->timeouts_len, lock->token_key_len, lock->writers_len};
+    const char *what = lock->kind == &rlock__fair    ? "fair"
+                       : lock->kind == &rlock__fenced ? "fenced"
+                                                      : "read-write";
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
         if (keys[i] != NULL && !rlock__net_same_slot(&c->net, lock->name, lock->name_len, keys[i],
                                                      lens[i]))
             return rlock__fail(RLOCK_EINVAL, 0, "%s lock name '%.200s': its key '%.200s' hashes "
                                                 "to another Cluster slot than the name (a name "
                                                 "with '}' but no '{', or with '{' but no "
                                                 "non-empty {tag})", what, lock->name, keys[i]);
-    }
+    /* A read hold's key ("{name}:<owner>:rwlock_timeout:<k>") differs per owner: by the rule. */
+    if (lock->writers != NULL && rlock__net_slot_of(&c->net, lock->name, lock->name_len) >= 0 &&
+        !rlock__derived_keys_share_slot(lock->name, lock->name_len))
+        return rlock__fail(RLOCK_EINVAL, 0, "%s lock name '%.200s': its read holds' keys hash to "
+                                            "other Cluster slots than the name", what, lock->name);
     return RLOCK_OK;
 }
 
-/* rlock_get, rlock_get_fair: a handle of kind for name. */
-static int get_handle(rlock_client *client, const rlock__kind *kind, const char *name,
-                      rlock **out) {
+/* A handle of kind for name (len checked), its names checked for the Cluster; or an error. */
+static int make_handle(rlock_client *c, const rlock__kind *kind, const char *name, size_t len,
+                       rlock **out) {
+    rlock *lock = new_handle(c, kind, name, len);
+    if (lock == NULL)
+        return RLOCK_ENOMEM;
+    int status = check_slots(c, lock);
+    if (status != RLOCK_OK) {
+        free_handle(lock);
+        return status;
+    }
+    *out = lock;
+    return RLOCK_OK;
+}
+
+/*
+ * rlock_get, rlock_get_fair, rlock_get_fenced, rlock_get_rw: n handles for
+ * name, of kinds[i] into *outs[i]; all of them, or none (every *outs[i] NULL).
+ */
+static int get_handles(rlock_client *client, const rlock__kind *const *kinds, rlock **const *outs,
+                       int n, const char *name) {
     rlock__guard g;
-    if (out == NULL)
-        return RLOCK_EINVAL;
-    *out = NULL;
+    for (int i = 0; i < n; i++)
+        if (outs[i] == NULL)
+            return RLOCK_EINVAL;
+    for (int i = 0; i < n; i++)
+        *outs[i] = NULL;
     int status = rlock__enter(&g, client);
     if (status != RLOCK_OK)
         return status;
@@ -90,18 +124,28 @@ static int get_handle(rlock_client *client, const rlock__kind *kind, const char 
         return rlock__leave_status(
             &g, rlock__fail(RLOCK_EINVAL, 0, "lock name: NULL, empty or longer than %d bytes",
                             RLOCK_MAX_NAME_LEN));
-    rlock *lock = new_handle(client, kind, name, len);
-    if (lock == NULL)
-        return rlock__leave_status(&g, RLOCK_ENOMEM);
-    if ((status = check_slots(client, lock)) != RLOCK_OK) {
-        free_handle(lock);
+    for (int i = 0; i < n && status == RLOCK_OK; i++)
+        status = make_handle(client, kinds[i], name, len, outs[i]);
+    if (status != RLOCK_OK) {
+        for (int i = 0; i < n; i++) {
+            if (*outs[i] != NULL)
+                free_handle(*outs[i]);
+            *outs[i] = NULL;
+        }
         return rlock__leave_status(&g, status);
     }
     pthread_mutex_lock(&client->mutex);
-    client->handles++;
+    client->handles += n;
     pthread_mutex_unlock(&client->mutex);
-    *out = lock;
     return rlock__leave_status(&g, RLOCK_OK);
+}
+
+/* One handle of kind for name. */
+static int get_handle(rlock_client *client, const rlock__kind *kind, const char *name,
+                      rlock **out) {
+    const rlock__kind *kinds[] = {kind};
+    rlock **outs[] = {out};
+    return get_handles(client, kinds, outs, 1, name);
 }
 
 int rlock_get(rlock_client *client, const char *name, rlock **out) {
@@ -110,6 +154,15 @@ int rlock_get(rlock_client *client, const char *name, rlock **out) {
 
 int rlock_get_fair(rlock_client *client, const char *name, rlock **out) {
     return get_handle(client, &rlock__fair, name, out);
+}
+
+int rlock_get_rw(rlock_client *client, const char *name, rlock **read_lock, rlock **write_lock) {
+    const rlock__kind *kinds[] = {&rlock__rw_read, &rlock__rw_write};
+    rlock **outs[] = {read_lock, write_lock};
+    if (read_lock != NULL && read_lock == write_lock) /* one would overwrite the other */
+        return rlock__fail(RLOCK_EINVAL, 0, "rlock_get_rw: read_lock and write_lock are the same "
+                                            "pointer");
+    return get_handles(client, kinds, outs, 2, name);
 }
 
 int rlock_get_fenced(rlock_client *client, const char *name, rlock **out) {

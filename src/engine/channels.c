@@ -110,21 +110,25 @@ static int same_lock(const rlock__waiter *a, const rlock__waiter *b) {
 
 /*
  * Who gets the permit of an unlock of like's lock: its oldest sleeping
- * waiter, else its oldest waiter awake (whose attempt in flight may have run
- * before the unlock: it tries again when it comes back), skipping waiters
- * that have a permit already or are being handed the lock. NULL if none.
+ * waiter that is woken first (a read-write lock's writer), else its oldest
+ * sleeping waiter, else its oldest waiter awake (whose attempt in flight may
+ * have run before the unlock: it tries again when it comes back), skipping
+ * waiters that have a permit already or are being handed the lock. NULL if
+ * none.
  */
 static rlock__waiter *permit_target(rlock__channel *ch, const rlock__waiter *like) {
-    rlock__waiter *awake = NULL;
+    rlock__waiter *sleeping = NULL, *awake = NULL;
     for (rlock__waiter *w = ch->queue; w != NULL; w = w->next) {
         if (!same_lock(w, like) || w->permit || w->handoff != RLOCK__HANDOFF_NONE)
             continue;
-        if (w->sleeping)
+        if (w->sleeping && w->ops->woken_first)
             return w;
-        if (awake == NULL)
+        if (w->sleeping && sleeping == NULL)
+            sleeping = w;
+        else if (!w->sleeping && awake == NULL)
             awake = w;
     }
-    return awake;
+    return sleeping != NULL ? sleeping : awake;
 }
 
 /*

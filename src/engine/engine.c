@@ -24,14 +24,14 @@ static void master_switched(void *arg) {
     pthread_mutex_unlock(&e->watchdog.worker.mutex);
 }
 
-int rlock__engine_start(rlock__engine *e, const rlock__renewer *renewer) {
+int rlock__engine_start(rlock__engine *e, const void *owner_arg) {
     int status = rlock__holds_init(&e->holds);
     if (status == RLOCK_OK)
         status = rlock__registration_init(&e->registration);
     if (status == RLOCK_OK)
         status = rlock__waiters_start(e);
     if (status == RLOCK_OK)
-        status = rlock__watchdog_start(e, renewer);
+        status = rlock__watchdog_start(e, owner_arg);
     if (status == RLOCK_OK)
         rlock__net_on_switch(e->net, master_switched, e);
     return status;

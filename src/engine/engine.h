@@ -30,6 +30,50 @@ typedef struct rlock__owner {
     int is_thread;
 } rlock__owner;
 
+/* ---- renewers: how the watchdog renews one kind of hold ------------------------ */
+
+#define RLOCK__OWNER_MAX 64
+
+/*
+ * How one kind of hold is renewed: a lock kind's (static), recorded by each
+ * hold (rlock__grant). It is part of the hold's identity: a read-write lock's
+ * reader and writer holds of one owner are two holds of one name, with two
+ * owner fields. The watchdog batches holds by script, so kinds that share a
+ * script (and differ only in the owner field) share batches.
+ */
+typedef struct rlock__renewer {
+    /*
+     * KEYS = lock names, ARGV[1] = the lease in ms, ARGV[1 + i] = the owner
+     * field of key i; answers one integer per key: 1 renewed, 0 not held by
+     * that owner.
+     */
+    int script;                 /* index in the net's script set */
+    /*
+     * On a Cluster: the same for the locks of many slots of one node. KEYS[1]
+     * is the first name (it routes the script); ARGV = lease, KEYS[1]'s owner
+     * field, then name and owner field of each further lock; answers 1, 0,
+     * or -1 for a lock not on that node (a slot moved or moving).
+     */
+    int node_script;
+    /* The owner's field in a lock's hash into buf (RLOCK__OWNER_MAX bytes);
+     * its length. arg: the engine's owner_arg (the client id). */
+    size_t (*owner_field)(const void *arg, uint64_t owner, char *buf);
+    /*
+     * The scripts renew a lock once for a run of its holds (a read-write
+     * lock's readers: the hash is re-armed once, each reader's own keys
+     * too): the watchdog keeps the holds of one lock next to each other.
+     */
+    int by_lock;
+} rlock__renewer;
+
+/* Which hold: owner's hold of lock name, of the kind renewer renews. */
+typedef struct rlock__hold_key {
+    const char *name;
+    size_t len;
+    uint64_t owner;
+    const rlock__renewer *renewer;
+} rlock__hold_key;
+
 /* ---- holds.c: the holds this client has -------------------------------------- */
 
 typedef struct rlock__hold rlock__hold;
@@ -55,10 +99,12 @@ typedef struct rlock__renewal {
     size_t name_len;
     uint64_t owner;
     uint64_t serial;
+    const rlock__renewer *renewer; /* the hold's */
     rlock__hold *hold;          /* the entry it was taken from: not freed until round_end */
     int64_t expires_ms;         /* its lease end by the client's clock */
     int slot;                   /* the watchdog's: the name's Cluster slot, or -1 */
-    int node;                   /* the watchdog's: its node's number in the round (Cluster) */
+    int node;                   /* the watchdog's: its batch group in the round (Cluster: by
+                                   node; renewers that renew by lock apart) */
     size_t index;               /* the watchdog's: its place in the snapshot */
 } rlock__renewal;
 
@@ -100,35 +146,35 @@ void rlock__holds_destroy(rlock__holds *h);
  * past its lease becomes LOST with info->report set: the caller reports it
  * (exactly once). A lease hold past its lease is dropped.
  */
-int rlock__holds_get(rlock__holds *h, const char *name, size_t len, uint64_t owner, int64_t now_ms,
+int rlock__holds_get(rlock__holds *h, const rlock__hold_key *key, int64_t now_ms,
                      rlock__hold_info *info);
-/* owner's last known hold count of name (0 = none or lost). */
-long long rlock__holds_expected(rlock__holds *h, const char *name, size_t len, uint64_t owner);
-/* 1 if owner holds name and the watchdog renews it (nothing else changes). */
-int rlock__holds_renewing(rlock__holds *h, const char *name, size_t len, uint64_t owner);
-/* Drops owner's entry (a tombstone its owner has now learnt of). */
-void rlock__holds_forget(rlock__holds *h, const char *name, size_t len, uint64_t owner);
+/* The hold's last known hold count (0 = none or lost). */
+long long rlock__holds_expected(rlock__holds *h, const rlock__hold_key *key);
+/* 1 if the hold is there and the watchdog renews it (nothing else changes). */
+int rlock__holds_renewing(rlock__holds *h, const rlock__hold_key *key);
+/* Drops the hold's entry (a tombstone its owner has now learnt of). */
+void rlock__holds_forget(rlock__holds *h, const rlock__hold_key *key);
 /*
  * A call of owner found its hold gone from Redis: drops the entry and
  * returns 1 if the loss was not reported yet (the caller reports it), else 0.
  */
-int rlock__holds_found_gone(rlock__holds *h, const char *name, size_t len, uint64_t owner,
-                            long long *lease_left_ms, int64_t now_ms);
+int rlock__holds_found_gone(rlock__holds *h, const rlock__hold_key *key, long long *lease_left_ms,
+                            int64_t now_ms);
 /*
  * An unlinked entry allocated before the round trip, so that recording the
  * acquisition afterwards cannot fail. Free a leftover one with rlock__free.
  */
 rlock__hold *rlock__holds_spare(const char *name, size_t len);
 /* Records a confirmed acquisition; may consume *spare (then sets it to NULL). */
-void rlock__holds_acquired(rlock__holds *h, const char *name, size_t len, uint64_t owner,
-                           const rlock__grant *grant, rlock__hold **spare);
+void rlock__holds_acquired(rlock__holds *h, const rlock__hold_key *key, const rlock__grant *grant,
+                           rlock__hold **spare);
 /*
- * owner's hold of name now has a fixed lease: its TTL was set to lease_ms by
- * a command sent at sent_ms, and the watchdog no longer renews it (a
- * multi-lock's member, renewed while the others were waited for).
+ * The hold now has a fixed lease: its TTL was set to lease_ms by a command
+ * sent at sent_ms, and the watchdog no longer renews it (a multi-lock's
+ * member, renewed while the others were waited for).
  */
-void rlock__holds_relet(rlock__holds *h, const char *name, size_t len, uint64_t owner,
-                        int64_t sent_ms, long long lease_ms);
+void rlock__holds_relet(rlock__holds *h, const rlock__hold_key *key, int64_t sent_ms,
+                        long long lease_ms);
 /*
  * Brackets an unlock: begin before sending the release, then released() with
  * the remaining count (0 = fully released, entry dropped;
@@ -136,9 +182,8 @@ void rlock__holds_relet(rlock__holds *h, const char *name, size_t len, uint64_t 
  * other < 0 = unchanged). While an unlock is in flight the watchdog never
  * reports the lock lost: a key missing then may be the unlock's own doing.
  */
-void rlock__holds_begin_release(rlock__holds *h, const char *name, size_t len, uint64_t owner);
-void rlock__holds_released(rlock__holds *h, const char *name, size_t len, uint64_t owner,
-                           long long count);
+void rlock__holds_begin_release(rlock__holds *h, const rlock__hold_key *key);
+void rlock__holds_released(rlock__holds *h, const rlock__hold_key *key, long long count);
 /* The entries held now (not tombstones), for the held_locks gauge. */
 size_t rlock__holds_held(rlock__holds *h);
 /* Drops every entry of an owner that is gone (a thread that exited). */
@@ -166,31 +211,10 @@ int rlock__holds_sweep(rlock__holds *h, int64_t now_ms, rlock__buf *entries, rlo
 
 /* ---- watchdog.c: lease renewal ------------------------------------------------- */
 
-/*
- * What the lock kinds tell the watchdog. The renew script takes KEYS = lock
- * names, ARGV[1] = the lease in ms, ARGV[1 + i] = the owner field of key i,
- * and answers one integer per key: 1 renewed, 0 not held by that owner.
- */
-typedef struct rlock__renewer {
-    int script;                 /* index in the net's script set */
-    /*
-     * On a Cluster: the same for the locks of many slots of one node. KEYS[1]
-     * is the first name (it routes the script); ARGV = lease, KEYS[1]'s owner
-     * field, then name and owner field of each further lock; answers 1, 0,
-     * or -1 for a lock not on that node (a slot moved or moving).
-     */
-    int node_script;
-    /* The owner's field in a lock's hash into buf (RLOCK__OWNER_MAX bytes); its length. */
-    size_t (*owner_field)(const void *arg, uint64_t owner, char *buf);
-    const void *arg;
-} rlock__renewer;
-
-#define RLOCK__OWNER_MAX 64
-
 typedef struct rlock__watchdog {
     rlock__worker worker;       /* its mutex guards stop and renew_now */
     int renew_now;              /* a new master took over: a round at once */
-    rlock__renewer renewer;     /* read-only after start */
+    const void *owner_arg;      /* the renewers' owner_field argument; read-only after start */
     atomic_ullong rounds;       /* completed renewal rounds (for tests and bench) */
 } rlock__watchdog;
 
@@ -209,6 +233,12 @@ typedef struct rlock__wait_ops {
      * NULL: the kind sends nothing ahead.
      */
     rlock__conn *(*send_ahead)(const rlock__waiter *w);
+    /*
+     * An unlock message that wakes one waiter of a lock wakes a sleeping
+     * waiter of this kind before the others (a read-write lock's writer:
+     * the readers waiting here wait behind it).
+     */
+    int woken_first;
 } rlock__wait_ops;
 
 typedef struct rlock__waiters {
@@ -323,7 +353,7 @@ void rlock__registration_stop(rlock__engine *e);
  * events (which must be ready). Undo with rlock__engine_stop and
  * rlock__engine_destroy, also after a failure.
  */
-int rlock__engine_start(rlock__engine *e, const rlock__renewer *renewer);
+int rlock__engine_start(rlock__engine *e, const void *owner_arg);
 /* Close, first step: a master switch is no longer told; waiters return
  * RLOCK_ECLOSED; the subscriber thread ends. */
 void rlock__waiters_stop(rlock__engine *e);
@@ -332,7 +362,7 @@ void rlock__watchdog_stop(rlock__engine *e);
 /* Frees the channels and the table (no thread, no call left). */
 void rlock__engine_destroy(rlock__engine *e);
 
-int rlock__watchdog_start(rlock__engine *e, const rlock__renewer *renewer);
+int rlock__watchdog_start(rlock__engine *e, const void *owner_arg);
 int rlock__waiters_start(rlock__engine *e);
 
 /*

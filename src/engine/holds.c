@@ -1,12 +1,13 @@
 /*
  * holds.c - the table of holds this client's threads have, one entry per
- * (lock name, owner thread).
+ * (lock name, owner thread, kind of hold).
  *
  * Per owner, not per lock: a lock is exclusive in Redis, but the client's
  * view of it is not. Thread A may still believe it holds X after losing it
  * while thread B acquires X; each keeps its own entry, so A's loss is
- * reported to A and B's hold is renewed untouched (and read-write locks
- * will have many owners of one name).
+ * reported to A and B's hold is renewed untouched. The kind of hold (its
+ * renewer) is part of the key too: a read-write lock's reader and writer
+ * holds of one thread are two holds of one name (two fields in Redis).
  *
  * An entry records the owner's last known hold count (sent to the scripts as
  * "expected", which makes re-sends idempotent), whether the watchdog renews
@@ -45,6 +46,7 @@ enum { ENTRY_HELD, ENTRY_LOST };
 struct rlock__hold {
     rlock__hold *next;   /* bucket chain */
     uint64_t owner;  /* the thread whose hold this is */
+    const rlock__renewer *renewer; /* its kind of hold (static) */
     uint64_t serial;     /* new for every entry created */
     long long count;     /* last hold count Redis reported to the owner */
     int64_t expires_ms;  /* lease end by the client's clock (monotonic ms) */
@@ -122,15 +124,14 @@ void rlock__holds_destroy(rlock__holds *h) {
     pthread_mutex_destroy(&h->mutex);
 }
 
-/* Finds owner's entry for name; *link receives the pointer that points to it. */
-static rlock__hold *find(rlock__holds *h, const char *name, size_t len, uint64_t owner,
-                         rlock__hold ***link) {
-    uint32_t hash = hash_name(name, len);
+/* Finds key's entry; *link receives the pointer that points to it. */
+static rlock__hold *find(rlock__holds *h, const rlock__hold_key *key, rlock__hold ***link) {
+    uint32_t hash = hash_name(key->name, key->len);
     rlock__hold **p = &h->buckets[hash & (h->nbuckets - 1)];
     for (; *p != NULL; p = &(*p)->next) {
         rlock__hold *e = *p;
-        if (e->hash == hash && e->owner == owner && e->name_len == len &&
-            memcmp(e->name, name, len) == 0)
+        if (e->hash == hash && e->owner == key->owner && e->renewer == key->renewer &&
+            e->name_len == key->len && memcmp(e->name, key->name, key->len) == 0)
             break;
     }
     if (link != NULL)
@@ -236,13 +237,13 @@ static void bury(rlock__holds *h, rlock__hold *e) {
     set_renew(h, e, 0);
 }
 
-int rlock__holds_get(rlock__holds *h, const char *name, size_t len, uint64_t owner, int64_t now_ms,
+int rlock__holds_get(rlock__holds *h, const rlock__hold_key *key, int64_t now_ms,
                      rlock__hold_info *info) {
     rlock__hold **link;
     int state = RLOCK__HOLD_NONE;
     memset(info, 0, sizeof(*info));
     pthread_mutex_lock(&h->mutex);
-    rlock__hold *e = find(h, name, len, owner, &link);
+    rlock__hold *e = find(h, key, &link);
     if (e == NULL) {
         /* nothing known */
     } else if (e->state == ENTRY_LOST) {
@@ -270,38 +271,38 @@ int rlock__holds_get(rlock__holds *h, const char *name, size_t len, uint64_t own
     return state;
 }
 
-long long rlock__holds_expected(rlock__holds *h, const char *name, size_t len, uint64_t owner) {
+long long rlock__holds_expected(rlock__holds *h, const rlock__hold_key *key) {
     long long count = 0;
     pthread_mutex_lock(&h->mutex);
-    rlock__hold *e = find(h, name, len, owner, NULL);
+    rlock__hold *e = find(h, key, NULL);
     if (e != NULL && e->state == ENTRY_HELD)
         count = e->count;
     pthread_mutex_unlock(&h->mutex);
     return count;
 }
 
-int rlock__holds_renewing(rlock__holds *h, const char *name, size_t len, uint64_t owner) {
+int rlock__holds_renewing(rlock__holds *h, const rlock__hold_key *key) {
     pthread_mutex_lock(&h->mutex);
-    rlock__hold *e = find(h, name, len, owner, NULL);
+    rlock__hold *e = find(h, key, NULL);
     int renewing = e != NULL && e->state == ENTRY_HELD && e->renew;
     pthread_mutex_unlock(&h->mutex);
     return renewing;
 }
 
-void rlock__holds_forget(rlock__holds *h, const char *name, size_t len, uint64_t owner) {
+void rlock__holds_forget(rlock__holds *h, const rlock__hold_key *key) {
     rlock__hold **link;
     pthread_mutex_lock(&h->mutex);
-    if (find(h, name, len, owner, &link) != NULL)
+    if (find(h, key, &link) != NULL)
         unlink_entry(h, link);
     pthread_mutex_unlock(&h->mutex);
 }
 
-int rlock__holds_found_gone(rlock__holds *h, const char *name, size_t len, uint64_t owner,
-                            long long *lease_left_ms, int64_t now_ms) {
+int rlock__holds_found_gone(rlock__holds *h, const rlock__hold_key *key, long long *lease_left_ms,
+                            int64_t now_ms) {
     rlock__hold **link;
     int report = 0;
     pthread_mutex_lock(&h->mutex);
-    rlock__hold *e = find(h, name, len, owner, &link);
+    rlock__hold *e = find(h, key, &link);
     if (e != NULL) {
         report = e->state == ENTRY_HELD;
         *lease_left_ms = e->expires_ms - now_ms;
@@ -322,15 +323,16 @@ rlock__hold *rlock__holds_spare(const char *name, size_t len) {
     return e;
 }
 
-void rlock__holds_acquired(rlock__holds *h, const char *name, size_t len, uint64_t owner,
-                           const rlock__grant *grant, rlock__hold **spare) {
+void rlock__holds_acquired(rlock__holds *h, const rlock__hold_key *key, const rlock__grant *grant,
+                           rlock__hold **spare) {
     rlock__hold **link;
     pthread_mutex_lock(&h->mutex);
-    rlock__hold *e = find(h, name, len, owner, &link);
+    rlock__hold *e = find(h, key, &link);
     if (e == NULL) {
         e = *spare;
         *spare = NULL;
-        e->owner = owner;
+        e->owner = key->owner;
+        e->renewer = key->renewer;
         e->next = NULL;
         *link = e;
         h->count++;
@@ -354,10 +356,10 @@ void rlock__holds_acquired(rlock__holds *h, const char *name, size_t len, uint64
     pthread_mutex_unlock(&h->mutex);
 }
 
-void rlock__holds_relet(rlock__holds *h, const char *name, size_t len, uint64_t owner,
-                        int64_t sent_ms, long long lease_ms) {
+void rlock__holds_relet(rlock__holds *h, const rlock__hold_key *key, int64_t sent_ms,
+                        long long lease_ms) {
     pthread_mutex_lock(&h->mutex);
-    rlock__hold *e = find(h, name, len, owner, NULL);
+    rlock__hold *e = find(h, key, NULL);
     if (e != NULL && e->state == ENTRY_HELD) {
         set_renew(h, e, 0);
         e->expires_ms = sent_ms + lease_ms;
@@ -365,19 +367,18 @@ void rlock__holds_relet(rlock__holds *h, const char *name, size_t len, uint64_t 
     pthread_mutex_unlock(&h->mutex);
 }
 
-void rlock__holds_begin_release(rlock__holds *h, const char *name, size_t len, uint64_t owner) {
+void rlock__holds_begin_release(rlock__holds *h, const rlock__hold_key *key) {
     pthread_mutex_lock(&h->mutex);
-    rlock__hold *e = find(h, name, len, owner, NULL);
+    rlock__hold *e = find(h, key, NULL);
     if (e != NULL)
         e->releasing++;
     pthread_mutex_unlock(&h->mutex);
 }
 
-void rlock__holds_released(rlock__holds *h, const char *name, size_t len, uint64_t owner,
-                           long long count) {
+void rlock__holds_released(rlock__holds *h, const rlock__hold_key *key, long long count) {
     rlock__hold **link;
     pthread_mutex_lock(&h->mutex);
-    rlock__hold *e = find(h, name, len, owner, &link);
+    rlock__hold *e = find(h, key, &link);
     if (e != NULL) {
         if (e->releasing > 0)
             e->releasing--;
@@ -422,6 +423,7 @@ static void snap(rlock__renewal *r, char *arena, size_t *used, rlock__hold *e) {
     r->name = arena + *used;
     r->name_len = e->name_len;
     r->owner = e->owner;
+    r->renewer = e->renewer;
     r->serial = e->serial;
     r->hold = e;
     r->expires_ms = e->expires_ms;

@@ -3,7 +3,11 @@
  *
  * Every watchdog_timeout/3 it snapshots the renewed entries of the holds
  * table and resets their TTL to watchdog_timeout in one pipelined round trip
- * per node (RENEW scripts of up to RENEW_BATCH keys each). On a Cluster the
+ * per node (RENEW scripts of up to RENEW_BATCH keys each). Each hold names
+ * its renewer (its kind's scripts and owner field): a batch takes the holds
+ * of one script, and the holds of a renewer that renews by lock (a
+ * read-write lock's readers) are kept next to each other, sorted by name, so
+ * that one script re-arms each such lock once for all its holds. On a Cluster the
  * names are grouped by node, and a RENEW_NODE script takes up to RENEW_BATCH
  * locks of the slots of one node (only its first key is declared: the
  * command's keys must share a slot, the keys a script touches need only be
@@ -88,20 +92,22 @@ enum { OUTCOME_NONE, OUTCOME_RENEWED, OUTCOME_GONE, OUTCOME_ELSEWHERE };
 #define OWNER_CACHE 64
 
 typedef struct owner_cache {
+    const void *arg;            /* the renewers' owner_field argument */
     uint64_t owner[OWNER_CACHE];
+    const rlock__renewer *renewer[OWNER_CACHE]; /* whose field format */
     const char *str[OWNER_CACHE];
     size_t len[OWNER_CACHE];
     size_t used;                /* owner strings written to the owners buffer */
 } owner_cache;
 
-static const char *owner_of(const rlock__renewer *rn, owner_cache *oc, char *owners,
-                            uint64_t owner, size_t *len) {
-    size_t slot = owner % OWNER_CACHE;
-    if (oc->owner[slot] != owner || oc->str[slot] == NULL) {
+static const char *owner_of(const rlock__renewal *r, owner_cache *oc, char *owners, size_t *len) {
+    size_t slot = r->owner % OWNER_CACHE;
+    if (oc->owner[slot] != r->owner || oc->renewer[slot] != r->renewer || oc->str[slot] == NULL) {
         char *field = owners + oc->used++ * RLOCK__OWNER_MAX;
-        oc->owner[slot] = owner;
+        oc->owner[slot] = r->owner;
+        oc->renewer[slot] = r->renewer;
         oc->str[slot] = field;
-        oc->len[slot] = rn->owner_field(rn->arg, owner, field);
+        oc->len[slot] = r->renewer->owner_field(oc->arg, r->owner, field);
     }
     *len = oc->len[slot];
     return oc->str[slot];
@@ -122,59 +128,98 @@ static int node_number(rlock__engine *e, round_buffers *b, const rlock__renewal 
     return slot_node[r->slot] = k;
 }
 
+/* The holds of one lock together, in snapshot order (renewers that renew by lock). */
+static int by_name(const void *a, const void *b) {
+    const rlock__renewal *x = a, *y = b;
+    size_t len = x->name_len < y->name_len ? x->name_len : y->name_len;
+    int c = memcmp(x->name, y->name, len);
+    if (c == 0)
+        c = (x->name_len > y->name_len) - (x->name_len < y->name_len);
+    return c != 0 ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+/* Sorts each run of one group whose renewer renews by lock by name (r in group order). */
+static void sort_lock_runs(rlock__renewal *r, size_t n) {
+    for (size_t first = 0, k; first < n; first += k) {
+        for (k = 1; first + k < n && r[first + k].node == r[first].node; k++)
+            ;
+        if (r[first].renewer->by_lock)
+            qsort(r + first, k, sizeof(*r), by_name);
+    }
+}
+
 /*
- * The entries in the order the scripts take them: on a Cluster grouped by
- * node (a counting sort into b->sorted: O(n), stable, and writing one
- * stream per node, which the caches take well; by slot it would be 16 384
- * streams), elsewhere the snapshot itself. Each keeps its place in the
- * snapshot, so that the replies are applied in the holds table's own order
- * (settle_round), which keeps its lookups in cache: applied in any other
- * order they cost more than the scripts.
+ * The entries in the order the scripts take them: grouped by node on a
+ * Cluster, and apart by renewer kind (a counting sort into b->sorted: O(n),
+ * stable, and writing one stream per group, which the caches take well; by
+ * slot it would be 16 384 streams), the holds of a renewer that renews by
+ * lock sorted by name. On one server with no such holds: the snapshot
+ * itself. Each keeps its place in the snapshot, so that the replies are
+ * applied in the holds table's own order (settle_round), which keeps its
+ * lookups in cache: applied in any other order they cost more than the
+ * scripts.
  */
 static rlock__renewal *in_script_order(rlock__engine *e, round_buffers *b, size_t n) {
     rlock__renewal *r = b->entries.data;
-    int nnodes = 0;
+    int nnodes = 1, by_lock = 0;
     for (size_t i = 0; i < n; i++) {
         r[i].index = i;
         r[i].slot = rlock__net_slot_of(e->net, r[i].name, r[i].name_len);
-        r[i].node = 0;
+        r[i].node = r[i].renewer->by_lock;
+        by_lock |= r[i].node;
     }
-    if (n == 0 || r[0].slot < 0)
+    if (n == 0 || (r[0].slot < 0 && !by_lock))
         return r;
     if (rlock__buf_reserve(&b->sorted, n * sizeof(*r)) != RLOCK_OK ||
         rlock__buf_reserve(&b->slot_node, RLOCK__CLUSTER_SLOTS * sizeof(int)) != RLOCK_OK ||
         rlock__buf_reserve(&b->nodes, RLOCK__CLUSTER_SLOTS * sizeof(void *)) != RLOCK_OK ||
-        rlock__buf_reserve(&b->counts, (RLOCK__CLUSTER_SLOTS + 1) * sizeof(size_t)) != RLOCK_OK)
+        rlock__buf_reserve(&b->counts, (2 * RLOCK__CLUSTER_SLOTS + 1) * sizeof(size_t)) != RLOCK_OK)
         return NULL;
-    memset(b->slot_node.data, 0xff, RLOCK__CLUSTER_SLOTS * sizeof(int)); /* all -1 */
-    for (size_t i = 0; i < n; i++)
-        r[i].node = node_number(e, b, &r[i], &nnodes);
+    if (r[0].slot >= 0) {
+        nnodes = 0;
+        memset(b->slot_node.data, 0xff, RLOCK__CLUSTER_SLOTS * sizeof(int)); /* all -1 */
+        for (size_t i = 0; i < n; i++)
+            r[i].node += 2 * node_number(e, b, &r[i], &nnodes); /* node held by_lock */
+    }
+    int ngroups = 2 * nnodes;
     size_t *start = b->counts.data;
     rlock__renewal *sorted = b->sorted.data;
-    memset(start, 0, ((size_t)nnodes + 1) * sizeof(size_t));
+    memset(start, 0, ((size_t)ngroups + 1) * sizeof(size_t));
     for (size_t i = 0; i < n; i++)
         start[r[i].node + 1]++;
-    for (int k = 0; k < nnodes; k++)
+    for (int k = 0; k < ngroups; k++)
         start[k + 1] += start[k];
     for (size_t i = 0; i < n; i++)
         sorted[start[r[i].node]++] = r[i];
+    if (by_lock)
+        sort_lock_runs(sorted, n);
     return sorted;
 }
 
+/* A Cluster's second pass: by slot, and within a slot as in_script_order. */
 static int by_slot(const void *a, const void *b) {
     const rlock__renewal *x = a, *y = b;
-    return (x->slot > y->slot) - (x->slot < y->slot);
+    if (x->slot != y->slot)
+        return (x->slot > y->slot) - (x->slot < y->slot);
+    if (x->renewer->by_lock != y->renewer->by_lock)
+        return x->renewer->by_lock - y->renewer->by_lock;
+    return x->renewer->by_lock ? by_name(a, b) : (x->index > y->index) - (x->index < y->index);
 }
 
-/* The number of entries from first on that one RENEW script takes: one slot's, <= RENEW_BATCH. */
+/*
+ * The number of entries from first on that one RENEW script takes: one
+ * slot's of one script, <= RENEW_BATCH.
+ */
 static size_t slot_batch(const rlock__renewal *r, size_t first, size_t n) {
     size_t k = 1;
-    while (first + k < n && k < RENEW_BATCH && r[first + k].slot == r[first].slot)
+    while (first + k < n && k < RENEW_BATCH && r[first + k].slot == r[first].slot &&
+           (r[first + k].renewer == r[first].renewer || /* the common case: no load */
+            r[first + k].renewer->script == r[first].renewer->script))
         k++;
     return k;
 }
 
-/* The same for RENEW_NODE (r grouped by node): one node's, <= RENEW_BATCH. */
+/* The same for RENEW_NODE (r grouped by node and kind): one group's, <= RENEW_BATCH. */
 static size_t node_batch(const rlock__renewal *r, size_t first, size_t n) {
     size_t k = 1;
     while (first + k < n && k < RENEW_BATCH && r[first + k].node == r[first].node)
@@ -200,9 +245,9 @@ static int reserve_round(round_buffers *b, size_t n) {
 }
 
 /* One script's arguments: RENEW's (names, lease, fields) or RENEW_NODE's (see engine.h). */
-static void fill_args(const rlock__renewer *rn, owner_cache *oc, char *owners, int by_node,
-                      const rlock__renewal *r, size_t k, const char *lease, size_t lease_len,
-                      const char **argv, size_t *argvlen) {
+static void fill_args(owner_cache *oc, char *owners, int by_node, const rlock__renewal *r,
+                      size_t k, const char *lease, size_t lease_len, const char **argv,
+                      size_t *argvlen) {
     const char **names = by_node ? argv + 3 : argv, **fields = by_node ? argv + 4 : argv + k + 1;
     size_t *names_len = by_node ? argvlen + 3 : argvlen;
     size_t *fields_len = by_node ? argvlen + 4 : argvlen + k + 1;
@@ -210,7 +255,7 @@ static void fill_args(const rlock__renewer *rn, owner_cache *oc, char *owners, i
     if (by_node) { /* the first lock's name is the one key, its field the second arg */
         argv[0] = r[0].name;
         argvlen[0] = r[0].name_len;
-        argv[2] = owner_of(rn, oc, owners, r[0].owner, &argvlen[2]);
+        argv[2] = owner_of(&r[0], oc, owners, &argvlen[2]);
         r++, k--;
     }
     argv[lease_at] = lease;
@@ -218,19 +263,20 @@ static void fill_args(const rlock__renewer *rn, owner_cache *oc, char *owners, i
     for (size_t i = 0; i < k; i++) {
         names[i * step] = r[i].name;
         names_len[i * step] = r[i].name_len;
-        fields[i * step] = owner_of(rn, oc, owners, r[i].owner, &fields_len[i * step]);
+        fields[i * step] = owner_of(&r[i], oc, owners, &fields_len[i * step]);
     }
 }
 
 /*
- * Builds one pass's scripts over r (slot order on a Cluster): RENEW_NODE
- * per node (by_node) or RENEW per slot. Returns how many.
+ * Builds one pass's scripts over r (in script order): the node scripts per
+ * node (by_node) or the plain ones per slot, each batch of one renewer's
+ * script. Returns how many.
  */
 static int build_pass(rlock__engine *e, round_buffers *b, const rlock__renewal *r, size_t n,
                       int by_node, const char *lease, size_t lease_len) {
-    const rlock__renewer *rn = &e->watchdog.renewer;
     owner_cache oc;
     memset(&oc, 0, sizeof(oc));
+    oc.arg = e->watchdog.owner_arg;
     const char **argv = b->argv.data;
     size_t *argvlen = b->argvlen.data, *firsts = b->firsts.data;
     rlock__cmd *cmds = b->cmds.data;
@@ -238,13 +284,14 @@ static int build_pass(rlock__engine *e, round_buffers *b, const rlock__renewal *
     for (size_t first = 0, k; first < n; first += k) {
         k = by_node ? node_batch(r, first, n) : slot_batch(r, first, n);
         firsts[ncmds] = first;
+        const rlock__renewer *rn = r[first].renewer;
         rlock__cmd *cmd = &cmds[ncmds++];
         /* every field set (routed by key: no node), the buffer is reused */
         *cmd = (rlock__cmd){.script = by_node ? rn->node_script : rn->script,
                             .flags = RLOCK__CMD_WRITE | (by_node ? RLOCK__CMD_NO_ASK : 0),
                             .nkeys = by_node ? 1 : (int)k, .argc = (int)(2 * k + 1),
                             .argv = argv, .argvlen = argvlen};
-        fill_args(rn, &oc, b->owners.data, by_node, r + first, k, lease, lease_len, argv, argvlen);
+        fill_args(&oc, b->owners.data, by_node, r + first, k, lease, lease_len, argv, argvlen);
         argv += cmd->argc;
         argvlen += cmd->argc;
     }
@@ -397,7 +444,8 @@ static void send_elsewhere(round_buffers *b, const rlock__renewal *batch, size_t
  * an error reply keeps its entries, which are reported as failed.
  */
 static int note_pass(rlock__engine *e, round_buffers *b, const rlock__renewal *r, size_t n,
-                     int ncmds, int status, int64_t deadline_ms, int acks, size_t *nfailed) {
+                     int by_node, int ncmds, int status, int64_t deadline_ms, int acks,
+                     size_t *nfailed) {
     int acknowledged = acks < 0 || acks >= e->settings->replica_acks;
     const rlock__cmd *cmds = b->cmds.data;
     const size_t *firsts = b->firsts.data;
@@ -405,7 +453,6 @@ static int note_pass(rlock__engine *e, round_buffers *b, const rlock__renewal *r
     size_t failed_before = *nfailed;
     for (int i = 0; i < ncmds; i++) {
         const rlock__renewal *batch = r + firsts[i];
-        int by_node = cmds[i].script == e->watchdog.renewer.node_script;
         size_t k = by_node ? (size_t)(cmds[i].argc - 1) / 2 : (size_t)cmds[i].nkeys;
         if (replies[i] == NULL) {
             if (status == RLOCK_OK) /* cannot happen: no reply comes with a failure */
@@ -442,7 +489,7 @@ static int run_pass(rlock__engine *e, round_buffers *b, const rlock__renewal *r,
     redisReply **replies = b->replies.data;
     memset(replies, 0, (size_t)ncmds * sizeof(*replies)); /* reused: no stale pointers */
     int status = rlock__exec_pipeline(e->net, b->cmds.data, ncmds, deadline_ms, replies, &acks);
-    status = note_pass(e, b, r, n, ncmds, status, deadline_ms, acks, nfailed);
+    status = note_pass(e, b, r, n, by_node, ncmds, status, deadline_ms, acks, nfailed);
     for (int i = 0; i < ncmds; i++)
         if (replies[i] != NULL)
             freeReplyObject(replies[i]);
@@ -554,8 +601,8 @@ static void *watchdog_main(void *arg) {
     return NULL;
 }
 
-int rlock__watchdog_start(rlock__engine *e, const rlock__renewer *renewer) {
-    e->watchdog.renewer = *renewer;
+int rlock__watchdog_start(rlock__engine *e, const void *owner_arg) {
+    e->watchdog.owner_arg = owner_arg;
     return rlock__worker_start(&e->watchdog.worker, watchdog_main, e);
 }
 

@@ -40,6 +40,21 @@ long long rlock__lease_ttl(const rlock *lock, long long lease_ms) {
                                             : lease_ms;
 }
 
+rlock__hold_key rlock__hold_of_kind(const rlock *lock, const rlock__kind *kind,
+                                    const rlock__owner *owner) {
+    return (rlock__hold_key){.name = lock->name, .len = lock->name_len, .owner = owner->id,
+                             .renewer = kind->renewer};
+}
+
+rlock__hold_key rlock__hold_of(const rlock *lock, const rlock__owner *owner) {
+    return rlock__hold_of_kind(lock, lock->kind, owner);
+}
+
+long long rlock__waiter_expected(const rlock__waiter *w) {
+    rlock__hold_key key = rlock__hold_of(w->lock, &w->owner);
+    return rlock__holds_expected(&((const rlock *)w->lock)->engine->holds, &key);
+}
+
 const char *rlock__owner_words(const rlock__owner *owner, char *buf) {
     if (owner->is_thread)
         return "the calling thread";
@@ -70,14 +85,14 @@ int rlock__lost(const rlock *lock, const rlock__owner *owner, int report, long l
  */
 static int hold_before_acquire(rlock *lock, const rlock__owner *owner, rlock__hold_info *info) {
     rlock__holds *holds = &lock->engine->holds;
-    int state =
-        rlock__holds_get(holds, lock->name, lock->name_len, owner->id, rlock__now_ms(), info);
+    rlock__hold_key key = rlock__hold_of(lock, owner);
+    int state = rlock__holds_get(holds, &key, rlock__now_ms(), info);
     if (state != RLOCK__HOLD_LOST) {
         if (state != RLOCK__HOLD_HELD)
             info->count = 0;
         return RLOCK_OK;
     }
-    rlock__holds_forget(holds, lock->name, lock->name_len, owner->id);
+    rlock__holds_forget(holds, &key);
     return rlock__lost(lock, owner, info->report, info->lease_left_ms,
                        info->report ? "its lease ran out with no renewal confirmed"
                                     : "its hold was lost earlier (reported then)");
@@ -125,8 +140,8 @@ static int check_stale(rlock *lock, const rlock__owner *owner, const rlock__hold
     }
     if (expected == 0 || count >= expected || (info->unsure && count == expected - 1))
         return RLOCK_OK;
-    int report = rlock__holds_found_gone(&lock->engine->holds, lock->name, lock->name_len,
-                                         owner->id, &lease_left, rlock__now_ms());
+    rlock__hold_key key = rlock__hold_of(lock, owner);
+    int report = rlock__holds_found_gone(&lock->engine->holds, &key, &lease_left, rlock__now_ms());
     return rlock__lost(lock, owner, report, lease_left, "its hold is gone from Redis");
 }
 
@@ -136,8 +151,8 @@ static void record_hold(rlock *lock, const rlock__owner *owner, long long lease_
     rlock__grant grant = {.count = count, .sent_ms = sent_ms,
                           .lease_ms = rlock__lease_ttl(lock, lease_ms),
                           .renew = lease_ms == RLOCK_LEASE_WATCHDOG, .unsure = unsure};
-    rlock__holds_acquired(&lock->engine->holds, lock->name, lock->name_len, owner->id, &grant,
-                          spare);
+    rlock__hold_key key = rlock__hold_of(lock, owner);
+    rlock__holds_acquired(&lock->engine->holds, &key, &grant, spare);
 }
 
 /*
@@ -382,19 +397,32 @@ static int wait_and_acquire(const rlock__call *call, rlock *lock, const rlock__o
     return status;
 }
 
+/* Whether owner holds anything of lock, of its kind or its sibling's. */
+static int holds_any(rlock *lock, const rlock__owner *owner) {
+    rlock__holds *holds = &lock->engine->holds;
+    rlock__hold_key key = rlock__hold_of(lock, owner);
+    if (rlock__holds_expected(holds, &key) > 0)
+        return 1;
+    if (lock->kind->sibling == NULL)
+        return 0;
+    key = rlock__hold_of_kind(lock, lock->kind->sibling, owner);
+    return rlock__holds_expected(holds, &key) > 0;
+}
+
 /*
  * Whether owner should queue behind waiting threads of its own client
  * instead of trying first. Trying first would let a thread that just
  * unlocked take the lock straight back, ahead of the waiters it woke here
  * and in other processes; queued, it gets the lock by a hand-off (or an
- * unlock message) in turn. An owner re-entering a lock it holds never queues.
+ * unlock message) in turn. An owner that holds the lock (re-entering it, or
+ * a read-write lock's writer taking the read lock) never queues: the
+ * waiters may be waiting for it.
  */
 static int should_queue(rlock *lock, long long wait_ms, const rlock__owner *owner) {
     rlock__engine *e = lock->engine;
-    /* Without hand-offs (a fair lock keeps its queue in Redis) there is nothing to queue for. */
-    return wait_ms != 0 && lock->kind->transfer != NULL &&
+    return wait_ms != 0 && lock->kind->local_queue &&
            rlock__wait_queued(e, lock->channel, lock->channel_len, lock->name, lock->name_len) &&
-           rlock__holds_expected(&e->holds, lock->name, lock->name_len, owner->id) == 0;
+           !holds_any(lock, owner);
 }
 
 /*
@@ -428,6 +456,9 @@ int rlock__acquire(rlock *lock, const rlock__owner *owner, long long wait_ms, lo
     int status = hold_before_acquire(lock, owner, &info);
     if (status != RLOCK_OK)
         return status; /* told: RLOCK_ELOST */
+    /* An owner that would wait for a hold of its own never starts waiting. */
+    if (lock->kind->self_deadlock != NULL && (status = lock->kind->self_deadlock(lock, owner)) != RLOCK_OK)
+        return status;
     if (should_queue(lock, wait_ms, owner)) {
         wait_start_us = rlock__now_us();
         status = wait_and_acquire(call, lock, owner, wait_ms, lease_ms, 1, deadline_ms, &token,

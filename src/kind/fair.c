@@ -61,14 +61,6 @@ static int read_left(const redisReply *reply, void *arg) {
     return RLOCK_OK;
 }
 
-/* 1 deleted, 0 not locked (rlock_force_unlock's answer). */
-static int read_forced(const redisReply *reply, void *arg) {
-    (void)arg;
-    if (reply->type != REDIS_REPLY_INTEGER)
-        return rlock__fail_reply(reply, "FAIR_FORCE_UNLOCK");
-    return reply->integer != 0;
-}
-
 /* Redisson's acquireFailed, plus a word to the next head (fair_lua.c). */
 static void give_up(const rlock *lock, const rlock__owner *owner, long long wait_ms) {
     char field[RLOCK__OWNER_MAX], wait[24], now[24];
@@ -101,7 +93,8 @@ static int force_unlock(const rlock *lock) {
                         strlen(publish), rlock__fmt_i64(now, rlock__wall_ms())};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_FAIR_FORCE_UNLOCK, .flags = RLOCK__CMD_WRITE,
                       .argc = 6, .nkeys = 3, .argv = argv, .argvlen = argvlen};
-    return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, read_forced, NULL);
+    return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, rlock__read_forced,
+                            (void *)"FAIR_FORCE_UNLOCK");
 }
 
 /* "redisson_lock__channel:{<name>}:<uuid>:<owner>": where the unlocker finds this waiter. */
@@ -130,8 +123,8 @@ const rlock__kind rlock__fair = {
     .force_unlock = force_unlock,
     .ask = rlock__hash_ask,
     .wait = &fair_wait,
-    .renew_script = RLOCK__SCRIPT_RENEW,
-    .renew_node_script = RLOCK__SCRIPT_RENEW_NODE,
+    .renewer = &rlock__hash_renewer,
+    .channel_prefix = "redisson_lock__channel",
     .waiter_channel = waiter_channel,
     .give_up = give_up,
 };

@@ -97,11 +97,7 @@ const char rlock__fair_acquire_lua[] =
     "drop_heads(stale)\n"
     "count = tonumber(count or 0)\n"
     "if count > 0 then\n"
-    "  if count == expected then\n"
-    "    count = redis.call('hincrby', KEYS[1], me, 1)\n"
-    "  elseif count ~= expected + 1 then\n"
-    "    return {2, count}\n"
-    "  end\n"
+    REENTER_LUA("me")
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
     "  return {1, count}\n"
     "end\n"
@@ -200,14 +196,7 @@ const char rlock__fair_leave_lua[] =
  */
 const char rlock__fair_force_unlock_lua[] =
     FAIR_PRELUDE_LUA
-    "local kind = redis.call('type', KEYS[1])['ok']\n"
-    "if kind == 'none' then\n"
-    "  return 0\n"
-    "end\n"
-    "if kind ~= 'hash' then\n"
-    "  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')\n"
-    "end\n"
-    "if not_a_lock(KEYS[1]) then return not_a_lock_error(KEYS[1]) end\n"
+    FORCE_HEAD_LUA
     "local stale, head = stale_heads(tonumber(ARGV[3]))\n"
     "local no = refused('del', KEYS[1]) or refused('lpop', KEYS[2]) or refused('zrem', KEYS[3], 'x')\n"
     "if not no and head then no = refused(ARGV[2], ARGV[1] .. ':' .. head, '0') end\n"

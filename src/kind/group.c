@@ -222,9 +222,9 @@ int rlock__fan_relet(rlock *const *locks, size_t n, const rlock__owner *owner,
             one = rlock__exec_read(lock->engine->net, &f.plain[j], deadline_ms, NULL, read_relet,
                                    lock);
         }
+        rlock__hold_key key = rlock__hold_of(lock, owner);
         if (one == RLOCK_OK)
-            rlock__holds_relet(&lock->engine->holds, lock->name, lock->name_len, owner->id,
-                               set_ms, lease_ms);
+            rlock__holds_relet(&lock->engine->holds, &key, set_ms, lease_ms);
         status = one;
     }
     fan_free(&f);

@@ -10,7 +10,8 @@
  * are written once (acquire.c, release.c) over that table. The reentrant
  * lock (reentrant.c) is the first kind, the fair lock (fair.c) the second,
  * the fenced lock (reentrant.c too: the reentrant lock plus a token
- * counter) the third.
+ * counter) the third, the read-write lock's read and write locks (rw.c)
+ * the fourth and fifth.
  *
  *   layout.c         Redisson's names: the channel of a lock, the owner field
  *   reentrant_lua.c  the reentrant lock's Lua scripts (the script table)
@@ -19,6 +20,8 @@
  *   fair.c           the fair kind (FIFO queue in Redis, a channel per waiter)
  *   fence.c          the fenced lock's token, and the resource helper (FENCED_SET)
  *   fence_lua.c      FENCED_SET's Lua
+ *   rw_lua.c         the read-write lock's Lua scripts
+ *   rw.c             the read and write kinds (one hash, a mode, per-hold keys)
  *   acquire.c        lock / try_lock: attempts, waiting, hand-offs received
  *   release.c        unlock (hand-offs given), force unlock, queries
  *
@@ -52,6 +55,8 @@ struct rlock {
     size_t timeouts_len;
     char *token_key;            /* fenced lock: owned "redisson_lock_token:{name}"; else NULL */
     size_t token_key_len;
+    char *writers;              /* read-write lock: owned "rlock_rwlock_writers:{name}"; else NULL */
+    size_t writers_len;
 };
 
 /* ---- layout.c: Redisson's names ----------------------------------------------- */
@@ -61,15 +66,18 @@ size_t rlock__owner_field(const char *client_id, uint64_t owner, char *buf);
 /* The renewer's owner_field (arg: the client id). */
 size_t rlock__owner_field_of(const void *client_id, uint64_t owner, char *buf);
 /*
- * "redisson_lock__channel:{name}" (a name with '{' is used as it is, as
- * Redisson does); owned by the caller. NULL if out of memory.
- */
-char *rlock__lock_channel(const char *name, size_t len, size_t *out_len);
-/*
  * Redisson's prefixName(): "<prefix>:{<name>}", or "<prefix>:<name>" for a
  * name with '{'; owned by the caller. NULL if out of memory.
  */
 char *rlock__prefixed_name(const char *prefix, const char *name, size_t len, size_t *out_len);
+/*
+ * 1 if the keys Redisson derives from name ("<prefix>:{name}", "{name}:<suffix>",
+ * or with the name as it is when it has '{') hash to name's Cluster slot:
+ * a name without braces, or one with a non-empty "{tag}" (Redis's rule: the
+ * text between the first '{' and the next '}'). "a}b" (the derived keys'
+ * tag is "a") and "a{b", "a{}b" (no tag: each key hashes whole) do not.
+ */
+int rlock__derived_keys_share_slot(const char *name, size_t len);
 
 /* ---- the kind table ---------------------------------------------------------------- */
 
@@ -134,8 +142,11 @@ struct rlock__kind {
     /* Answers a read-only question (RLOCK__ASK_*) about the lock and owner. */
     int (*ask)(const rlock *lock, int question, const rlock__owner *owner, long long *value);
     const rlock__wait_ops *wait;
-    int renew_script;           /* index in the script set (the watchdog's renewer) */
-    int renew_node_script;      /* the same for locks of many slots of one Cluster node */
+    /* How the watchdog renews its holds; also tells its holds apart from another
+     * kind's of the same name and owner in the holds table. */
+    const rlock__renewer *renewer;
+    /* Redisson's prefix of the channel its unlocks publish on (prefixName rule). */
+    const char *channel_prefix;
     /*
      * The channel owner's waiter sleeps on, owned by the caller (NULL if out
      * of memory); NULL function: the handle's channel, shared by all its
@@ -148,12 +159,32 @@ struct rlock__kind {
      * Redis. Best effort, no error. NULL: the kind has no queue.
      */
     void (*give_up)(const rlock *lock, const rlock__owner *owner, long long wait_ms);
+    /*
+     * Before an acquire of owner: RLOCK_EDEADLK (with its message) when the
+     * owner's own holds would make it wait for itself, by the client's holds
+     * table -- a read-write lock's reader asking for the write lock -- else
+     * RLOCK_OK. NULL: nothing to check.
+     */
+    int (*self_deadlock)(rlock *lock, const rlock__owner *owner);
+    /* The other kind of hold of the same lock (a read-write lock's read and
+     * write locks are each other's), or NULL. */
+    const rlock__kind *sibling;
+    /*
+     * No barging: a thread that holds nothing of the lock and asks while
+     * threads of this client wait for it queues behind them. Not for a kind
+     * whose queue in Redis orders every waiter (the fair lock).
+     */
+    int local_queue;
 };
 
 /* reentrant.c: Redisson's RLock. */
 extern const rlock__kind rlock__reentrant;
+/* reentrant.c: the renewal of a hold that is one field of the hash (RENEW, RENEW_NODE). */
+extern const rlock__renewer rlock__hash_renewer;
 /* fair.c: Redisson's RedissonFairLock (getFairLock). */
 extern const rlock__kind rlock__fair;
+/* rw.c: Redisson's RedissonReadWriteLock (getReadWriteLock): its read lock and its write lock. */
+extern const rlock__kind rlock__rw_read, rlock__rw_write;
 /*
  * reentrant.c: Redisson's RedissonFencedLock (getFencedLock): the reentrant
  * lock whose ACQUIRE and TRANSFER also INCR lock->token_key and answer the
@@ -171,6 +202,14 @@ int rlock__read_attempt(const redisReply *reply, void *arg);
 int rlock__hash_read_ahead(const rlock *lock, rlock__conn *ahead, rlock__attempt *answer);
 int rlock__hash_release(const rlock *lock, const rlock__owner *owner, long long expected,
                         int64_t deadline_ms, rlock__released *out);
+/*
+ * The same with another script that takes RELEASE's arguments and gives its
+ * answers (a read-write lock's releases), for the owner field of the kind's
+ * renewer; message: what its last unlock publishes (re-published after an ASK).
+ */
+int rlock__hash_release_with(const rlock *lock, int script, const char *message,
+                             const rlock__owner *owner, long long expected, int64_t deadline_ms,
+                             rlock__released *out);
 /*
  * The reentrant lock's ACQUIRE, RENEW and RELEASE as commands, with their argument
  * strings (reentrant.c), for those that send them themselves: a fan-out
@@ -199,6 +238,16 @@ typedef struct rlock__release_answer {
 } rlock__release_answer;
 /* A rlock__reply_reader for RELEASE (arg: rlock__release_answer *). */
 int rlock__read_release(const redisReply *reply, void *arg);
+/*
+ * A script that ran at a node importing the lock's slot (after ASK) with
+ * sharded pub/sub published where nobody listens yet: message once more at
+ * the slot's owner, best effort.
+ */
+void rlock__republish_if_asked(const rlock *lock, const rlock__exec_info *info,
+                               const char *message, int64_t deadline_ms);
+/* A forced unlock's reply: 1 deleted, 0 not locked, or the error of the script named
+ * script_name (a const char *). */
+int rlock__read_forced(const redisReply *reply, void *script_name);
 /* reentrant_lua.c: the script set every client loads (its indexes are RLOCK__SCRIPT_*). */
 enum {
     RLOCK__SCRIPT_ACQUIRE,
@@ -212,6 +261,15 @@ enum {
     RLOCK__SCRIPT_FAIR_LEAVE,
     RLOCK__SCRIPT_FAIR_FORCE_UNLOCK,
     RLOCK__SCRIPT_FENCED_SET,
+    RLOCK__SCRIPT_RW_READ_ACQUIRE,
+    RLOCK__SCRIPT_RW_WRITE_ACQUIRE,
+    RLOCK__SCRIPT_RW_READ_RELEASE,
+    RLOCK__SCRIPT_RW_WRITE_RELEASE,
+    RLOCK__SCRIPT_RW_FORCE_UNLOCK,
+    RLOCK__SCRIPT_RW_LOCKED,
+    RLOCK__SCRIPT_RW_RENEW,
+    RLOCK__SCRIPT_RW_RENEW_NODE,
+    RLOCK__SCRIPT_RW_WRITE_LEAVE,
     RLOCK__SCRIPT_COUNT
 };
 extern const rlock__script rlock__scripts[RLOCK__SCRIPT_COUNT];
@@ -220,10 +278,23 @@ extern const char rlock__fair_acquire_lua[], rlock__fair_release_lua[], rlock__f
     rlock__fair_force_unlock_lua[];
 /* fence_lua.c: the resource helper's script (an entry of rlock__scripts). */
 extern const char rlock__fenced_set_lua[];
+/* rw_lua.c: the read-write lock's scripts (entries of rlock__scripts). */
+extern const char rlock__rw_read_acquire_lua[], rlock__rw_write_acquire_lua[],
+    rlock__rw_read_release_lua[], rlock__rw_write_release_lua[], rlock__rw_force_unlock_lua[],
+    rlock__rw_locked_lua[], rlock__rw_renew_lua[], rlock__rw_renew_node_lua[],
+    rlock__rw_write_leave_lua[];
 /* The Lua text of a script (the bench baseline runs the very same). */
 const char *rlock__script_body(int script);
 
 /* ---- acquire.c / release.c: the generic operations ------------------------------- */
+
+/* owner's hold of lock in the holds table (the key of its entry). */
+rlock__hold_key rlock__hold_of(const rlock *lock, const rlock__owner *owner);
+/* The hold count a sleeping waiter's own attempt would send (for an attempt sent ahead). */
+long long rlock__waiter_expected(const rlock__waiter *w);
+/* The same for its hold of kind's kind of the lock's name (a sibling's). */
+rlock__hold_key rlock__hold_of_kind(const rlock *lock, const rlock__kind *kind,
+                                    const rlock__owner *owner);
 
 /* The lease a lock's TTL is set to: lease_ms, or the watchdog timeout. */
 long long rlock__lease_ttl(const rlock *lock, long long lease_ms);
@@ -388,6 +459,9 @@ int rlock__release(rlock *lock, const rlock__owner *owner);
  * loss found now, once.
  */
 int rlock__known_not_held(rlock *lock, const rlock__owner *owner);
+/* What the client's own view says of owner's hold of kind's kind of lock's name
+ * (RLOCK__HOLD_*); a loss found now is reported, once. */
+int rlock__known_hold(const rlock *lock, const rlock__kind *kind, const rlock__owner *owner);
 /*
  * Tells owner's loss of lock: one LOCK_LOST event (and on_lock_lost) when
  * report is set, and RLOCK_ELOST with `how` in the message.

@@ -6,6 +6,10 @@
  *                    as it is (Redisson's rule), so "X" and "{X}" share one.
  *   the fair lock's  "redisson_lock_queue:{<name>}", "redisson_lock_timeout:{<name>}"
  *                    (same rule), and a waiter's channel "<channel>:<owner field>"
+ *   the read-write   "redisson_rwlock:{<name>}" (channel), per read hold
+ *   lock's           "{<name>}:<owner field>:rwlock_timeout:<k>" (suffixName rule:
+ *                    "<name>:..." for a name with '{'), the writer field
+ *                    "<owner field>:write"; and rlock's "rlock_rwlock_writers:{<name>}"
  *
  * Pure functions: any thread, no shared state.
  */
@@ -24,6 +28,14 @@ size_t rlock__owner_field_of(const void *client_id, uint64_t owner, char *buf) {
 }
 
 /* Redisson's prefixName(): a name with '{' is used as it is, else wrapped in one. */
+int rlock__derived_keys_share_slot(const char *name, size_t len) {
+    const char *open = memchr(name, '{', len);
+    if (open == NULL)
+        return memchr(name, '}', len) == NULL;
+    const char *close = memchr(open + 1, '}', len - (size_t)(open + 1 - name));
+    return close != NULL && close > open + 1;
+}
+
 char *rlock__prefixed_name(const char *prefix, const char *name, size_t len, size_t *out_len) {
     size_t prefix_len = strlen(prefix);
     int tagged = memchr(name, '{', len) != NULL;
@@ -44,8 +56,4 @@ char *rlock__prefixed_name(const char *prefix, const char *name, size_t len, siz
     *p = '\0';
     *out_len = total;
     return out;
-}
-
-char *rlock__lock_channel(const char *name, size_t len, size_t *out_len) {
-    return rlock__prefixed_name("redisson_lock__channel", name, len, out_len);
 }

@@ -74,4 +74,46 @@
     "  return expected - 1\n"                                                                     \
     "end\n"
 
+/*
+ * The start every forced unlock shares (KEYS[1] the lock): nothing there ->
+ * 0; a key of another type -> WRONGTYPE, a hash that is not a lock ->
+ * NOTALOCK, both untouched. What follows runs for a lock.
+ */
+#define FORCE_HEAD_LUA                                                                            \
+    "local kind = redis.call('type', KEYS[1])['ok']\n"                                             \
+    "if kind == 'none' then\n"                                                                     \
+    "  return 0\n"                                                                                 \
+    "end\n"                                                                                        \
+    "if kind ~= 'hash' then\n"                                                                     \
+    "  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')\n" \
+    "end\n"                                                                                        \
+    "if not_a_lock(KEYS[1]) then return not_a_lock_error(KEYS[1]) end\n"
+
+/*
+ * The end of every RENEW_NODE-like script: renew(i, name, field) for each
+ * lock of RENEW_NODE's arguments (KEYS[1] with ARGV[2], then the pairs from
+ * ARGV[3] on), then the results.
+ */
+#define RENEW_NODE_LOOP_LUA                                                                       \
+    "renew(1, KEYS[1], ARGV[2])\n"                                                                 \
+    "for i = 2, #ARGV / 2 do\n"                                                                    \
+    "  renew(i, ARGV[2 * i - 1], ARGV[2 * i])\n"                                                   \
+    "end\n"                                                                                        \
+    "return result\n"
+
+/*
+ * The re-entry the acquires with a count in hand share (inside "if count >
+ * 0 then"): Redis has `count` holds of the owner field `field` (a Lua
+ * expression, as a C string) and the caller believes `expected`: equal ->
+ * one more (HINCRBY); one more already -> an earlier send of this call
+ * applied; else the caller's belief is stale: {2, count}, nothing changed.
+ * `count` is the owner's count after it.
+ */
+#define REENTER_LUA(field)                                                                        \
+    "  if count == expected then\n"                                                                \
+    "    count = redis.call('hincrby', KEYS[1], " field ", 1)\n"                                   \
+    "  elseif count ~= expected + 1 then\n"                                                        \
+    "    return {2, count}\n"                                                                      \
+    "  end\n"
+
 #endif /* RLOCK_LUA_PRELUDE_H */

@@ -261,10 +261,10 @@ int rlock__multi_acquire(rlock *const *locks, size_t n, const rlock__owner *owne
     if (status == RLOCK_EIO || (status == RLOCK_BUSY && wait_ms != 0)) {
         /* Waited-for members must not run out while later ones are waited for. */
         int relet = lease_ms != RLOCK_LEASE_WATCHDOG && n > 1;
-        for (size_t i = 0; i < n; i++)
-            mc.renewed_before[i] = rlock__holds_renewing(&locks[i]->engine->holds,
-                                                         locks[i]->name, locks[i]->name_len,
-                                                         owner->id);
+        for (size_t i = 0; i < n; i++) {
+            rlock__hold_key key = rlock__hold_of(locks[i], owner);
+            mc.renewed_before[i] = rlock__holds_renewing(&locks[i]->engine->holds, &key);
+        }
         status = acquire_in_order(&mc, wait_ms, relet ? RLOCK_LEASE_WATCHDOG : lease_ms,
                                   deadline_ms);
         if (status == RLOCK_OK && relet)

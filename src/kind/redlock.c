@@ -274,6 +274,7 @@ enum { WAS_NOT_HELD, RELEASED, UNKNOWN, REFUSED };
 static int book_release(rlock *lock, const rlock__owner *owner, int status,
                         const redisReply *reply, int *refusal) {
     rlock__holds *holds = &lock->engine->holds;
+    rlock__hold_key key = rlock__hold_of(lock, owner);
     rlock__release_answer answer = {.read = 0};
     char at[RLOCK__WHERE_MAX], what[RLOCK__WHERE_MAX + 240];
     if ((status == RLOCK_OK || status == RLOCK_ENOREPL) && reply->type == REDIS_REPLY_ERROR) {
@@ -285,21 +286,20 @@ static int book_release(rlock *lock, const rlock__owner *owner, int status,
         status = rlock__read_release(reply, &answer);
     }
     if (status == RLOCK_EIO) {
-        rlock__holds_released(holds, lock->name, lock->name_len, owner->id,
-                              RLOCK__RELEASE_UNKNOWN);
+        rlock__holds_released(holds, &key, RLOCK__RELEASE_UNKNOWN);
         return UNKNOWN; /* unlocking again completes it */
     }
     if (!answer.read) {
-        rlock__holds_released(holds, lock->name, lock->name_len, owner->id, -2);
+        rlock__holds_released(holds, &key, -2);
         *refusal = status;
         return REFUSED; /* Redis unchanged: still held there until its lease ends */
     }
     if (answer.gone || answer.stale) {
         /* Not there: expired, the master restarted, or an acquisition that never ran. */
-        rlock__holds_forget(holds, lock->name, lock->name_len, owner->id);
+        rlock__holds_forget(holds, &key);
         return WAS_NOT_HELD;
     }
-    rlock__holds_released(holds, lock->name, lock->name_len, owner->id, answer.count);
+    rlock__holds_released(holds, &key, answer.count);
     return RELEASED;
 }
 
@@ -347,16 +347,16 @@ int rlock__redlock_release(rlock *const *masters, size_t n, const rlock__owner *
         for (size_t i = 0; i < n; i++) {
             rlock *lock = masters[i];
             rlock__hold_info info;
+            rlock__hold_key key = rlock__hold_of(lock, owner);
             /* Nothing known (never taken there), or its lease ran out: nothing to send. */
-            if (rlock__holds_get(&lock->engine->holds, lock->name, lock->name_len, owner->id,
-                                 rlock__now_ms(), &info) != RLOCK__HOLD_HELD) {
-                rlock__holds_forget(&lock->engine->holds, lock->name, lock->name_len, owner->id);
+            if (rlock__holds_get(&lock->engine->holds, &key, rlock__now_ms(), &info) !=
+                RLOCK__HOLD_HELD) {
+                rlock__holds_forget(&lock->engine->holds, &key);
                 did[WAS_NOT_HELD]++;
                 continue;
             }
             long long expected = info.count;
-            rlock__holds_begin_release(&lock->engine->holds, lock->name, lock->name_len,
-                                       owner->id);
+            rlock__holds_begin_release(&lock->engine->holds, &key);
             rlock__release_cmd(&cmds[k], lock, owner->id, expected);
             plain[k] = cmds[k].cmd;
             nets[k] = lock->engine->net;

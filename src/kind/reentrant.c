@@ -54,7 +54,7 @@ static int lock_keys(const rlock *lock, const char **argv, size_t *argvlen) {
     return 2;
 }
 
-/* The arguments ACQUIRE and RENEW start with after their k keys: the lease, the owner field. */
+/* The arguments ACQUIRE starts with after its k keys: the lease, the owner field. */
 static void lease_owner(rlock__lock_cmd *a, int k, const rlock *lock, uint64_t owner,
                         long long lease_ms) {
     a->argv[k] = a->number[0];
@@ -65,11 +65,15 @@ static void lease_owner(rlock__lock_cmd *a, int k, const rlock *lock, uint64_t o
 
 void rlock__renew_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
                       long long lease_ms) {
+    const rlock__renewer *rn = lock->kind->renewer; /* its script, its kind's field */
     a->argv[0] = lock->name;
     a->argvlen[0] = lock->name_len;
-    lease_owner(a, 1, lock, owner, lease_ms);
-    a->cmd = (rlock__cmd){.script = lock->kind->renew_script, .flags = RLOCK__CMD_WRITE,
-                          .argc = 3, .nkeys = 1, .argv = a->argv, .argvlen = a->argvlen};
+    a->argv[1] = a->number[0];
+    a->argvlen[1] = rlock__fmt_i64(a->number[0], lease_ms);
+    a->argv[2] = a->owner;
+    a->argvlen[2] = rn->owner_field(lock->client_id, owner, a->owner);
+    a->cmd = (rlock__cmd){.script = rn->script, .flags = RLOCK__CMD_WRITE, .argc = 3, .nkeys = 1,
+                          .argv = a->argv, .argvlen = a->argvlen};
 }
 
 void rlock__acquire_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
@@ -99,11 +103,10 @@ static int attempt(const rlock *lock, const rlock__owner *owner, long long lease
  */
 static rlock__conn *send_ahead(const rlock__waiter *w) {
     const rlock *lock = w->lock;
-    rlock__engine *e = lock->engine;
     rlock__lock_cmd a;
-    long long expected = rlock__holds_expected(&e->holds, w->name, w->name_len, w->owner.id);
-    rlock__acquire_cmd(&a, lock, w->owner.id, rlock__lease_ttl(lock, w->lease_ms), expected);
-    return rlock__send_ahead(e->net, &a.cmd);
+    rlock__acquire_cmd(&a, lock, w->owner.id, rlock__lease_ttl(lock, w->lease_ms),
+                       rlock__waiter_expected(w));
+    return rlock__send_ahead(lock->engine->net, &a.cmd);
 }
 
 int rlock__hash_read_ahead(const rlock *lock, rlock__conn *ahead, rlock__attempt *answer) {
@@ -148,7 +151,7 @@ void rlock__release_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
     a->argv[0] = lock->name;
     a->argvlen[0] = lock->name_len;
     a->argv[1] = a->owner;
-    a->argvlen[1] = rlock__owner_field(lock->client_id, owner, a->owner);
+    a->argvlen[1] = lock->kind->renewer->owner_field(lock->client_id, owner, a->owner);
     a->argv[2] = a->number[0];
     a->argvlen[2] = rlock__fmt_i64(a->number[0], expected);
     a->argv[3] = lock->channel;
@@ -160,16 +163,17 @@ void rlock__release_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
 }
 
 /*
- * RELEASE, or for a fair lock (lock->queue set) FAIR_RELEASE: RELEASE's
- * arguments plus its queue keys and the wall clock (fair_lua.c), the same
- * answers.
+ * script (RELEASE, or another with its arguments and answers), or for a
+ * fair lock (lock->queue set) FAIR_RELEASE: RELEASE's arguments plus its
+ * queue keys and the wall clock (fair_lua.c), the same answers.
  */
-static int send_release(const rlock *lock, const rlock__owner *owner, long long expected,
-                        int64_t deadline_ms, rlock__exec_info *info,
+static int send_release(const rlock *lock, int script, const rlock__owner *owner,
+                        long long expected, int64_t deadline_ms, rlock__exec_info *info,
                         rlock__release_answer *answer) {
     rlock__lock_cmd plain;
     char now[24];
     rlock__release_cmd(&plain, lock, owner->id, expected);
+    plain.cmd.script = script;
     const char *fair[] = {lock->name, lock->queue, lock->timeouts, plain.argv[1], plain.argv[2],
                           lock->channel, plain.argv[4], now};
     size_t fair_len[] = {lock->name_len, lock->queue_len, lock->timeouts_len, plain.argvlen[1],
@@ -191,25 +195,32 @@ static int send_release(const rlock *lock, const rlock__owner *owner, long long 
  * ends: publish once more at the slot's owner. Best effort (the waiters'
  * sleeps are bounded by the TTL); the unlock's own outcome stands.
  */
-static void republish_if_asked(const rlock *lock, const rlock__exec_info *info,
-                               int64_t deadline_ms) {
+void rlock__republish_if_asked(const rlock *lock, const rlock__exec_info *info,
+                               const char *message, int64_t deadline_ms) {
     if (!info->asked || !rlock__net_sharded(lock->engine->net))
         return;
     rlock__error_detail saved;
     rlock__error_save(&saved);
     rlock__net_publish(lock->engine->net, lock->publish_verb, lock->channel, lock->channel_len,
-                       "0", deadline_ms);
+                       message, deadline_ms);
     rlock__error_restore(&saved);
 }
 
 int rlock__hash_release(const rlock *lock, const rlock__owner *owner, long long expected,
                         int64_t deadline_ms, rlock__released *out) {
+    return rlock__hash_release_with(lock, RLOCK__SCRIPT_RELEASE, "0", owner, expected,
+                                    deadline_ms, out);
+}
+
+int rlock__hash_release_with(const rlock *lock, int script, const char *message,
+                             const rlock__owner *owner, long long expected, int64_t deadline_ms,
+                             rlock__released *out) {
     rlock__release_answer answer = {.stale = 1};
     rlock__exec_info info = {0};
     int resent = 0, status = RLOCK_EREDIS;
     *out = (rlock__released){.remaining = -2};
     for (int i = 0; i < MAX_REBASES && answer.stale; i++) {
-        status = send_release(lock, owner, expected, deadline_ms, &info, &answer);
+        status = send_release(lock, script, owner, expected, deadline_ms, &info, &answer);
         resent |= info.resent;
         if ((status != RLOCK_OK && status != RLOCK_ENOREPL) || !answer.read)
             break; /* refused (NOREPLICAS too): Redis is unchanged */
@@ -231,7 +242,7 @@ int rlock__hash_release(const rlock *lock, const rlock__owner *owner, long long 
     } else {
         out->remaining = answer.count;
         if (answer.count == 0)
-            republish_if_asked(lock, &info, deadline_ms);
+            rlock__republish_if_asked(lock, &info, message, deadline_ms);
     }
     return status;
 }
@@ -273,10 +284,9 @@ static int transfer(const rlock *lock, const rlock__owner *owner, const rlock__o
     return status;
 }
 
-static int read_forced(const redisReply *reply, void *arg) {
-    (void)arg;
+int rlock__read_forced(const redisReply *reply, void *script_name) {
     if (reply->type != REDIS_REPLY_INTEGER)
-        return rlock__fail_reply(reply, "FORCE_UNLOCK");
+        return rlock__fail_reply(reply, script_name);
     return reply->integer != 0;
 }
 
@@ -288,9 +298,10 @@ static int force_unlock(const rlock *lock) {
                       .argc = 3, .nkeys = 1, .argv = argv, .argvlen = argvlen};
     rlock__exec_info info = {0};
     int status =
-        rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, &info, read_forced, NULL);
+        rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, &info, rlock__read_forced,
+                         (void *)"FORCE_UNLOCK");
     if (status == 1) /* deleted, and "0" published */
-        republish_if_asked(lock, &info, RLOCK__NO_DEADLINE);
+        rlock__republish_if_asked(lock, &info, "0", RLOCK__NO_DEADLINE);
     return status;
 }
 
@@ -313,7 +324,7 @@ static int read_number(const redisReply *reply, void *arg) {
     return RLOCK_OK;
 }
 
-/* HLEN (WRONGTYPE for a key that is not a hash), HEXISTS, HGET, PTTL. */
+/* HLEN (WRONGTYPE for a key that is not a hash), HEXISTS, HGET, PTTL; the field is the kind's. */
 int rlock__hash_ask(const rlock *lock, int question, const rlock__owner *owner, long long *value) {
     static const char *const verbs[] = {[RLOCK__ASK_LOCKED] = "HLEN", [RLOCK__ASK_HELD] = "HEXISTS",
                                         [RLOCK__ASK_COUNT] = "HGET", [RLOCK__ASK_TTL] = "PTTL"};
@@ -323,19 +334,23 @@ int rlock__hash_ask(const rlock *lock, int question, const rlock__owner *owner, 
     const char *argv[] = {q.verb, lock->name, field};
     size_t argvlen[] = {strlen(q.verb), lock->name_len, 0};
     if (with_owner)
-        argvlen[2] = rlock__owner_field(lock->client_id, owner->id, field);
+        argvlen[2] = lock->kind->renewer->owner_field(lock->client_id, owner->id, field);
     rlock__cmd cmd = {.script = -1, .argc = with_owner ? 3 : 2, .argv = argv, .argvlen = argvlen};
     return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, read_number, &q);
 }
 
 static const rlock__wait_ops reentrant_wait = {.send_ahead = send_ahead};
 
+const rlock__renewer rlock__hash_renewer = {.script = RLOCK__SCRIPT_RENEW,
+                                            .node_script = RLOCK__SCRIPT_RENEW_NODE,
+                                            .owner_field = rlock__owner_field_of};
+
 /* The table of both kinds: the functions above pass lock->token_key, which a fenced handle has. */
 #define HASH_LOCK_OPS                                                                             \
     .attempt = attempt, .read_ahead = rlock__hash_read_ahead, .release = rlock__hash_release,     \
     .transfer = transfer, .force_unlock = force_unlock, .ask = rlock__hash_ask,                   \
-    .wait = &reentrant_wait, .renew_script = RLOCK__SCRIPT_RENEW,                                 \
-    .renew_node_script = RLOCK__SCRIPT_RENEW_NODE
+    .wait = &reentrant_wait, .renewer = &rlock__hash_renewer,                                     \
+    .channel_prefix = "redisson_lock__channel", .local_queue = 1
 
 const rlock__kind rlock__reentrant = {.name = "reentrant", HASH_LOCK_OPS};
 

@@ -196,11 +196,7 @@ static const char renew_node_lua[] =
     "    result[i] = 0\n"
     "  end\n"
     "end\n"
-    "renew(1, KEYS[1], ARGV[2])\n"
-    "for i = 2, #ARGV / 2 do\n"
-    "  renew(i, ARGV[2 * i - 1], ARGV[2 * i])\n"
-    "end\n"
-    "return result\n";
+    RENEW_NODE_LOOP_LUA;
 
 /*
  * FORCE_UNLOCK  KEYS[1] = name, ARGV[1] = channel, ARGV[2] = 'publish' or 'spublish'
@@ -209,19 +205,14 @@ static const char renew_node_lua[] =
  */
 static const char force_unlock_lua[] =
     PRELUDE_LUA
-    "local kind = redis.call('type', KEYS[1])['ok']\n"
-    "if kind == 'none' then\n"
-    "  return 0\n"
-    "end\n"
-    "if kind ~= 'hash' then\n"
-    "  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')\n"
-    "end\n"
-    "if not_a_lock(KEYS[1]) then return not_a_lock_error(KEYS[1]) end\n"
+    FORCE_HEAD_LUA
     "local no = refused(ARGV[2], ARGV[1], '0') or refused('del', KEYS[1])\n"
     "if no then return no end\n"
     "redis.call(ARGV[2], ARGV[1], '0')\n"
     "redis.call('del', KEYS[1])\n"
     "return 1\n";
+
+_Static_assert(RLOCK__SCRIPT_COUNT <= RLOCK__MAX_SCRIPTS, "the net keeps RLOCK__MAX_SCRIPTS SHA1s");
 
 const rlock__script rlock__scripts[RLOCK__SCRIPT_COUNT] = {
     [RLOCK__SCRIPT_ACQUIRE] = {"ACQUIRE", acquire_lua},
@@ -235,6 +226,15 @@ const rlock__script rlock__scripts[RLOCK__SCRIPT_COUNT] = {
     [RLOCK__SCRIPT_FAIR_LEAVE] = {"FAIR_LEAVE", rlock__fair_leave_lua},
     [RLOCK__SCRIPT_FAIR_FORCE_UNLOCK] = {"FAIR_FORCE_UNLOCK", rlock__fair_force_unlock_lua},
     [RLOCK__SCRIPT_FENCED_SET] = {"FENCED_SET", rlock__fenced_set_lua},
+    [RLOCK__SCRIPT_RW_READ_ACQUIRE] = {"RW_READ_ACQUIRE", rlock__rw_read_acquire_lua},
+    [RLOCK__SCRIPT_RW_WRITE_ACQUIRE] = {"RW_WRITE_ACQUIRE", rlock__rw_write_acquire_lua},
+    [RLOCK__SCRIPT_RW_READ_RELEASE] = {"RW_READ_RELEASE", rlock__rw_read_release_lua},
+    [RLOCK__SCRIPT_RW_WRITE_RELEASE] = {"RW_WRITE_RELEASE", rlock__rw_write_release_lua},
+    [RLOCK__SCRIPT_RW_FORCE_UNLOCK] = {"RW_FORCE_UNLOCK", rlock__rw_force_unlock_lua},
+    [RLOCK__SCRIPT_RW_LOCKED] = {"RW_LOCKED", rlock__rw_locked_lua},
+    [RLOCK__SCRIPT_RW_RENEW] = {"RW_RENEW", rlock__rw_renew_lua},
+    [RLOCK__SCRIPT_RW_RENEW_NODE] = {"RW_RENEW_NODE", rlock__rw_renew_node_lua},
+    [RLOCK__SCRIPT_RW_WRITE_LEAVE] = {"RW_WRITE_LEAVE", rlock__rw_write_leave_lua},
 };
 
 const char *rlock__script_body(int script) {

@@ -39,8 +39,8 @@ static int hold_before_release(rlock *lock, const rlock__owner *owner, long long
                                int64_t *acquired_us) {
     rlock__holds *holds = &lock->engine->holds;
     rlock__hold_info info;
-    int state =
-        rlock__holds_get(holds, lock->name, lock->name_len, owner->id, rlock__now_ms(), &info);
+    rlock__hold_key key = rlock__hold_of(lock, owner);
+    int state = rlock__holds_get(holds, &key, rlock__now_ms(), &info);
     *expected = state == RLOCK__HOLD_HELD ? info.count : 0;
     *acquired_us = state == RLOCK__HOLD_HELD ? info.acquired_us : 0;
     if (state == RLOCK__HOLD_EXPIRED)
@@ -48,7 +48,7 @@ static int hold_before_release(rlock *lock, const rlock__owner *owner, long long
                            lock->name);
     if (state != RLOCK__HOLD_LOST)
         return RLOCK_OK;
-    rlock__holds_forget(holds, lock->name, lock->name_len, owner->id);
+    rlock__holds_forget(holds, &key);
     return unlock_lost(lock, owner, info.report, info.count, info.lease_left_ms,
                        info.report ? "its lease ran out with no renewal confirmed"
                                    : "its hold was lost earlier (reported then)");
@@ -61,8 +61,8 @@ static int unlock_found_gone(rlock *lock, const rlock__owner *owner, long long e
     if (expected == 0)
         return rlock__fail(RLOCK_ENOTOWNER, 0, "lock '%.200s': not held by %s", lock->name,
                            rlock__owner_words(owner, words));
-    int report = rlock__holds_found_gone(&lock->engine->holds, lock->name, lock->name_len,
-                                         owner->id, &lease_left, rlock__now_ms());
+    rlock__hold_key key = rlock__hold_of(lock, owner);
+    int report = rlock__holds_found_gone(&lock->engine->holds, &key, &lease_left, rlock__now_ms());
     return unlock_lost(lock, owner, report, expected, lease_left, "its hold is gone from Redis");
 }
 
@@ -87,19 +87,19 @@ int rlock__release(rlock *lock, const rlock__owner *owner) {
     rlock__engine *e = lock->engine;
     rlock__released out;
     rlock__offer offer;
+    rlock__hold_key key = rlock__hold_of(lock, owner);
     long long expected;
     int64_t acquired_us;
     int status = hold_before_release(lock, owner, &expected, &acquired_us);
     if (status != RLOCK_OK)
         return status;
     int offered = offer_to_waiter(lock, expected, &offer);
-    rlock__holds_begin_release(&e->holds, lock->name, lock->name_len, owner->id);
+    rlock__holds_begin_release(&e->holds, &key);
     if (offered)
         status = lock->kind->transfer(lock, owner, &offer, &out);
     else
         status = lock->kind->release(lock, owner, expected, RLOCK__NO_DEADLINE, &out);
-    rlock__holds_released(&e->holds, lock->name, lock->name_len, owner->id,
-                          out.gone ? -2 : out.remaining);
+    rlock__holds_released(&e->holds, &key, out.gone ? -2 : out.remaining);
     if (offered) {
         offer.token = out.token;
         rlock__wait_settle(e, &offer, out.granted, out.sent_ms);
@@ -111,12 +111,17 @@ int rlock__release(rlock *lock, const rlock__owner *owner) {
     return status;
 }
 
-int rlock__known_not_held(rlock *lock, const rlock__owner *owner) {
+int rlock__known_hold(const rlock *lock, const rlock__kind *kind, const rlock__owner *owner) {
     rlock__hold_info info;
-    int state = rlock__holds_get(&lock->engine->holds, lock->name, lock->name_len, owner->id,
-                                 rlock__now_ms(), &info);
+    rlock__hold_key key = rlock__hold_of_kind(lock, kind, owner);
+    int state = rlock__holds_get(&lock->engine->holds, &key, rlock__now_ms(), &info);
     if (state == RLOCK__HOLD_LOST && info.report)
         rlock__report_lost(lock, owner, info.lease_left_ms,
                            "lease ran out by the client's clock with no renewal confirmed");
+    return state;
+}
+
+int rlock__known_not_held(rlock *lock, const rlock__owner *owner) {
+    int state = rlock__known_hold(lock, lock->kind, owner);
     return state == RLOCK__HOLD_LOST || state == RLOCK__HOLD_EXPIRED;
 }

@@ -169,7 +169,7 @@ typedef struct rlock__script {
     const char *body;
 } rlock__script;
 
-#define RLOCK__MAX_SCRIPTS 16
+#define RLOCK__MAX_SCRIPTS 32 /* the kinds' set must fit (reentrant_lua.c checks) */
 
 typedef struct rlock__script_set {
     const rlock__script *defs; /* not owned: static */

@@ -295,6 +295,10 @@ typedef struct cycle_ops {
     int (*cycle)(void *state);
     void (*fini)(void *state);
     void *arg;
+    /* Optional (NULL: none): called before and after each measured round (not the
+     * warm-up), e.g. to alternate what the threads do from round to round. */
+    void (*before_round)(void *arg, int round);
+    void (*after_round)(void *arg, int round, double ops_per_s, double p50_ms, double p99_ms);
 } cycle_ops;
 
 typedef struct cycle_result {
@@ -418,7 +422,11 @@ static inline int run_cycles(const cycle_ops *ops, int nthreads, double secs, in
     cycle_round(&run, th, nthreads, 0.3, &ops_s[rounds], &p50[rounds], &p99[rounds],
                 &p999[rounds], &warm);
     for (int r = 0; r < rounds && atomic_load(&run.errors) == 0; r++) {
+        if (ops->before_round != NULL)
+            ops->before_round(ops->arg, r);
         cycle_round(&run, th, nthreads, secs, &ops_s[r], &p50[r], &p99[r], &p999[r], &res->cycles);
+        if (ops->after_round != NULL)
+            ops->after_round(ops->arg, r, ops_s[r], p50[r], p99[r]);
         fprintf(stderr, "  round %d: %.0f cycles/s, p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms\n",
                 r + 1, ops_s[r], p50[r], p99[r], p999[r]);
     }

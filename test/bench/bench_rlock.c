@@ -18,6 +18,8 @@
  *                of the queue's order (inversions), hand-off under contention
  *   fair-stall   a fair lock's waiter SIGKILLed at the head of the queue: the
  *                stall of the live waiter behind it, against its bound
+ *   rw           the read-write lock: readers of one lock beside plain locks,
+ *                a writer's wait among churning readers
  *
  * Each prints progress on stderr and one JSON line on stdout. Nothing here
  * asserts speed: a subcommand fails (exit 1) only when the library returned
@@ -126,6 +128,7 @@ static void usage(FILE *out) {
             "  redlock     [-n CYCLES]   (3 redis-servers of its own; --url unused)\n"
             "  fifo        [-p PROCS] [-t THREADS] [-d SECONDS]   (a fair lock)\n"
             "  fair-stall  [-r ROUNDS] [--lease MS]\n"
+            "  rw          [-t READERS] [-d SECONDS] [-r ROUNDS] [-n WRITES] [--settle-us READ_HOLD_US]\n"
             "Every subcommand takes --local-handoffs N (rlock_config.local_handoffs) and\n"
             "--register 0|1 (rlock_config.register_client).\n"
             "URL defaults to $RLOCK_TEST_URL. Prints one JSON line on stdout.\n");
@@ -180,9 +183,10 @@ int main(int argc, char **argv) {
     const char *sub = argv[1];
     int is_wd = strcmp(sub, "watchdog") == 0, is_mem = strcmp(sub, "memory") == 0;
     int is_cont = strcmp(sub, "contention") == 0, is_fifo = strcmp(sub, "fifo") == 0;
-    options o = {.url = default_url(), .threads = is_wd || is_cont || is_fifo ? 4 : 1, .procs = 4,
-                 .rounds = 3, .waiters = is_mem ? 100 : 10,
-                 .count = is_wd ? 10000 : is_mem ? 10000 : 2000,
+    int is_rw = strcmp(sub, "rw") == 0;
+    options o = {.url = default_url(), .threads = is_wd || is_cont || is_fifo ? 4 : is_rw ? 8 : 1,
+                 .procs = 4, .rounds = 3, .waiters = is_mem ? 100 : 10,
+                 .count = is_wd ? 10000 : is_mem ? 10000 : is_rw ? 300 : 2000,
                  .secs = is_cont ? 10 : is_fifo ? 5 : 1.5, .monitor_secs = 2,
                  .timeout = 3000, .settle_us = 1000, .local_handoffs = -1,
                  .register_client = -1};
@@ -200,7 +204,8 @@ int main(int argc, char **argv) {
                 {"fenced", bench_fenced},
                 {"watchdog", bench_watchdog},       {"memory", bench_memory},
                 {"redlock", bench_redlock},
-                {"fifo", bench_fifo},               {"fair-stall", bench_fair_stall}};
+                {"fifo", bench_fifo},               {"fair-stall", bench_fair_stall},
+                {"rw", bench_rw}};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
         if (strcmp(sub, subs[i].name) == 0)
             return subs[i].run(&o);

@@ -190,6 +190,11 @@ run clus "$bin/bench_cluster" $CLA
 # beside Redisson's one-after-another attempt.
 run redl "$bin/bench_rlock" redlock -n $N
 
+# The read-write lock: 8 readers of one lock beside 8 plain locks, then a
+# writer's waits among 8 churning readers (read hold 1 ms).
+if [ "$quick" = 1 ]; then RWN=50; else RWN=300; fi
+run rw "$bin/bench_rlock" rw --url "$url" -t 8 -d $D -r $R -n $RWN --settle-us 1000
+
 # ---- report ----------------------------------------------------------------------
 
 redis_version=$(redis-cli -u "$url" INFO server 2>/dev/null | tr -d '\r' | sed -n 's/^redis_version://p')
@@ -442,6 +447,23 @@ row "dead head: bound (its deadline after the unlock), ms" "$(get "$fstall" boun
 row "dead head: stall beyond the bound, median ms" "$(get "$fstall" excess_ms)" "" ""
 row "dead head: stall beyond the bound, worst ms" "$ex" "<= 10" "$(verdict "$ex" '<=' 10)"
 cmd "$(cmd_of "$fstall")"
+
+section "12. Read-write lock (rlock_get_rw): 8 reader threads, one client"
+rr=$(get "$rw" read_ratio) hold=$(get "$rw" read_hold_ms)
+row "8 threads on 8 plain locks: cycles/s" "$(get "$rw" plain_ops_per_s)" "" ""
+row "8 threads on 8 read locks of their own: cycles/s" "$(get "$rw" own_read_ops_per_s)" "" ""
+row "8 readers of ONE lock: cycles/s" "$(get "$rw" read_ops_per_s)" "" ""
+row "  ratio to 8 plain locks" "$rr" ">= 0.9" "$(verdict "$rr" '>=' 0.9)"
+row "  ratio to 8 read locks (cost of sharing)" "$(get "$rw" read_ratio_to_own)" "" ""
+textrow "  p50 / p99 ms (one lock)" "$(get "$rw" read_p50_ms) / $(get "$rw" read_p99_ms)"
+# One generation: the read holds under way when the writer asked (each $hold ms).
+gen=$(awk -v h="$hold" 'BEGIN { printf "%.3f", h + 2 }')
+wp99=$(get "$rw" writer_wait_p99_ms)
+row "writer wait among churning readers: p50 ms" "$(get "$rw" writer_wait_p50_ms)" "" ""
+row "writer wait: p99 ms (1 generation = $hold ms hold)" "$wp99" "<= $gen" "$(verdict "$wp99" '<=' "$gen")"
+row "writer wait: max ms" "$(get "$rw" writer_wait_max_ms)" "" ""
+row "reads/s meanwhile (readers not starved)" "$(get "$rw" reads_per_s_meanwhile)" "" ""
+cmd "$(cmd_of "$rw")"
 
 render_table
 

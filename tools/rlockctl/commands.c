@@ -161,20 +161,20 @@ static int still_as_confirmed(ctl *c, ctl_locks *locks) {
 /*
  * A handle of the lock's kind: rlock_get_fair for a fair lock, rlock_get for
  * plain and fenced ones (a fenced lock's hash and channel are the plain
- * lock's; its token stays). A read-write lock needs rlock_get_rw, which this
- * build does not have: CTL_NOT_LOCK.
+ * lock's; its token stays), and for a read-write lock the handle of its mode
+ * (rlock_get_rw: each handle force-unlocks its own mode only, as Redisson's).
  */
 static int handle_for(ctl *c, const ctl_lock *l, rlock **out) {
+    rlock *other = NULL;
     int status;
-    if (l->kind == KIND_RW) {
-        fputs("rlockctl: ", stderr);
-        put_name(stderr, l->name);
-        fprintf(stderr, " is a read-write lock: this build of librlock (%s) has no "
-                        "rlock_get_rw() to force-unlock it with\n", rlock_version());
-        return CTL_NOT_LOCK;
-    }
-    status = l->kind == KIND_FAIR ? rlock_get_fair(c->client, l->name, out)
-                                  : rlock_get(c->client, l->name, out);
+    if (l->kind == KIND_RW && l->mode != NULL && strcmp(l->mode, "write") == 0)
+        status = rlock_get_rw(c->client, l->name, &other, out);
+    else if (l->kind == KIND_RW)
+        status = rlock_get_rw(c->client, l->name, out, &other);
+    else
+        status = l->kind == KIND_FAIR ? rlock_get_fair(c->client, l->name, out)
+                                      : rlock_get(c->client, l->name, out);
+    rlock_free(other);
     return status == RLOCK_OK ? CTL_OK : ctl_redis_error("unlock", status);
 }
 

@@ -84,6 +84,7 @@ int bench_memory(const options *o);
 int bench_redlock(const options *o);
 int bench_fifo(const options *o);
 int bench_fair_stall(const options *o);
+int bench_rw(const options *o);
 /* memory: re-runs the program with glibc's malloc cache off (memory.c). */
 void without_tcache(char **argv);
 

@@ -43,6 +43,12 @@
  *     redlock LEASE_MS WAIT_MS NAME   rlock_redlock_try_lock  value: validity ms
  *     redunlock NAME                  rlock_redlock_unlock
  *
+ * With "read" or "write" a command runs on the read or write handle of
+ * rlock_get_rw() (Redisson's getReadWriteLock), e.g. "3 read lock NAME",
+ * "3 write unlock NAME"; with "read", stress checks instead that the counter
+ * does not change while it reads (GET, a 100 us pause, GET): status
+ * VIOLATION if it does.
+ *
  * Each command is answered by one line (in completion order, which is why it
  * repeats the thread):
  *
@@ -94,7 +100,8 @@ struct worker {
     /* This worker's lock handles, by name (handles outlive their commands so
      * that a freed handle never races the lock it names). */
     rlock *handles[MAX_HANDLES];
-    int kind[MAX_HANDLES];      /* handles[i] came from rlock_get (0), _fair (1), _fenced (2) */
+    int kind[MAX_HANDLES];      /* handles[i] came from rlock_get (PLAIN), _fair, _fenced,
+                                   or rlock_get_rw (READ, WRITE) */
     int nhandles;
     rlock_redlock *redlocks[MAX_HANDLES]; /* this worker's Redlocks, by name */
     char *redlock_names[MAX_HANDLES];
@@ -109,14 +116,16 @@ static long long now_us(void) {
     return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static void reply(int t, int status, long long value, long long t0, long long t1) {
-    const char *s = rlock_status_name(status);
-    if (strncmp(s, "RLOCK_", 6) == 0)
-        s += 6;
+static void reply_word(int t, const char *s, long long value, long long t0, long long t1) {
     pthread_mutex_lock(&out_mu);
     printf("%d %s %lld %lld %lld\n", t, s, value, t0, t1);
     fflush(stdout);
     pthread_mutex_unlock(&out_mu);
+}
+
+static void reply(int t, int status, long long value, long long t0, long long t1) {
+    const char *s = rlock_status_name(status);
+    reply_word(t, strncmp(s, "RLOCK_", 6) == 0 ? s + 6 : s, value, t0, t1);
 }
 
 static void on_lost(const char *name, void *arg) {
@@ -131,17 +140,29 @@ static void on_event(const rlock_event *ev, void *arg) {
         atomic_fetch_add(&lost_events, 1);
 }
 
-enum { PLAIN, FAIR, FENCED };
+/* A command's prefix: which handle of the name it runs on. */
+enum { PLAIN, FAIR, FENCED, READ, WRITE };
 
 static rlock *handle(struct worker *w, const char *name, int kind) {
-    rlock *l;
+    rlock *l, *rw[2];
     for (int i = 0; i < w->nhandles; i++)
         if (w->kind[i] == kind && strcmp(rlock_name(w->handles[i]), name) == 0)
             return w->handles[i];
+    if (w->nhandles + 2 > MAX_HANDLES)
+        return NULL;
+    if (kind == READ || kind == WRITE) { /* both handles, kept for later commands */
+        if (rlock_get_rw(client, name, &rw[0], &rw[1]) != RLOCK_OK)
+            return NULL;
+        w->kind[w->nhandles] = READ;
+        w->handles[w->nhandles++] = rw[0];
+        w->kind[w->nhandles] = WRITE;
+        w->handles[w->nhandles++] = rw[1];
+        return rw[kind == WRITE];
+    }
     int rc = kind == FAIR     ? rlock_get_fair(client, name, &l)
              : kind == FENCED ? rlock_get_fenced(client, name, &l)
                               : rlock_get(client, name, &l);
-    if (w->nhandles == MAX_HANDLES || rc != RLOCK_OK)
+    if (rc != RLOCK_OK)
         return NULL;
     w->kind[w->nhandles] = kind;
     w->handles[w->nhandles++] = l;
@@ -192,9 +213,35 @@ static void run_redlock(struct worker *w, const char *op, char *rest) {
     reply(w->id, rc, rc == RLOCK_OK ? validity : 0, t0, now_us());
 }
 
+/* GET counter as a number (0 if unset); -1 on a Redis error. */
+static long long get_counter(redisContext *r, const char *counter) {
+    redisReply *get = redisCommand(r, "GET %s", counter);
+    long long v = -1;
+    if (get && get->type == REDIS_REPLY_STRING)
+        v = atoll(get->str);
+    else if (get && get->type == REDIS_REPLY_NIL)
+        v = 0;
+    freeReplyObject(get);
+    return v;
+}
+
+/* One read of the read stress: the counter must not change while the read lock is held. */
+static int read_once(rlock *l, redisContext *r, const char *counter, int *violation) {
+    int rc = rlock_lock(l);
+    if (rc != RLOCK_OK)
+        return rc;
+    long long before = get_counter(r, counter);
+    struct timespec pause = {0, 100000};
+    nanosleep(&pause, NULL);
+    long long after = get_counter(r, counter);
+    *violation = before != after;
+    rc = rlock_unlock(l);
+    return before < 0 || after < 0 ? RLOCK_EREDIS : rc;
+}
+
 /* The stress loop: its own hiredis connection for the counter (a context is
  * not thread-safe); stops at the first rlock or Redis error. */
-static void stress(int t, rlock *l, long long ms, const char *counter) {
+static void stress(int t, rlock *l, long long ms, const char *counter, int reads) {
     long long t0 = now_us(), end = t0 + ms * 1000, n = 0;
     int rc = RLOCK_OK;
     redisContext *r = redisConnect(redis_host, redis_port);
@@ -204,7 +251,18 @@ static void stress(int t, rlock *l, long long ms, const char *counter) {
             redisFree(r);
         return;
     }
-    while (now_us() < end) {
+    while (reads && now_us() < end) {
+        int violation = 0;
+        if ((rc = read_once(l, r, counter, &violation)) != RLOCK_OK)
+            break;
+        n++;
+        if (violation) {
+            redisFree(r);
+            reply_word(t, "VIOLATION", n, t0, now_us());
+            return;
+        }
+    }
+    while (!reads && now_us() < end) {
         if ((rc = rlock_lock(l)) != RLOCK_OK)
             break;
         redisReply *get = redisCommand(r, "GET %s", counter);
@@ -234,8 +292,12 @@ static void run(struct worker *w, char *rest) {
     int rc;
     rlock *l;
 
-    int kind = op == NULL ? PLAIN : strcmp(op, "fair") == 0 ? FAIR
-                                  : strcmp(op, "fenced") == 0 ? FENCED : PLAIN;
+    int kind = op == NULL                    ? PLAIN
+               : strcmp(op, "fair") == 0   ? FAIR
+               : strcmp(op, "fenced") == 0 ? FENCED
+               : strcmp(op, "read") == 0   ? READ
+               : strcmp(op, "write") == 0  ? WRITE
+                                           : PLAIN;
     uint64_t owner = 0; /* 0: the worker thread itself */
     if (kind != PLAIN)
         op = word(&rest);
@@ -297,7 +359,7 @@ static void run(struct worker *w, char *rest) {
     } else if (strcmp(op, "ttl") == 0) {
         rc = rlock_remain_ttl(l, &value);
     } else if (strcmp(op, "stress") == 0) {
-        stress(w->id, l, num, counter);
+        stress(w->id, l, num, counter, kind == READ);
         return;
     } else {
         rc = RLOCK_EINVAL;
