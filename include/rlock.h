@@ -536,8 +536,9 @@ typedef struct rlock_stats {
 /*
  * Fills *out with client's statistics: out->struct_size must be set first
  * (sizeof(rlock_stats), or an older header's size: only the fields that
- * fit are written; on return struct_size is the number of bytes written,
- * smaller than asked when the library is older than the header). Never
+ * fit whole are written; on return struct_size is the number of bytes
+ * written, smaller than asked when the library is older than the header or
+ * the size ends inside a field). Never
  * talks to Redis; costs a few hundred ns (the held_locks gauge takes the
  * holds table's mutex for a moment). Meant to be called every few seconds
  * by an exporter (examples/prometheus.c).

@@ -292,12 +292,48 @@ static void test_struct_size(void **state) {
     rlock_free(l);
 }
 
+/*
+ * A struct_size that ends inside a field (a garbage or miscomputed size) gets
+ * the whole fields before it and not a byte of the cut one; a huge one gets
+ * the library's whole struct, and says so.
+ */
+static void test_struct_size_fields(void **state) {
+    rlock_client *c = h_open(WD, 0);
+    rlock *l = h_get(c, h_unique_name("stats-cut"));
+    unsigned char buf[sizeof(rlock_stats) + 16];
+    rlock_stats *st = (rlock_stats *)(void *)buf;
+    size_t cut = offsetof(rlock_stats, acquired_immediately) + 4;
+    (void)state;
+
+    H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
+    memset(buf, 0xa5, sizeof buf);
+    st->struct_size = cut;
+    H_ASSERT_RC(rlock_client_stats(c, st), RLOCK_OK);
+    assert_int_equal(st->struct_size, offsetof(rlock_stats, acquired_immediately));
+    assert_int_equal(st->acquisitions, 1);
+    for (size_t i = offsetof(rlock_stats, acquired_immediately); i < sizeof buf; i++)
+        if (buf[i] != 0xa5)
+            fail_msg("byte %zu of a field the caller's struct_size cuts was written", i);
+
+    memset(buf, 0xa5, sizeof buf);
+    st->struct_size = (size_t)-1;
+    H_ASSERT_RC(rlock_client_stats(c, st), RLOCK_OK);
+    assert_int_equal(st->struct_size, sizeof(rlock_stats));
+    assert_int_equal(st->unlocks, 1);
+    for (size_t i = sizeof(rlock_stats); i < sizeof buf; i++)
+        assert_int_equal(buf[i], 0xa5);
+    rlock_free(l);
+    rlock_client_close(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_acquire_and_hold), cmocka_unit_test(test_busy_and_errors),
         cmocka_unit_test(test_wait_remote),      cmocka_unit_test(test_wait_local),
         cmocka_unit_test(test_renewals),         cmocka_unit_test(test_pool_in_use),
         cmocka_unit_test(test_bucket_bounds),    cmocka_unit_test(test_struct_size),
+        cmocka_unit_test(test_struct_size_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
