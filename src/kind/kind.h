@@ -382,8 +382,13 @@ int rlock__is_refusal(int status);
  */
 int rlock__fan_acquire(rlock__fanned *m, size_t n, const rlock__owner *owner, long long lease_ms,
                        size_t need, int64_t deadline_ms, rlock__error_detail *first_refusal);
-/* Books the holds taken (and, unsure, those whose reply was lost); ends each try. */
-void rlock__fan_keep(rlock__fanned *m, size_t n, const rlock__owner *owner, long long lease_ms);
+/*
+ * Books the holds taken (and, unsure, those whose reply was lost); ends each
+ * try. Each hold taken is an acquisition in its client's statistics, after
+ * a wait that began at wait_start_us (0: at once).
+ */
+void rlock__fan_keep(rlock__fanned *m, size_t n, const rlock__owner *owner, long long lease_ms,
+                     int64_t wait_start_us);
 /*
  * Gives back what the attempt took -- the holds taken and those whose reply
  * was lost -- with one RELEASE each, at once; nothing is booked. Best effort
@@ -453,6 +458,17 @@ int rlock__redlock_release(rlock *const *masters, size_t n, const rlock__owner *
 
 /* Releases one hold of owner (a hand-off to a waiter of this client if one sleeps). */
 int rlock__release(rlock *lock, const rlock__owner *owner);
+
+/*
+ * The statistics (rlock_stats) of every path that takes or gives back a
+ * hold -- acquire.c and release.c for one lock, group.c and redlock.c for a
+ * multi-lock's or a Redlock's members -- counted on lock's client: an
+ * acquisition at once (wait_start_us 0) or after a wait that began then,
+ * handed over by a thread of this client or not; an unlock that worked, and
+ * the hold time of a hold it ended (remaining 0; acquired_us 0: unknown).
+ */
+void rlock__count_acquired(const rlock *lock, int64_t wait_start_us, int handed_over);
+void rlock__count_released(const rlock *lock, long long remaining, int64_t acquired_us);
 /*
  * 1 if the client's own view already says owner does not hold the lock (its
  * loss was found, or its lease ran out by the client's clock); reports a

@@ -216,7 +216,7 @@ static int acquire_at_once(multi_call *mc, long long lease_ms) {
             verdict = RLOCK_BUSY;
     }
     if (status == RLOCK_OK && held == mc->n) {
-        rlock__fan_keep(m, mc->n, mc->owner, lease_ms);
+        rlock__fan_keep(m, mc->n, mc->owner, lease_ms, 0); /* the first attempt */
         verdict = RLOCK_OK;
     } else {
         rlock__fan_undo(m, mc->n, mc->owner, rlock__deadline_after(rlock__fan_timeout(mc->locks,
