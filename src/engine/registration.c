@@ -67,14 +67,19 @@ static int copy_layout(rlock__registration *r, const char *key, const char *cons
     size_t bytes = strlen(key) + 1;
     for (int i = 0; i < 2 * nfields; i++)
         bytes += strlen(fields[i]) + 1;
-    r->argv = rlock__malloc((size_t)argc * (sizeof(*r->argv) + sizeof(*r->argvlen)));
-    r->text = rlock__malloc(bytes);
-    if (r->argv == NULL || r->text == NULL)
+    const char **argv = rlock__malloc((size_t)argc * (sizeof(*r->argv) + sizeof(*r->argvlen)));
+    char *text = rlock__malloc(bytes);
+    if (argv == NULL || text == NULL) {
+        /* argv stays NULL: the watchdog must never write a half-made layout */
+        rlock__free(argv);
+        rlock__free(text);
         return RLOCK_ENOMEM;
+    }
+    r->argv = argv;
+    r->text = text;
     r->argvlen = (size_t *)(r->argv + argc);
     r->argc = argc;
     r->argv[0] = "HSET";
-    char *text = r->text;
     for (int i = 1; i < argc; i++) {
         const char *s = i == 1 ? key : fields[i - 2];
         size_t len = strlen(s);
