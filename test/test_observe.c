@@ -201,6 +201,34 @@ static void test_registration_off(void **state) {
     redisFree(r);
 }
 
+/*
+ * A forked child that closes the client it inherited deletes nothing: the
+ * registration is the parent's, which keeps it and deletes it at its close.
+ */
+static void test_registration_fork(void **state) {
+    redisContext *r = h_redis();
+    (void)state;
+    rlock_client *c = h_open(WD, 0);
+    const char *key = registration_key(c);
+    assert_int_equal(h_cmd_int(r, "HLEN %s", key), 8);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        rlock_client_close(c);
+        h_child_exit(0);
+    }
+    assert_int_equal(h_child_code(h_wait_child(pid, 20000)), 0);
+    assert_int_equal(h_cmd_int(r, "HLEN %s", key), 8);
+    char pid_text[24];
+    snprintf(pid_text, sizeof pid_text, "%d", (int)getpid());
+    assert_field(r, c, "pid", pid_text);
+    char saved[128];
+    snprintf(saved, sizeof saved, "%s", key);
+    rlock_client_close(c);
+    assert_int_equal(h_exists(r, saved, strlen(saved)), 0);
+    redisFree(r);
+}
+
 /* The url the hash shows has no credentials. */
 static void test_url_without_credentials(void **state) {
     static const struct {
@@ -436,6 +464,7 @@ int main(void) {
         cmocka_unit_test(test_connection_names),
         cmocka_unit_test(test_registration),
         cmocka_unit_test(test_registration_off),
+        cmocka_unit_test(test_registration_fork),
         cmocka_unit_test(test_url_without_credentials),
         cmocka_unit_test(test_acl_refusals),
         cmocka_unit_test(test_log_levels),
