@@ -141,20 +141,27 @@ int rlock__io_flush(redisContext *ctx, int64_t deadline_ms) {
     }
 }
 
+int rlock__io_next(redisContext *ctx, void **reply) {
+    for (;;) {
+        *reply = NULL;
+        if (redisGetReplyFromReader(ctx, reply) != REDIS_OK)
+            return REDIS_ERR;
+        /* Only a fresh connection owes its name's reply (the reader's user field): tested
+         * here, off the call, for the common case. */
+        if (*reply == NULL || ctx->reader->privdata == NULL || !rlock__setup_reply(ctx, *reply))
+            return REDIS_OK;
+        freeReplyObject(*reply);
+    }
+}
+
 int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply) {
     int left = ms_left(deadline_ms);
     int in_read = left < 0 || left > READ_SLICE_MS; /* the first wait, in read() */
     *reply = NULL;
     for (;;) {
         void *raw = NULL;
-        if (redisGetReplyFromReader(ctx, &raw) != REDIS_OK)
+        if (rlock__io_next(ctx, &raw) != REDIS_OK)
             return RLOCK_EIO;
-        /* Only a fresh connection owes its name's reply (the reader's user field): tested
-         * here, off the call, for the common case. */
-        if (raw != NULL && ctx->reader->privdata != NULL && rlock__setup_reply(ctx, raw)) {
-            freeReplyObject(raw);
-            continue;
-        }
         if (raw != NULL) {
             *reply = raw;
             return RLOCK_OK;

@@ -105,6 +105,14 @@ int rlock__io_block_reads(int fd);
 int rlock__io_flush(redisContext *ctx, int64_t deadline_ms);
 /* Reads one reply by deadline_ms (read, then poll + read). RLOCK_EIO on failure/timeout. */
 int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply);
+/*
+ * The next reply already read into ctx (NULL: none whole yet), for a loop
+ * of its own around redisBufferRead (the subscriber, the Sentinel monitor).
+ * Every reading path takes replies through this or rlock__io_read: both
+ * take off first the reply of a CLIENT SETNAME the connection still owes
+ * (rlock__setup_reply), so no caller ever sees it. REDIS_OK / REDIS_ERR.
+ */
+int rlock__io_next(redisContext *ctx, void **reply);
 
 /* ---- connect.c --------------------------------------------------------------- */
 
@@ -139,11 +147,11 @@ int rlock__connect_socket(const rlock__endpoint *ep, int connect_timeout_ms, int
 int rlock__connect_setup(const rlock__endpoint *ep, rlock__events *ev, redisContext *ctx,
                          int64_t by_ms);
 /*
- * Every path that reads replies from a connection rlock__connect made
- * passes each reply here first (rlock__io_read does): 1 if it answers the
- * connection's CLIENT SETNAME, sent with its first command when there was
- * no AUTH or SELECT to wait for -- then it is dealt with here (a refusal
- * counted and logged once) and the caller frees it and reads on.
+ * For rlock__io_next only (every reply a connection rlock__connect made
+ * gets is passed here first): 1 if it answers the connection's CLIENT
+ * SETNAME, sent with its first command when there was no AUTH or SELECT to
+ * wait for -- then it is dealt with here (a refusal counted and logged
+ * once) and the caller frees it and reads on.
  */
 int rlock__setup_reply(redisContext *ctx, const redisReply *reply);
 /* "host:port", "[v6]:port" or the socket path into buf; returns buf. */
