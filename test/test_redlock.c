@@ -323,6 +323,58 @@ static void test_unawaited_replies_read_past(void **state) {
 }
 
 /*
+ * The statistics of a Redlock's clients stay balanced when a master is not
+ * waited for: its hold is booked unsure and counted as an acquisition, and
+ * the unlock that releases it (the master ran the ACQUIRE late) counts its
+ * unlock; a hold booked unsure that the master never took counts its unlock
+ * too. Every client ends with as many acquisitions as unlocks, holding none.
+ */
+static void test_stats_balanced(void **state) {
+    const char *name = h_unique_name("redlock-stats"), *taken = h_unique_name("redlock-taken");
+    const long long lease = H_MS(4000);
+    rl_set s, t;
+    long long validity;
+    (void)state;
+    rl_open(&s, 3, name);
+    H_ASSERT_RC(rlock_redlock_try_lock(s.rl, 0, lease, &validity), RLOCK_OK); /* warm */
+    H_ASSERT_RC(rlock_redlock_unlock(s.rl), RLOCK_OK);
+    h_server_pause(srv[2]);
+    H_ASSERT_RC(rlock_redlock_try_lock(s.rl, 0, lease, &validity), RLOCK_OK);
+    h_server_resume(srv[2]);
+    redisContext *r = h_server_redis(srv[2]);
+    H_WAIT_FOR(h_exists(r, name, strlen(name)) == 1, 2000); /* it ran the ACQUIRE late */
+    H_ASSERT_RC(rlock_redlock_unlock(s.rl), RLOCK_OK);
+    for (int i = 0; i < 3; i++) {
+        rlock_stats st = h_stats(s.c[i]);
+        print_message("      master %d: %llu acquisitions, %llu unlocks, %llu holds timed\n", i,
+                      st.acquisitions, st.unlocks, st.hold_time.count);
+        assert_int_equal(st.acquisitions, 2);
+        assert_int_equal(st.unlocks, 2);
+        assert_int_equal(st.hold_time.count, 2);
+        assert_int_equal(st.held_locks, 0);
+    }
+
+    /* Master 2 paused while another client holds the name there: booked unsure, never taken. */
+    rl_open(&t, 3, taken);
+    rlock_client *other = h_open_url(h_server_url(srv[2]), 30000, (int)H_MS(REPLY_BOUND_MS));
+    rlock *there = h_get(other, taken);
+    H_ASSERT_RC(rlock_try_lock(there, 0, lease), RLOCK_OK);
+    h_server_pause(srv[2]);
+    H_ASSERT_RC(rlock_redlock_try_lock(t.rl, 0, lease, &validity), RLOCK_OK);
+    h_server_resume(srv[2]);
+    H_ASSERT_RC(rlock_redlock_unlock(t.rl), RLOCK_OK);
+    rlock_stats st = h_stats(t.c[2]);
+    assert_int_equal(st.acquisitions, st.unlocks);
+    assert_int_equal(st.held_locks, 0);
+    H_ASSERT_RC(rlock_unlock(there), RLOCK_OK);
+    rlock_free(there);
+    rlock_client_close(other);
+    redisFree(r);
+    rl_close(&t);
+    rl_close(&s);
+}
+
+/*
  * A lease so short that lease - drift is below the clients' command
  * timeout bounds how long replies are awaited: when they do not come in
  * that time, the message says the lease set the bound, not only that the
@@ -526,6 +578,7 @@ int main(void) {
         cmocka_unit_test(test_masters_down_at_start),
         cmocka_unit_test(test_paused_master),
         cmocka_unit_test(test_unawaited_replies_read_past),
+        cmocka_unit_test(test_stats_balanced),
         cmocka_unit_test(test_short_lease_bound_named),
         cmocka_unit_test(test_cancelled_waiter),
         cmocka_unit_test(test_bad_input),

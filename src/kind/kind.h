@@ -384,8 +384,9 @@ int rlock__fan_acquire(rlock__fanned *m, size_t n, const rlock__owner *owner, lo
                        size_t need, int64_t deadline_ms, rlock__error_detail *first_refusal);
 /*
  * Books the holds taken (and, unsure, those whose reply was lost); ends each
- * try. Each hold taken is an acquisition in its client's statistics, after
- * a wait that began at wait_start_us (0: at once).
+ * try. Each hold booked (taken, or unsure) is an acquisition in its
+ * client's statistics, after a wait that began at wait_start_us (0: at
+ * once).
  */
 void rlock__fan_keep(rlock__fanned *m, size_t n, const rlock__owner *owner, long long lease_ms,
                      int64_t wait_start_us);

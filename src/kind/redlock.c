@@ -270,12 +270,14 @@ int rlock__redlock_acquire(rlock *const *masters, size_t n, const rlock__owner *
 enum { WAS_NOT_HELD, RELEASED, UNKNOWN, REFUSED };
 
 /*
- * Books a RELEASE's outcome (status, reply) for lock, whose hold began at
- * acquired_us; returns what it did, and for a refusal its status in
- * *refusal.
+ * Books a RELEASE's outcome (status, reply) for lock, whose hold was *held
+ * (booked; acquired_us, unsure) before the unlock; returns what it did, and
+ * for a refusal its status in *refusal. The statistics count an unlock for
+ * a hold released, and for one booked unsure that Redis did not have (its
+ * acquisition was counted).
  */
 static int book_release(rlock *lock, const rlock__owner *owner, int status,
-                        const redisReply *reply, int64_t acquired_us, int *refusal) {
+                        const redisReply *reply, const rlock__hold_info *held, int *refusal) {
     rlock__holds *holds = &lock->engine->holds;
     rlock__hold_key key = rlock__hold_of(lock, owner);
     rlock__release_answer answer = {.read = 0};
@@ -300,10 +302,12 @@ static int book_release(rlock *lock, const rlock__owner *owner, int status,
     if (answer.gone || answer.stale) {
         /* Not there: expired, the master restarted, or an acquisition that never ran. */
         rlock__holds_forget(holds, &key);
+        if (held->unsure)
+            rlock__count_released(lock, -1, 0);
         return WAS_NOT_HELD;
     }
     rlock__holds_released(holds, &key, answer.count);
-    rlock__count_released(lock, answer.count, acquired_us);
+    rlock__count_released(lock, answer.count, held->acquired_us);
     return RELEASED;
 }
 
@@ -345,10 +349,10 @@ int rlock__redlock_release(rlock *const *masters, size_t n, const rlock__owner *
     redisReply **replies = rlock__calloc(n, sizeof(*replies));
     int *statuses = rlock__malloc(n * sizeof(*statuses));
     size_t *master = rlock__malloc(n * sizeof(*master));
-    int64_t *acquired_us = rlock__malloc(n * sizeof(*acquired_us));
+    rlock__hold_info *held = rlock__malloc(n * sizeof(*held)); /* before the unlock, as sent */
     int k = 0, status = RLOCK_ENOMEM;
     if (cmds != NULL && plain != NULL && nets != NULL && replies != NULL && statuses != NULL &&
-        master != NULL && acquired_us != NULL) {
+        master != NULL && held != NULL) {
         for (size_t i = 0; i < n; i++) {
             rlock *lock = masters[i];
             rlock__hold_info info;
@@ -365,7 +369,7 @@ int rlock__redlock_release(rlock *const *masters, size_t n, const rlock__owner *
             rlock__release_cmd(&cmds[k], lock, owner->id, expected);
             plain[k] = cmds[k].cmd;
             nets[k] = lock->engine->net;
-            acquired_us[k] = info.acquired_us;
+            held[k] = info;
             master[k++] = i;
         }
         int64_t deadline_ms = rlock__deadline_after(rlock__fan_timeout(masters, n));
@@ -374,7 +378,7 @@ int rlock__redlock_release(rlock *const *masters, size_t n, const rlock__owner *
         for (int j = 0; j < k; j++) {
             int what = book_release(masters[master[j]], owner,
                                     status == RLOCK_OK ? statuses[j] : status, replies[j],
-                                    acquired_us[j], &refusal);
+                                    &held[j], &refusal);
             if (what == REFUSED && did[REFUSED] == 0) {
                 rlock__error_save(&first);
                 first.status = refusal; /* the status the unlock reports for it */
@@ -386,7 +390,7 @@ int rlock__redlock_release(rlock *const *masters, size_t n, const rlock__owner *
     for (int j = 0; replies != NULL && j < k; j++)
         if (replies[j] != NULL)
             freeReplyObject(replies[j]);
-    rlock__free(acquired_us);
+    rlock__free(held);
     rlock__free(master);
     rlock__free(statuses);
     rlock__free(replies);
