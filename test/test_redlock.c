@@ -285,6 +285,23 @@ static void test_paused_master(void **state) {
 }
 
 /*
+ * Locks s's Redlock (after a warm-up lock and unlock: connections up) with
+ * master 2 paused, so its reply is not waited for, then resumes it and
+ * waits until it has run the ACQUIRE late.
+ */
+static void lock_with_master_late(rl_set *s, const char *name, long long lease) {
+    long long validity;
+    H_ASSERT_RC(rlock_redlock_try_lock(s->rl, 0, lease, &validity), RLOCK_OK); /* warm */
+    H_ASSERT_RC(rlock_redlock_unlock(s->rl), RLOCK_OK);
+    h_server_pause(srv[2]);
+    H_ASSERT_RC(rlock_redlock_try_lock(s->rl, 0, lease, &validity), RLOCK_OK);
+    h_server_resume(srv[2]);
+    redisContext *r = h_server_redis(srv[2]);
+    H_WAIT_FOR(h_exists(r, name, strlen(name)) == 1, 2000); /* it ran the ACQUIRE late */
+    redisFree(r);
+}
+
+/*
  * The replies an attempt did not wait for are read past, not mistaken for
  * later ones: the paused master's connection owes its ACQUIRE's reply; once
  * it resumes, the next command on that connection -- the Redlock's unlock
@@ -295,19 +312,11 @@ static void test_unawaited_replies_read_past(void **state) {
     const char *name = h_unique_name("redlock-owed");
     const long long lease = H_MS(4000);
     rl_set s;
-    long long validity;
     (void)state;
     rl_open(&s, 3, name);
     rlock *plain = h_get(s.c[2], h_unique_name("redlock-owed-plain"));
     for (int round = 0; round < 2; round++) {
-        H_ASSERT_RC(rlock_redlock_try_lock(s.rl, 0, lease, &validity), RLOCK_OK); /* warm */
-        H_ASSERT_RC(rlock_redlock_unlock(s.rl), RLOCK_OK);
-        h_server_pause(srv[2]);
-        H_ASSERT_RC(rlock_redlock_try_lock(s.rl, 0, lease, &validity), RLOCK_OK);
-        h_server_resume(srv[2]);
-        redisContext *r = h_server_redis(srv[2]);
-        H_WAIT_FOR(h_exists(r, name, strlen(name)) == 1, 2000); /* it ran the ACQUIRE late */
-        redisFree(r);
+        lock_with_master_late(&s, name, lease);
         assert_master(2, name, s.c[2], 1);
         if (round == 1) { /* the client's next command is a plain one (not a fan-out) */
             H_ASSERT_RC(rlock_try_lock(plain, 0, 5000), RLOCK_OK);
@@ -336,13 +345,7 @@ static void test_stats_balanced(void **state) {
     long long validity;
     (void)state;
     rl_open(&s, 3, name);
-    H_ASSERT_RC(rlock_redlock_try_lock(s.rl, 0, lease, &validity), RLOCK_OK); /* warm */
-    H_ASSERT_RC(rlock_redlock_unlock(s.rl), RLOCK_OK);
-    h_server_pause(srv[2]);
-    H_ASSERT_RC(rlock_redlock_try_lock(s.rl, 0, lease, &validity), RLOCK_OK);
-    h_server_resume(srv[2]);
-    redisContext *r = h_server_redis(srv[2]);
-    H_WAIT_FOR(h_exists(r, name, strlen(name)) == 1, 2000); /* it ran the ACQUIRE late */
+    lock_with_master_late(&s, name, lease);
     H_ASSERT_RC(rlock_redlock_unlock(s.rl), RLOCK_OK);
     for (int i = 0; i < 3; i++) {
         rlock_stats st = h_stats(s.c[i]);
@@ -369,7 +372,6 @@ static void test_stats_balanced(void **state) {
     H_ASSERT_RC(rlock_unlock(there), RLOCK_OK);
     rlock_free(there);
     rlock_client_close(other);
-    redisFree(r);
     rl_close(&t);
     rl_close(&s);
 }
