@@ -84,9 +84,7 @@ int rlock__lock_call(rlock *lock, uint64_t owner, long long wait_ms, long long l
         return status;
     rlock__call call = {.cancel_state = lc.guard.cancel_state, .on_cancel = end_on_cancel,
                         .arg = &lc, .token = token};
-    status = rlock__acquire(lock, &lc.owner, wait_ms, lease_ms, &call);
-    rlock__count_busy(&lock->client->events.stats, status);
-    return end(&lc, status);
+    return end(&lc, rlock__acquire(lock, &lc.owner, wait_ms, lease_ms, &call));
 }
 
 int rlock_lock(rlock *lock) {

@@ -310,6 +310,8 @@ typedef struct rlock__call {
     void *arg;
     long long *token;           /* on RLOCK_OK, the acquisition's token (0 unless fenced);
                                    NULL: not wanted */
+    int member;                 /* an attempt inside a multi-lock's call: its RLOCK_BUSY is
+                                   not the call's (the API counts the call's) */
 } rlock__call;
 
 /*
@@ -468,8 +470,26 @@ int rlock__release(rlock *lock, const rlock__owner *owner);
  * handed over by a thread of this client or not; an unlock that worked, and
  * the hold time of a hold it ended (remaining 0; acquired_us 0: unknown).
  */
-void rlock__count_acquired(const rlock *lock, int64_t wait_start_us, int handed_over);
-void rlock__count_released(const rlock *lock, long long remaining, int64_t acquired_us);
+static inline void rlock__count_acquired(const rlock *lock, int64_t wait_start_us,
+                                         int handed_over) {
+    rlock__stats *st = &lock->engine->events->stats;
+    if (wait_start_us == 0) {
+        rlock__count(st, RLOCK__COUNT_ACQUIRED_IMMEDIATELY, 1);
+        return;
+    }
+    rlock__count(st, RLOCK__COUNT_ACQUIRED_AFTER_WAIT, 1);
+    rlock__count(st, handed_over ? RLOCK__COUNT_HANDOFFS_LOCAL : RLOCK__COUNT_HANDOFFS_REMOTE, 1);
+    rlock__observe_us(&st->wait_time, rlock__now_us() - wait_start_us);
+}
+
+static inline void rlock__count_released(const rlock *lock, long long remaining,
+                                         int64_t acquired_us) {
+    rlock__stats *st = &lock->engine->events->stats;
+    rlock__count(st, RLOCK__COUNT_UNLOCKS, 1);
+    if (remaining == 0 && acquired_us != 0)
+        rlock__observe_us(&st->hold_time, rlock__now_us() - acquired_us);
+}
+
 /*
  * 1 if the client's own view already says owner does not hold the lock (its
  * loss was found, or its lease ran out by the client's clock); reports a

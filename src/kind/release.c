@@ -75,13 +75,6 @@ static int offer_to_waiter(rlock *lock, long long expected, rlock__offer *offer)
                              lock->name_len, offer);
 }
 
-void rlock__count_released(const rlock *lock, long long remaining, int64_t acquired_us) {
-    rlock__stats *st = &lock->engine->events->stats;
-    rlock__count(st, RLOCK__COUNT_UNLOCKS, 1);
-    if (remaining == 0 && acquired_us != 0)
-        rlock__observe_us(&st->hold_time, rlock__now_us() - acquired_us);
-}
-
 int rlock__release(rlock *lock, const rlock__owner *owner) {
     rlock__engine *e = lock->engine;
     rlock__released out;

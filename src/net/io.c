@@ -141,19 +141,6 @@ int rlock__io_flush(redisContext *ctx, int64_t deadline_ms) {
     }
 }
 
-int rlock__io_next(redisContext *ctx, void **reply) {
-    for (;;) {
-        *reply = NULL;
-        if (redisGetReplyFromReader(ctx, reply) != REDIS_OK)
-            return REDIS_ERR;
-        /* Only a fresh connection owes its name's reply (the reader's user field): tested
-         * here, off the call, for the common case. */
-        if (*reply == NULL || ctx->reader->privdata == NULL || !rlock__setup_reply(ctx, *reply))
-            return REDIS_OK;
-        freeReplyObject(*reply);
-    }
-}
-
 int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply) {
     int left = ms_left(deadline_ms);
     int in_read = left < 0 || left > READ_SLICE_MS; /* the first wait, in read() */

@@ -105,14 +105,6 @@ int rlock__io_block_reads(int fd);
 int rlock__io_flush(redisContext *ctx, int64_t deadline_ms);
 /* Reads one reply by deadline_ms (read, then poll + read). RLOCK_EIO on failure/timeout. */
 int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply);
-/*
- * The next reply already read into ctx (NULL: none whole yet), for a loop
- * of its own around redisBufferRead (the subscriber, the Sentinel monitor).
- * Every reading path takes replies through this or rlock__io_read: both
- * take off first the reply of a CLIENT SETNAME the connection still owes
- * (rlock__setup_reply), so no caller ever sees it. REDIS_OK / REDIS_ERR.
- */
-int rlock__io_next(redisContext *ctx, void **reply);
 
 /* ---- connect.c --------------------------------------------------------------- */
 
@@ -154,6 +146,26 @@ int rlock__connect_setup(const rlock__endpoint *ep, rlock__events *ev, redisCont
  * once) and the caller frees it and reads on.
  */
 int rlock__setup_reply(redisContext *ctx, const redisReply *reply);
+/*
+ * The next reply already read into ctx (NULL: none whole yet), for a loop
+ * of its own around redisBufferRead (the subscriber, the Sentinel monitor).
+ * Every reading path takes replies through this or rlock__io_read: both
+ * take off first the reply of a CLIENT SETNAME the connection still owes
+ * (rlock__setup_reply), so no caller ever sees it. REDIS_OK / REDIS_ERR.
+ */
+static inline int rlock__io_next(redisContext *ctx, void **reply) {
+    for (;;) {
+        *reply = NULL;
+        if (redisGetReplyFromReader(ctx, reply) != REDIS_OK)
+            return REDIS_ERR;
+        /* Only a fresh connection owes its name's reply (the reader's user field): tested
+         * inline, for the common case. */
+        if (*reply == NULL || ctx->reader->privdata == NULL || !rlock__setup_reply(ctx, *reply))
+            return REDIS_OK;
+        freeReplyObject(*reply);
+    }
+}
+
 /* "host:port", "[v6]:port" or the socket path into buf; returns buf. */
 const char *rlock__endpoint_str(const rlock__endpoint *ep, char *buf, size_t size);
 /*
