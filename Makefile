@@ -161,6 +161,9 @@ $(BUILD)/test/%: test/%.c $(HARNESS_OBJS) $(STLIB) $(HARNESS_HDRS)
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(REAL_CFLAGS) -Isrc $< $(HARNESS_OBJS) $(STLIB) -o $@ $(REAL_LDFLAGS) $(LIBS) -lcmocka
 
+# test_prometheus.c includes the example it checks.
+$(BUILD)/test/test_prometheus: examples/prometheus.c
+
 # Fault-injection binaries also link the TCP proxy of test/proxy.c (public calls,
 # loop) and test/proxy_relay.c (queues, connections) (this rule's shorter stem
 # makes make prefer it to the one above for test/fault_*.c).

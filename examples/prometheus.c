@@ -18,6 +18,8 @@ static const struct {
     size_t offset;
 } metrics[] = {
     {"acquisitions_total", "counter", "lock/try_lock calls that got the lock", FIELD(acquisitions)},
+    {"acquired_immediately_total", "counter", "acquisitions at the first attempt",
+     FIELD(acquired_immediately)},
     {"acquired_after_wait_total", "counter", "acquisitions that waited",
      FIELD(acquired_after_wait)},
     {"busy_total", "counter", "try_lock calls that returned RLOCK_BUSY", FIELD(busy)},
@@ -28,26 +30,49 @@ static const struct {
     {"renewals_total", "counter", "lock leases renewed", FIELD(renewals)},
     {"renewal_failures_total", "counter", "lock renewals that failed", FIELD(renewal_failures)},
     {"losses_total", "counter", "holds lost", FIELD(losses)},
+    {"connections_total", "counter", "connections opened", FIELD(connections)},
+    {"connection_failures_total", "counter", "connections lost (CONNECTION_LOST)",
+     FIELD(connection_failures)},
     {"reconnects_total", "counter", "connections working again", FIELD(reconnects)},
     {"resubscriptions_total", "counter", "channels subscribed again", FIELD(resubscriptions)},
+    {"master_switches_total", "counter", "failovers seen (MASTER_SWITCHED)",
+     FIELD(master_switches)},
+    {"subscribe_refusals_total", "counter", "channels an ACL refused (SUBSCRIBE_REFUSED)",
+     FIELD(subscribe_refusals)},
+    {"name_refusals_total", "counter", "connections left unnamed (CLIENT SETNAME refused)",
+     FIELD(name_refusals)},
+    {"registration_failures_total", "counter", "failed writes of the registration hash",
+     FIELD(registration_failures)},
     {"held_locks", "gauge", "holds of this client now", FIELD(held_locks)},
     {"waiting_threads", "gauge", "threads waiting for a lock now", FIELD(waiting_threads)},
     {"pool_in_use", "gauge", "pooled connections in use now", FIELD(pool_in_use)},
 };
 
+/*
+ * us in seconds, exactly and shortest ("0.00001", "1.234308", "100"): %g
+ * would keep six digits, and a sum past a second would lose microseconds.
+ */
+static const char *seconds(unsigned long long us, char *buf, size_t size) {
+    int n = snprintf(buf, size, "%llu.%06llu", us / 1000000, us % 1000000);
+    while (n > 0 && buf[n - 1] == '0')
+        buf[--n] = '\0';
+    if (n > 0 && buf[n - 1] == '.')
+        buf[--n] = '\0';
+    return buf;
+}
+
 static void histogram(FILE *out, const char *name, const char *id, const rlock_histogram *h) {
     unsigned long long below = 0;
+    char s[32];
     fprintf(out, "# TYPE rlock_%s_seconds histogram\n", name);
     for (int i = 0; i < RLOCK_STATS_BUCKETS; i++) {
         below += h->buckets[i]; /* Prometheus buckets are cumulative */
-        if (rlock_stats_bucket_us(i) < 0)
-            fprintf(out, "rlock_%s_seconds_bucket{client=\"%s\",le=\"+Inf\"} %llu\n", name, id,
-                    below);
-        else
-            fprintf(out, "rlock_%s_seconds_bucket{client=\"%s\",le=\"%g\"} %llu\n", name, id,
-                    (double)rlock_stats_bucket_us(i) / 1e6, below);
+        long long bound = rlock_stats_bucket_us(i);
+        fprintf(out, "rlock_%s_seconds_bucket{client=\"%s\",le=\"%s\"} %llu\n", name, id,
+                bound < 0 ? "+Inf" : seconds((unsigned long long)bound, s, sizeof(s)), below);
     }
-    fprintf(out, "rlock_%s_seconds_sum{client=\"%s\"} %g\n", name, id, (double)h->sum_us / 1e6);
+    fprintf(out, "rlock_%s_seconds_sum{client=\"%s\"} %s\n", name, id,
+            seconds(h->sum_us, s, sizeof(s)));
     fprintf(out, "rlock_%s_seconds_count{client=\"%s\"} %llu\n", name, id, h->count);
 }
 

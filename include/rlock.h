@@ -478,18 +478,24 @@ typedef struct rlock_histogram {
 typedef struct rlock_stats {
     size_t struct_size;        /* set by the caller: sizeof(rlock_stats) */
 
-    /* lock / try_lock / unlock calls of this client's threads */
+    /* lock / try_lock / unlock calls of this client's threads; a multi-lock's
+     * and a Redlock's members count as the single locks they are (one
+     * acquisition, one unlock each, on the member's client) */
     unsigned long long acquisitions;         /* returned RLOCK_OK (re-entries too) */
     unsigned long long acquired_immediately; /* ... at the first attempt, without waiting */
     unsigned long long acquired_after_wait;  /* ... after waiting (the lock was busy, or
                                                 threads of this client were waiting) */
-    unsigned long long busy;                 /* try_lock returned RLOCK_BUSY */
+    unsigned long long busy;                 /* try_lock returned RLOCK_BUSY (a multi-lock's
+                                                or Redlock's: once per client it involves) */
     unsigned long long unlocks;              /* unlock returned RLOCK_OK */
     /*
      * errors[i]: calls on the client's handles (lock, try_lock, unlock and
      * their _as and fenced forms, force_unlock, the queries) that returned
      * status -i (errors[3]: RLOCK_EIO, errors[7]: RLOCK_ELOST, ...);
-     * errors[0]: a status below -(RLOCK_STATS_ERROR_SLOTS - 1).
+     * errors[0]: a status below -(RLOCK_STATS_ERROR_SLOTS - 1). A
+     * multi-lock's or Redlock's call counts once on each client it involves.
+     * Not counted: an argument refused before the call reaches a client (a
+     * NULL or freed handle, a bad lease_ms, owner 0).
      */
     unsigned long long errors[RLOCK_STATS_ERROR_SLOTS];
     /* Acquisitions after a wait, by how the lock came: handed over by a thread
@@ -536,8 +542,9 @@ typedef struct rlock_stats {
 /*
  * Fills *out with client's statistics: out->struct_size must be set first
  * (sizeof(rlock_stats), or an older header's size: only the fields that
- * fit are written; on return struct_size is the number of bytes written,
- * smaller than asked when the library is older than the header). Never
+ * fit whole are written; on return struct_size is the number of bytes
+ * written, smaller than asked when the library is older than the header or
+ * the size ends inside a field). Never
  * talks to Redis; costs a few hundred ns (the held_locks gauge takes the
  * holds table's mutex for a moment). Meant to be called every few seconds
  * by an exporter (examples/prometheus.c).

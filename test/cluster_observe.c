@@ -95,9 +95,45 @@ static void test_cluster_names_and_registration(void **state) {
         assert_int_equal(conns_on(hc, i, id).named, 0);
 }
 
+/*
+ * The registration key's slot moves to another master: the watchdog's next
+ * rewrite follows the redirect and writes it on the new owner (shown by
+ * deleting it there first), nothing is counted as failed, and close deletes
+ * it on the new owner.
+ */
+static void test_registration_follows_slot(void **state) {
+    h_cluster *hc = *state;
+    long long wd = H_MS(1500);
+    char key[128];
+    rlock_client *c = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, NULL);
+    snprintf(key, sizeof key, "rlock:client:%s", rlock_client_id(c));
+    int slot = h_slot(key, strlen(key));
+    h_server *source = h_cluster_owner(hc, slot), *masters[H_CLUSTER_NODES], *target = NULL;
+    int nmasters = h_cluster_masters(hc, masters);
+    for (int m = 0; m < nmasters && target == NULL; m++)
+        if (masters[m] != source)
+            target = masters[m];
+    assert_non_null(target);
+    redisContext *s = h_server_redis(source), *t = h_server_redis(target);
+    assert_int_equal(h_cmd_int(s, "HLEN %s", key), 8);
+
+    h_cluster_migrate(hc, slot, target);
+    h_cmd_ok(t, "DEL %s", key); /* only a rewrite after the move brings it back */
+    /* HSET and PEXPIRE each follow the redirect alone: both must have landed */
+    H_WAIT_FOR(h_cmd_int(t, "HLEN %s", key) == 8 && h_pttl(t, key, strlen(key)) > 0, 3 * wd);
+    assert_int_equal(h_cluster_keys_in_slot(source, slot), 0);
+    assert_int_equal(h_stats(c).registration_failures, 0);
+
+    rlock_client_close(c);
+    assert_int_equal(h_exists(t, key, strlen(key)), 0);
+    redisFree(s);
+    redisFree(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         H_CLUSTER_TEST(test_cluster_names_and_registration),
+        H_CLUSTER_TEST(test_registration_follows_slot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -201,6 +201,61 @@ static void test_registration_off(void **state) {
     redisFree(r);
 }
 
+/*
+ * A forked child that closes the client it inherited deletes nothing: the
+ * registration is the parent's, which keeps it and deletes it at its close.
+ */
+static void test_registration_fork(void **state) {
+    redisContext *r = h_redis();
+    (void)state;
+    rlock_client *c = h_open(WD, 0);
+    const char *key = registration_key(c);
+    assert_int_equal(h_cmd_int(r, "HLEN %s", key), 8);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        rlock_client_close(c);
+        h_child_exit(0);
+    }
+    assert_int_equal(h_child_code(h_wait_child(pid, 20000)), 0);
+    assert_int_equal(h_cmd_int(r, "HLEN %s", key), 8);
+    char pid_text[24];
+    snprintf(pid_text, sizeof pid_text, "%d", (int)getpid());
+    assert_field(r, c, "pid", pid_text);
+    char saved[128];
+    snprintf(saved, sizeof saved, "%s", key);
+    rlock_client_close(c);
+    assert_int_equal(h_exists(r, saved, strlen(saved)), 0);
+    redisFree(r);
+}
+
+/*
+ * A user that may HSET the registration but not PEXPIRE it: the hash is
+ * deleted again after each write (never left without a TTL), and the
+ * refusal is counted and logged once, naming PEXPIRE.
+ */
+static void test_registration_without_ttl_refused(void **state) {
+    redisContext *r = h_redis();
+    const char *user = "obsnottl";
+    char url[256];
+    struct h_loglines log;
+    (void)state;
+    h_loglines_init(&log);
+    h_cmd_ok(r, "ACL SETUSER %s reset on >secret ~* &* +@all -pexpire", user);
+    rlock_client *c =
+        open_logged(h_url_auth(url, sizeof url, h_url(), user, "secret"), &log, RLOCK_LOG_WARN,
+                    H_MS(1000), 0);
+    const char *key = registration_key(c);
+    H_WAIT_FOR(h_stats(c).registration_failures >= 2, H_MS(3000)); /* rewritten, refused again */
+    assert_int_equal(h_exists(r, key, strlen(key)), 0);
+    assert_int_equal(h_loglines_count(&log, "REGISTER_FAILED"), 1);
+    assert_non_null(strstr(h_loglines_find(&log, "REGISTER_FAILED").text, "PEXPIRE"));
+    rlock_client_close(c);
+    h_cmd_ok(r, "ACL DELUSER %s", user);
+    h_loglines_destroy(&log);
+    redisFree(r);
+}
+
 /* The url the hash shows has no credentials. */
 static void test_url_without_credentials(void **state) {
     static const struct {
@@ -436,6 +491,8 @@ int main(void) {
         cmocka_unit_test(test_connection_names),
         cmocka_unit_test(test_registration),
         cmocka_unit_test(test_registration_off),
+        cmocka_unit_test(test_registration_fork),
+        cmocka_unit_test(test_registration_without_ttl_refused),
         cmocka_unit_test(test_url_without_credentials),
         cmocka_unit_test(test_acl_refusals),
         cmocka_unit_test(test_log_levels),

@@ -285,6 +285,23 @@ static void test_paused_master(void **state) {
 }
 
 /*
+ * Locks s's Redlock (after a warm-up lock and unlock: connections up) with
+ * master 2 paused, so its reply is not waited for, then resumes it and
+ * waits until it has run the ACQUIRE late.
+ */
+static void lock_with_master_late(rl_set *s, const char *name, long long lease) {
+    long long validity;
+    H_ASSERT_RC(rlock_redlock_try_lock(s->rl, 0, lease, &validity), RLOCK_OK); /* warm */
+    H_ASSERT_RC(rlock_redlock_unlock(s->rl), RLOCK_OK);
+    h_server_pause(srv[2]);
+    H_ASSERT_RC(rlock_redlock_try_lock(s->rl, 0, lease, &validity), RLOCK_OK);
+    h_server_resume(srv[2]);
+    redisContext *r = h_server_redis(srv[2]);
+    H_WAIT_FOR(h_exists(r, name, strlen(name)) == 1, 2000); /* it ran the ACQUIRE late */
+    redisFree(r);
+}
+
+/*
  * The replies an attempt did not wait for are read past, not mistaken for
  * later ones: the paused master's connection owes its ACQUIRE's reply; once
  * it resumes, the next command on that connection -- the Redlock's unlock
@@ -295,19 +312,11 @@ static void test_unawaited_replies_read_past(void **state) {
     const char *name = h_unique_name("redlock-owed");
     const long long lease = H_MS(4000);
     rl_set s;
-    long long validity;
     (void)state;
     rl_open(&s, 3, name);
     rlock *plain = h_get(s.c[2], h_unique_name("redlock-owed-plain"));
     for (int round = 0; round < 2; round++) {
-        H_ASSERT_RC(rlock_redlock_try_lock(s.rl, 0, lease, &validity), RLOCK_OK); /* warm */
-        H_ASSERT_RC(rlock_redlock_unlock(s.rl), RLOCK_OK);
-        h_server_pause(srv[2]);
-        H_ASSERT_RC(rlock_redlock_try_lock(s.rl, 0, lease, &validity), RLOCK_OK);
-        h_server_resume(srv[2]);
-        redisContext *r = h_server_redis(srv[2]);
-        H_WAIT_FOR(h_exists(r, name, strlen(name)) == 1, 2000); /* it ran the ACQUIRE late */
-        redisFree(r);
+        lock_with_master_late(&s, name, lease);
         assert_master(2, name, s.c[2], 1);
         if (round == 1) { /* the client's next command is a plain one (not a fan-out) */
             H_ASSERT_RC(rlock_try_lock(plain, 0, 5000), RLOCK_OK);
@@ -319,6 +328,51 @@ static void test_unawaited_replies_read_past(void **state) {
             assert_master(i, name, s.c[i], 0);
     }
     rlock_free(plain);
+    rl_close(&s);
+}
+
+/*
+ * The statistics of a Redlock's clients stay balanced when a master is not
+ * waited for: its hold is booked unsure and counted as an acquisition, and
+ * the unlock that releases it (the master ran the ACQUIRE late) counts its
+ * unlock; a hold booked unsure that the master never took counts its unlock
+ * too. Every client ends with as many acquisitions as unlocks, holding none.
+ */
+static void test_stats_balanced(void **state) {
+    const char *name = h_unique_name("redlock-stats"), *taken = h_unique_name("redlock-taken");
+    const long long lease = H_MS(4000);
+    rl_set s, t;
+    long long validity;
+    (void)state;
+    rl_open(&s, 3, name);
+    lock_with_master_late(&s, name, lease);
+    H_ASSERT_RC(rlock_redlock_unlock(s.rl), RLOCK_OK);
+    for (int i = 0; i < 3; i++) {
+        rlock_stats st = h_stats(s.c[i]);
+        print_message("      master %d: %llu acquisitions, %llu unlocks, %llu holds timed\n", i,
+                      st.acquisitions, st.unlocks, st.hold_time.count);
+        assert_int_equal(st.acquisitions, 2);
+        assert_int_equal(st.unlocks, 2);
+        assert_int_equal(st.hold_time.count, 2);
+        assert_int_equal(st.held_locks, 0);
+    }
+
+    /* Master 2 paused while another client holds the name there: booked unsure, never taken. */
+    rl_open(&t, 3, taken);
+    rlock_client *other = h_open_url(h_server_url(srv[2]), 30000, (int)H_MS(REPLY_BOUND_MS));
+    rlock *there = h_get(other, taken);
+    H_ASSERT_RC(rlock_try_lock(there, 0, lease), RLOCK_OK);
+    h_server_pause(srv[2]);
+    H_ASSERT_RC(rlock_redlock_try_lock(t.rl, 0, lease, &validity), RLOCK_OK);
+    h_server_resume(srv[2]);
+    H_ASSERT_RC(rlock_redlock_unlock(t.rl), RLOCK_OK);
+    rlock_stats st = h_stats(t.c[2]);
+    assert_int_equal(st.acquisitions, st.unlocks);
+    assert_int_equal(st.held_locks, 0);
+    H_ASSERT_RC(rlock_unlock(there), RLOCK_OK);
+    rlock_free(there);
+    rlock_client_close(other);
+    rl_close(&t);
     rl_close(&s);
 }
 
@@ -526,6 +580,7 @@ int main(void) {
         cmocka_unit_test(test_masters_down_at_start),
         cmocka_unit_test(test_paused_master),
         cmocka_unit_test(test_unawaited_replies_read_past),
+        cmocka_unit_test(test_stats_balanced),
         cmocka_unit_test(test_short_lease_bound_named),
         cmocka_unit_test(test_cancelled_waiter),
         cmocka_unit_test(test_bad_input),

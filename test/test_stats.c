@@ -117,6 +117,71 @@ static void test_busy_and_errors(void **state) {
     rlock_client_close(b);
 }
 
+/*
+ * A multi-lock and a Redlock count like the single locks they are made of:
+ * one acquisition and one unlock per member (on the member's client), the
+ * hold time of each member hold, and a call that returned RLOCK_BUSY or an
+ * error once -- not the member attempts made inside it.
+ */
+static void test_multi_and_redlock(void **state) {
+    rlock_client *a = h_open(WD, 0), *b = h_open(WD, 0);
+    const char *n1 = h_unique_name("stats-m1"), *n2 = h_unique_name("stats-m2");
+    const char *n3 = h_unique_name("stats-m3"), *rn = h_unique_name("stats-red");
+    rlock *m1 = h_get(a, n1), *m2 = h_get(a, n2), *m3 = h_get(a, n3), *other = h_get(b, n2);
+    rlock *members[] = {m1, m2, m3};
+    rlock_multi *m = NULL;
+    rlock_redlock *rl = NULL, *rl_b = NULL;
+    (void)state;
+
+    H_ASSERT_RC(rlock_multi_new(members, 3, &m), RLOCK_OK);
+    H_ASSERT_RC(rlock_multi_lock(m), RLOCK_OK); /* one fan-out takes the three */
+    rlock_stats st = h_stats(a);
+    assert_int_equal(st.acquisitions, 3);
+    assert_int_equal(st.acquired_immediately, 3);
+    assert_int_equal(st.held_locks, 3);
+    H_ASSERT_RC(rlock_multi_unlock(m), RLOCK_OK);
+    st = h_stats(a);
+    assert_int_equal(st.unlocks, 3);
+    assert_int_equal(st.hold_time.count, 3);
+    assert_int_equal(st.held_locks, 0);
+    H_ASSERT_RC(rlock_multi_unlock(m), RLOCK_ENOTOWNER);
+    assert_int_equal(h_stats(a).errors[-RLOCK_ENOTOWNER], 1); /* one call */
+
+    H_ASSERT_RC(rlock_lock(other), RLOCK_OK); /* b holds a member */
+    H_ASSERT_RC(rlock_multi_try_lock(m, 0, 5000), RLOCK_BUSY);
+    st = h_stats(a);
+    assert_int_equal(st.busy, 1);
+    assert_int_equal(st.acquisitions, 3);
+    assert_int_equal(st.unlocks, 3);
+    H_ASSERT_RC(rlock_unlock(other), RLOCK_OK);
+
+    rlock_client *clients_a[] = {a}, *clients_b[] = {b};
+    H_ASSERT_RC(rlock_redlock_new(clients_a, 1, rn, &rl), RLOCK_OK);
+    H_ASSERT_RC(rlock_redlock_new(clients_b, 1, rn, &rl_b), RLOCK_OK);
+    H_ASSERT_RC(rlock_redlock_try_lock(rl, 0, 10000, NULL), RLOCK_OK);
+    st = h_stats(a);
+    assert_int_equal(st.acquisitions, 4);
+    assert_int_equal(st.held_locks, 1);
+    H_ASSERT_RC(rlock_redlock_try_lock(rl_b, 0, 10000, NULL), RLOCK_BUSY);
+    assert_int_equal(h_stats(b).busy, 1);
+    H_ASSERT_RC(rlock_redlock_unlock(rl), RLOCK_OK);
+    st = h_stats(a);
+    assert_int_equal(st.unlocks, 4);
+    assert_int_equal(st.hold_time.count, 4);
+    assert_int_equal(st.held_locks, 0);
+    assert_int_equal(st.acquisitions, st.acquired_immediately + st.acquired_after_wait);
+
+    rlock_redlock_free(rl);
+    rlock_redlock_free(rl_b);
+    rlock_multi_free(m);
+    rlock_free(m1);
+    rlock_free(m2);
+    rlock_free(m3);
+    rlock_free(other);
+    rlock_client_close(a);
+    rlock_client_close(b);
+}
+
 /* A waiter of another client: waited, through Redis; the waiting gauge while it waits. */
 static void test_wait_remote(void **state) {
     rlock_client *a = h_open(WD, 0), *b = h_open(WD, 0);
@@ -292,12 +357,48 @@ static void test_struct_size(void **state) {
     rlock_free(l);
 }
 
+/*
+ * A struct_size that ends inside a field (a garbage or miscomputed size) gets
+ * the whole fields before it and not a byte of the cut one; a huge one gets
+ * the library's whole struct, and says so.
+ */
+static void test_struct_size_fields(void **state) {
+    rlock_client *c = h_open(WD, 0);
+    rlock *l = h_get(c, h_unique_name("stats-cut"));
+    unsigned char buf[sizeof(rlock_stats) + 16];
+    rlock_stats *st = (rlock_stats *)(void *)buf;
+    size_t cut = offsetof(rlock_stats, acquired_immediately) + 4;
+    (void)state;
+
+    H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
+    memset(buf, 0xa5, sizeof buf);
+    st->struct_size = cut;
+    H_ASSERT_RC(rlock_client_stats(c, st), RLOCK_OK);
+    assert_int_equal(st->struct_size, offsetof(rlock_stats, acquired_immediately));
+    assert_int_equal(st->acquisitions, 1);
+    for (size_t i = offsetof(rlock_stats, acquired_immediately); i < sizeof buf; i++)
+        if (buf[i] != 0xa5)
+            fail_msg("byte %zu of a field the caller's struct_size cuts was written", i);
+
+    memset(buf, 0xa5, sizeof buf);
+    st->struct_size = (size_t)-1;
+    H_ASSERT_RC(rlock_client_stats(c, st), RLOCK_OK);
+    assert_int_equal(st->struct_size, sizeof(rlock_stats));
+    assert_int_equal(st->unlocks, 1);
+    for (size_t i = sizeof(rlock_stats); i < sizeof buf; i++)
+        assert_int_equal(buf[i], 0xa5);
+    rlock_free(l);
+    rlock_client_close(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_acquire_and_hold), cmocka_unit_test(test_busy_and_errors),
         cmocka_unit_test(test_wait_remote),      cmocka_unit_test(test_wait_local),
         cmocka_unit_test(test_renewals),         cmocka_unit_test(test_pool_in_use),
         cmocka_unit_test(test_bucket_bounds),    cmocka_unit_test(test_struct_size),
+        cmocka_unit_test(test_multi_and_redlock), cmocka_unit_test(test_struct_size_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

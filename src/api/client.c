@@ -87,8 +87,27 @@ int rlock__enter_all(rlock__guards *gs, rlock *const *locks, size_t n) {
     return RLOCK_OK;
 }
 
+/*
+ * A call over several handles (a multi-lock's, a Redlock's) counts its
+ * outcome once on each client it entered, as rlock__leave_status does for
+ * one: an error, and RLOCK_BUSY (which only their acquisitions return).
+ */
+static void count_all(const rlock__guards *gs, int status) {
+    for (size_t i = 0; i < gs->n; i++) {
+        rlock_client *c = gs->g[i].client;
+        size_t first = 0;
+        while (gs->g[first].client != c)
+            first++;
+        if (first < i)
+            continue; /* counted at its first guard */
+        rlock__count_status(&c->events.stats, status);
+        rlock__count_busy(&c->events.stats, status);
+    }
+}
+
 int rlock__leave_all(rlock__guards *gs, int status) {
     unsigned mark = gs->g[0].error_mark;
+    count_all(gs, status);
     leave_first(gs, gs->n);
     rlock__free(gs->g);
     return rlock__fail_default(status, mark);

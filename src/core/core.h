@@ -265,6 +265,12 @@ static inline void rlock__count_status(rlock__stats *st, int status) {
     }
 }
 
+/* An acquisition call (a whole lock, multi-lock or Redlock call) returned status. */
+static inline void rlock__count_busy(rlock__stats *st, int status) {
+    if (status == RLOCK_BUSY)
+        rlock__count(st, RLOCK__COUNT_BUSY, 1);
+}
+
 /* A duration (us; below 0 counts as 0) into a histogram. */
 void rlock__observe_us(rlock__histogram *h, int64_t us);
 /* Fills every field of *out (a whole rlock_stats) but held_locks, which is the holds table's. */

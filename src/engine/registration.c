@@ -12,9 +12,11 @@
  * locks' own. Rewriting every field each time brings the hash back after a
  * restart or a failover lost it. Best effort: a failure (an ACL without the
  * key, OOM, Redis unreachable) is counted, logged when writes start failing,
- * and never reaches a lock call. Should PEXPIRE be refused after HSET
- * worked (an ACL granting one and not the other), the hash is deleted
- * again: a registration must never outlive its client for ever.
+ * and never reaches a lock call. Should PEXPIRE be refused or unanswered
+ * after HSET worked (an ACL granting one and not the other; after a slot
+ * move, each runs alone where it went), the hash is deleted again: a
+ * registration must never outlive its client for ever. (A process killed
+ * between those two lone commands leaves it without a TTL: the one hole.)
  *
  * The watchdog's writes are bounded by the time to its next round (a write
  * never delays a renewal) and happen only after a round that worked (Redis
@@ -67,14 +69,19 @@ static int copy_layout(rlock__registration *r, const char *key, const char *cons
     size_t bytes = strlen(key) + 1;
     for (int i = 0; i < 2 * nfields; i++)
         bytes += strlen(fields[i]) + 1;
-    r->argv = rlock__malloc((size_t)argc * (sizeof(*r->argv) + sizeof(*r->argvlen)));
-    r->text = rlock__malloc(bytes);
-    if (r->argv == NULL || r->text == NULL)
+    const char **argv = rlock__malloc((size_t)argc * (sizeof(*r->argv) + sizeof(*r->argvlen)));
+    char *text = rlock__malloc(bytes);
+    if (argv == NULL || text == NULL) {
+        /* argv stays NULL: the watchdog must never write a half-made layout */
+        rlock__free(argv);
+        rlock__free(text);
         return RLOCK_ENOMEM;
+    }
+    r->argv = argv;
+    r->text = text;
     r->argvlen = (size_t *)(r->argv + argc);
     r->argc = argc;
     r->argv[0] = "HSET";
-    char *text = r->text;
     for (int i = 1; i < argc; i++) {
         const char *s = i == 1 ? key : fields[i - 2];
         size_t len = strlen(s);
@@ -88,22 +95,24 @@ static int copy_layout(rlock__registration *r, const char *key, const char *cons
 }
 
 /*
- * Runs n plain commands on the key's node in one round trip by by_ms; the
+ * Runs n plain commands on the key's node in one round trip by by_ms (one
+ * redirected -- a slot that moved -- runs again where it went, alone); the
  * replies are freed. Returns the first failure (an error reply recorded
- * with whats[i]); *failed_at is the index of the command it answers (-1:
- * none, n: no reply at all).
+ * with whats[i]); *worked: how many commands, from the first, were answered
+ * without an error.
  */
 static int run(rlock__engine *e, const rlock__cmd *cmds, int n, int64_t by_ms,
-               const char *const *whats, int *failed_at) {
+               const char *const *whats, int *worked) {
     redisReply *replies[2] = {NULL, NULL};
     int acks = -1;
     int status = rlock__exec_pipeline(e->net, cmds, n, by_ms, replies, &acks);
-    *failed_at = status == RLOCK_OK ? -1 : n;
+    *worked = 0;
     for (int i = 0; i < n; i++) {
-        if (*failed_at < 0 && replies[i] != NULL && replies[i]->type == REDIS_REPLY_ERROR) {
+        int refused = replies[i] != NULL && replies[i]->type == REDIS_REPLY_ERROR;
+        if (replies[i] != NULL && !refused && *worked == i)
+            (*worked)++;
+        if (refused && status == RLOCK_OK)
             status = rlock__fail_reply(replies[i], whats[i]);
-            *failed_at = i;
-        }
         if (replies[i] != NULL)
             freeReplyObject(replies[i]);
     }
@@ -125,8 +134,8 @@ static int delete_hash(rlock__engine *e, int64_t by_ms) {
     const char *argv[2];
     size_t argvlen[2];
     rlock__cmd del = del_command(&e->registration, argv, argvlen);
-    int failed_at;
-    return run(e, &del, 1, by_ms, what, &failed_at);
+    int worked;
+    return run(e, &del, 1, by_ms, what, &worked);
 }
 
 /*
@@ -154,7 +163,11 @@ static int delete_at_close(rlock__engine *e, int64_t by_ms) {
     return status;
 }
 
-/* HSET of every field and PEXPIRE in one round trip; the hash deleted again if only HSET worked. */
+/*
+ * HSET of every field and PEXPIRE in one round trip; the hash deleted again
+ * if only HSET worked -- PEXPIRE refused, or unanswered (after a slot move
+ * each runs alone: the HSET can land and the PEXPIRE not).
+ */
 static int write_hash(rlock__engine *e, int64_t by_ms) {
     rlock__registration *r = &e->registration;
     static const char *const whats[] = {"HSET of the registration", "PEXPIRE of the registration"};
@@ -163,9 +176,9 @@ static int write_hash(rlock__engine *e, int64_t by_ms) {
     rlock__cmd cmds[2] = {
         {.script = -1, .argc = r->argc, .argv = r->argv, .argvlen = r->argvlen},
         {.script = -1, .argc = 3, .argv = pexpire, .argvlen = pexpire_len}};
-    int failed_at;
-    int status = run(e, cmds, 2, by_ms, whats, &failed_at);
-    if (failed_at == 1) {
+    int worked;
+    int status = run(e, cmds, 2, by_ms, whats, &worked);
+    if (worked == 1) {
         rlock__error_detail refused;
         rlock__error_save(&refused);
         delete_hash(e, by_ms);

@@ -357,12 +357,11 @@ static void on_reply(rlock__waiters *ps, subscriber *s, sub_link *l, const redis
 static int read_replies(rlock__waiters *ps, subscriber *s, sub_link *l) {
     for (;;) {
         void *raw = NULL;
-        if (redisGetReplyFromReader(l->ctx, &raw) != REDIS_OK)
+        if (rlock__io_next(l->ctx, &raw) != REDIS_OK)
             return RLOCK_EIO;
         if (raw == NULL)
             return RLOCK_OK;
-        if (!rlock__setup_reply(l->ctx, raw))
-            on_reply(ps, s, l, raw);
+        on_reply(ps, s, l, raw);
         freeReplyObject(raw);
     }
 }

@@ -425,27 +425,6 @@ static int should_queue(rlock *lock, long long wait_ms, const rlock__owner *owne
            !holds_any(lock, owner);
 }
 
-/*
- * Counts an acquire's outcome in the client's statistics: at once or after
- * a wait that began at wait_start_us (0: it did not wait), and how a waited
- * lock came.
- */
-static void count_acquire(const rlock *lock, int status, int64_t wait_start_us,
-                          int handed_over) {
-    rlock__stats *st = &lock->engine->events->stats;
-    if (status == RLOCK_BUSY)
-        rlock__count(st, RLOCK__COUNT_BUSY, 1);
-    if (status != RLOCK_OK)
-        return;
-    if (wait_start_us == 0) {
-        rlock__count(st, RLOCK__COUNT_ACQUIRED_IMMEDIATELY, 1);
-        return;
-    }
-    rlock__count(st, RLOCK__COUNT_ACQUIRED_AFTER_WAIT, 1);
-    rlock__count(st, handed_over ? RLOCK__COUNT_HANDOFFS_LOCAL : RLOCK__COUNT_HANDOFFS_REMOTE, 1);
-    rlock__observe_us(&st->wait_time, rlock__now_us() - wait_start_us);
-}
-
 int rlock__acquire(rlock *lock, const rlock__owner *owner, long long wait_ms, long long lease_ms,
                    const rlock__call *call) {
     rlock__hold_info info;
@@ -473,7 +452,10 @@ int rlock__acquire(rlock *lock, const rlock__owner *owner, long long wait_ms, lo
     }
     if (status == RLOCK_OK && call->token != NULL)
         *call->token = token;
-    count_acquire(lock, status, wait_start_us, handed_over);
+    if (status == RLOCK_OK)
+        rlock__count_acquired(lock, wait_start_us, handed_over);
+    else if (!call->member) /* a multi-lock's call counts its own outcome */
+        rlock__count_busy(&lock->engine->events->stats, status);
     /* An attempt that may have queued us in the kind's queue: a waiter that gives up leaves it. */
     if (status != RLOCK_OK && wait_ms != 0 && lock->kind->give_up != NULL)
         lock->kind->give_up(lock, owner, wait_ms);

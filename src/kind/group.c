@@ -155,12 +155,16 @@ int rlock__fan_acquire(rlock__fanned *m, size_t n, const rlock__owner *owner, lo
     return status;
 }
 
-void rlock__fan_keep(rlock__fanned *m, size_t n, const rlock__owner *owner, long long lease_ms) {
+void rlock__fan_keep(rlock__fanned *m, size_t n, const rlock__owner *owner, long long lease_ms,
+                     int64_t wait_start_us) {
     for (size_t i = 0; i < n; i++) {
         if (m[i].status == RLOCK_OK)
             rlock__try_record(m[i].lock, owner, lease_ms, &m[i].t, m[i].answer.value, 0);
         else if (m[i].status == RLOCK_EIO)
             rlock__try_record(m[i].lock, owner, lease_ms, &m[i].t, m[i].t.expected + 1, 1);
+        /* a hold booked unsure counts too: its unlock does, whatever Redis then says */
+        if (m[i].status == RLOCK_OK || m[i].status == RLOCK_EIO)
+            rlock__count_acquired(m[i].lock, wait_start_us, 0);
         rlock__try_end(&m[i].t);
     }
 }

@@ -310,6 +310,8 @@ typedef struct rlock__call {
     void *arg;
     long long *token;           /* on RLOCK_OK, the acquisition's token (0 unless fenced);
                                    NULL: not wanted */
+    int member;                 /* an attempt inside a multi-lock's call: its RLOCK_BUSY is
+                                   not the call's (the API counts the call's) */
 } rlock__call;
 
 /*
@@ -382,8 +384,14 @@ int rlock__is_refusal(int status);
  */
 int rlock__fan_acquire(rlock__fanned *m, size_t n, const rlock__owner *owner, long long lease_ms,
                        size_t need, int64_t deadline_ms, rlock__error_detail *first_refusal);
-/* Books the holds taken (and, unsure, those whose reply was lost); ends each try. */
-void rlock__fan_keep(rlock__fanned *m, size_t n, const rlock__owner *owner, long long lease_ms);
+/*
+ * Books the holds taken (and, unsure, those whose reply was lost); ends each
+ * try. Each hold booked (taken, or unsure) is an acquisition in its
+ * client's statistics, after a wait that began at wait_start_us (0: at
+ * once).
+ */
+void rlock__fan_keep(rlock__fanned *m, size_t n, const rlock__owner *owner, long long lease_ms,
+                     int64_t wait_start_us);
 /*
  * Gives back what the attempt took -- the holds taken and those whose reply
  * was lost -- with one RELEASE each, at once; nothing is booked. Best effort
@@ -453,6 +461,35 @@ int rlock__redlock_release(rlock *const *masters, size_t n, const rlock__owner *
 
 /* Releases one hold of owner (a hand-off to a waiter of this client if one sleeps). */
 int rlock__release(rlock *lock, const rlock__owner *owner);
+
+/*
+ * The statistics (rlock_stats) of every path that takes or gives back a
+ * hold -- acquire.c and release.c for one lock, group.c and redlock.c for a
+ * multi-lock's or a Redlock's members -- counted on lock's client: an
+ * acquisition at once (wait_start_us 0) or after a wait that began then,
+ * handed over by a thread of this client or not; an unlock that worked, and
+ * the hold time of a hold it ended (remaining 0; acquired_us 0: unknown).
+ */
+static inline void rlock__count_acquired(const rlock *lock, int64_t wait_start_us,
+                                         int handed_over) {
+    rlock__stats *st = &lock->engine->events->stats;
+    if (wait_start_us == 0) {
+        rlock__count(st, RLOCK__COUNT_ACQUIRED_IMMEDIATELY, 1);
+        return;
+    }
+    rlock__count(st, RLOCK__COUNT_ACQUIRED_AFTER_WAIT, 1);
+    rlock__count(st, handed_over ? RLOCK__COUNT_HANDOFFS_LOCAL : RLOCK__COUNT_HANDOFFS_REMOTE, 1);
+    rlock__observe_us(&st->wait_time, rlock__now_us() - wait_start_us);
+}
+
+static inline void rlock__count_released(const rlock *lock, long long remaining,
+                                         int64_t acquired_us) {
+    rlock__stats *st = &lock->engine->events->stats;
+    rlock__count(st, RLOCK__COUNT_UNLOCKS, 1);
+    if (remaining == 0 && acquired_us != 0)
+        rlock__observe_us(&st->hold_time, rlock__now_us() - acquired_us);
+}
+
 /*
  * 1 if the client's own view already says owner does not hold the lock (its
  * loss was found, or its lease ran out by the client's clock); reports a

@@ -153,8 +153,8 @@ static long long time_left(long long wait_ms, int64_t deadline_ms) {
  */
 static int acquire_in_order(multi_call *mc, long long wait_ms, long long lease_ms,
                             int64_t deadline_ms) {
-    rlock__call member_call = {.cancel_state = mc->call->cancel_state, .on_cancel = cancelled,
-                               .arg = mc};
+    rlock__call member_call = {.member = 1, .cancel_state = mc->call->cancel_state,
+                               .on_cancel = cancelled, .arg = mc};
     for (size_t i = 0; i < mc->n; i++) {
         if (mc->held[i])
             continue;
@@ -216,7 +216,7 @@ static int acquire_at_once(multi_call *mc, long long lease_ms) {
             verdict = RLOCK_BUSY;
     }
     if (status == RLOCK_OK && held == mc->n) {
-        rlock__fan_keep(m, mc->n, mc->owner, lease_ms);
+        rlock__fan_keep(m, mc->n, mc->owner, lease_ms, 0); /* the first attempt */
         verdict = RLOCK_OK;
     } else {
         rlock__fan_undo(m, mc->n, mc->owner, rlock__deadline_after(rlock__fan_timeout(mc->locks,

@@ -186,7 +186,7 @@ static long long pause_ms(int round, int unreachable_rounds, int interval_ms, un
  * hold it took given back, *t what it found, and RLOCK_BUSY.
  */
 static int attempt(rlock__fanned *m, rlock *const *masters, size_t n, const rlock__owner *owner,
-                   long long lease_ms, tally *t, long long *validity_ms) {
+                   long long lease_ms, int64_t wait_start_us, tally *t, long long *validity_ms) {
     long long drift = rlock__redlock_drift(lease_ms);
     long long bound = rlock__fan_timeout(masters, n);
     if (lease_ms - drift < bound)
@@ -202,7 +202,7 @@ static int attempt(rlock__fanned *m, rlock *const *masters, size_t n, const rloc
     count(m, n, t);
     t->lease_bound_ms = bound < rlock__fan_timeout(masters, n) ? bound : 0;
     if (status == RLOCK_OK && t->held >= n / 2 + 1 && *validity_ms > 0 && !t->closed) {
-        rlock__fan_keep(m, n, owner, lease_ms);
+        rlock__fan_keep(m, n, owner, lease_ms, wait_start_us);
         return RLOCK_OK;
     }
     rlock__fan_undo(m, n, owner, rlock__deadline_after(bound));
@@ -230,12 +230,14 @@ int rlock__redlock_acquire(rlock *const *masters, size_t n, const rlock__owner *
     rlock__call pause_call = {.cancel_state = call->cancel_state, .on_cancel = cancelled,
                               .arg = &a};
     unsigned seed = (unsigned)rlock__now_ms() ^ (unsigned)owner->id;
+    int64_t start_us = rlock__now_us(); /* an attempt after the first has waited since */
     int unreachable_rounds = 0, status = RLOCK_ENOMEM;
     for (int round = 0; m != NULL; round++) {
         tally t;
         int closed = closing(masters, n);
         if (!closed) {
-            status = attempt(m, masters, n, owner, lease_ms, &t, validity_ms);
+            status = attempt(m, masters, n, owner, lease_ms, round == 0 ? 0 : start_us, &t,
+                             validity_ms);
             closed = status == RLOCK_BUSY && t.closed;
         }
         if (closed) {
@@ -268,11 +270,14 @@ int rlock__redlock_acquire(rlock *const *masters, size_t n, const rlock__owner *
 enum { WAS_NOT_HELD, RELEASED, UNKNOWN, REFUSED };
 
 /*
- * Books a RELEASE's outcome (status, reply) for lock; returns what it did,
- * and for a refusal its status in *refusal.
+ * Books a RELEASE's outcome (status, reply) for lock, whose hold was *held
+ * (booked; acquired_us, unsure) before the unlock; returns what it did, and
+ * for a refusal its status in *refusal. The statistics count an unlock for
+ * a hold released, and for one booked unsure that Redis did not have (its
+ * acquisition was counted).
  */
 static int book_release(rlock *lock, const rlock__owner *owner, int status,
-                        const redisReply *reply, int *refusal) {
+                        const redisReply *reply, const rlock__hold_info *held, int *refusal) {
     rlock__holds *holds = &lock->engine->holds;
     rlock__hold_key key = rlock__hold_of(lock, owner);
     rlock__release_answer answer = {.read = 0};
@@ -297,9 +302,12 @@ static int book_release(rlock *lock, const rlock__owner *owner, int status,
     if (answer.gone || answer.stale) {
         /* Not there: expired, the master restarted, or an acquisition that never ran. */
         rlock__holds_forget(holds, &key);
+        if (held->unsure)
+            rlock__count_released(lock, -1, 0);
         return WAS_NOT_HELD;
     }
     rlock__holds_released(holds, &key, answer.count);
+    rlock__count_released(lock, answer.count, held->acquired_us);
     return RELEASED;
 }
 
@@ -341,9 +349,10 @@ int rlock__redlock_release(rlock *const *masters, size_t n, const rlock__owner *
     redisReply **replies = rlock__calloc(n, sizeof(*replies));
     int *statuses = rlock__malloc(n * sizeof(*statuses));
     size_t *master = rlock__malloc(n * sizeof(*master));
+    rlock__hold_info *held = rlock__malloc(n * sizeof(*held)); /* before the unlock, as sent */
     int k = 0, status = RLOCK_ENOMEM;
     if (cmds != NULL && plain != NULL && nets != NULL && replies != NULL && statuses != NULL &&
-        master != NULL) {
+        master != NULL && held != NULL) {
         for (size_t i = 0; i < n; i++) {
             rlock *lock = masters[i];
             rlock__hold_info info;
@@ -360,6 +369,7 @@ int rlock__redlock_release(rlock *const *masters, size_t n, const rlock__owner *
             rlock__release_cmd(&cmds[k], lock, owner->id, expected);
             plain[k] = cmds[k].cmd;
             nets[k] = lock->engine->net;
+            held[k] = info;
             master[k++] = i;
         }
         int64_t deadline_ms = rlock__deadline_after(rlock__fan_timeout(masters, n));
@@ -368,7 +378,7 @@ int rlock__redlock_release(rlock *const *masters, size_t n, const rlock__owner *
         for (int j = 0; j < k; j++) {
             int what = book_release(masters[master[j]], owner,
                                     status == RLOCK_OK ? statuses[j] : status, replies[j],
-                                    &refusal);
+                                    &held[j], &refusal);
             if (what == REFUSED && did[REFUSED] == 0) {
                 rlock__error_save(&first);
                 first.status = refusal; /* the status the unlock reports for it */
@@ -380,6 +390,7 @@ int rlock__redlock_release(rlock *const *masters, size_t n, const rlock__owner *
     for (int j = 0; replies != NULL && j < k; j++)
         if (replies[j] != NULL)
             freeReplyObject(replies[j]);
+    rlock__free(held);
     rlock__free(master);
     rlock__free(statuses);
     rlock__free(replies);

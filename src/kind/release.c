@@ -75,14 +75,6 @@ static int offer_to_waiter(rlock *lock, long long expected, rlock__offer *offer)
                              lock->name_len, offer);
 }
 
-/* Counts an unlock that worked; the hold time of a hold it ended (known since acquired_us). */
-static void count_release(rlock__engine *e, const rlock__released *out, int64_t acquired_us) {
-    rlock__stats *st = &e->events->stats;
-    rlock__count(st, RLOCK__COUNT_UNLOCKS, 1);
-    if (out->remaining == 0 && !out->gone && acquired_us != 0)
-        rlock__observe_us(&st->hold_time, rlock__now_us() - acquired_us);
-}
-
 int rlock__release(rlock *lock, const rlock__owner *owner) {
     rlock__engine *e = lock->engine;
     rlock__released out;
@@ -107,7 +99,7 @@ int rlock__release(rlock *lock, const rlock__owner *owner) {
     if (out.gone)
         status = unlock_found_gone(lock, owner, expected);
     if (status == RLOCK_OK)
-        count_release(e, &out, acquired_us);
+        rlock__count_released(lock, out.gone ? -1 : out.remaining, acquired_us);
     return status;
 }
 

@@ -147,14 +147,8 @@ int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply) {
     *reply = NULL;
     for (;;) {
         void *raw = NULL;
-        if (redisGetReplyFromReader(ctx, &raw) != REDIS_OK)
+        if (rlock__io_next(ctx, &raw) != REDIS_OK)
             return RLOCK_EIO;
-        /* Only a fresh connection owes its name's reply (the reader's user field): tested
-         * here, off the call, for the common case. */
-        if (raw != NULL && ctx->reader->privdata != NULL && rlock__setup_reply(ctx, raw)) {
-            freeReplyObject(raw);
-            continue;
-        }
         if (raw != NULL) {
             *reply = raw;
             return RLOCK_OK;

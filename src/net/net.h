@@ -139,13 +139,33 @@ int rlock__connect_socket(const rlock__endpoint *ep, int connect_timeout_ms, int
 int rlock__connect_setup(const rlock__endpoint *ep, rlock__events *ev, redisContext *ctx,
                          int64_t by_ms);
 /*
- * Every path that reads replies from a connection rlock__connect made
- * passes each reply here first (rlock__io_read does): 1 if it answers the
- * connection's CLIENT SETNAME, sent with its first command when there was
- * no AUTH or SELECT to wait for -- then it is dealt with here (a refusal
- * counted and logged once) and the caller frees it and reads on.
+ * For rlock__io_next only (every reply a connection rlock__connect made
+ * gets is passed here first): 1 if it answers the connection's CLIENT
+ * SETNAME, sent with its first command when there was no AUTH or SELECT to
+ * wait for -- then it is dealt with here (a refusal counted and logged
+ * once) and the caller frees it and reads on.
  */
 int rlock__setup_reply(redisContext *ctx, const redisReply *reply);
+/*
+ * The next reply already read into ctx (NULL: none whole yet), for a loop
+ * of its own around redisBufferRead (the subscriber, the Sentinel monitor).
+ * Every reading path takes replies through this or rlock__io_read: both
+ * take off first the reply of a CLIENT SETNAME the connection still owes
+ * (rlock__setup_reply), so no caller ever sees it. REDIS_OK / REDIS_ERR.
+ */
+static inline int rlock__io_next(redisContext *ctx, void **reply) {
+    for (;;) {
+        *reply = NULL;
+        if (redisGetReplyFromReader(ctx, reply) != REDIS_OK)
+            return REDIS_ERR;
+        /* Only a fresh connection owes its name's reply (the reader's user field): tested
+         * inline, for the common case. */
+        if (*reply == NULL || ctx->reader->privdata == NULL || !rlock__setup_reply(ctx, *reply))
+            return REDIS_OK;
+        freeReplyObject(*reply);
+    }
+}
+
 /* "host:port", "[v6]:port" or the socket path into buf; returns buf. */
 const char *rlock__endpoint_str(const rlock__endpoint *ep, char *buf, size_t size);
 /*

@@ -138,16 +138,12 @@ static void take_buffered(const rlock__cmd *cmds, node_part *p, redisReply **rep
     redisContext *ctx = p->conn->ctx;
     while (p->status == RLOCK_OK && p->got < part_expects(p)) {
         void *raw = NULL;
-        if (redisGetReplyFromReader(ctx, &raw) != REDIS_OK) {
+        if (rlock__io_next(ctx, &raw) != REDIS_OK) { /* a fresh connection's SETNAME: taken off */
             p->status = rlock__fail_cmd_io(p->net, p->node, ctx, &cmds[p->index[0]]);
             return;
         }
         if (raw == NULL)
             return;
-        if (ctx->reader->privdata != NULL && rlock__setup_reply(ctx, raw)) {
-            freeReplyObject(raw); /* a fresh connection's CLIENT SETNAME */
-            continue;
-        }
         int j = p->got++ - p->skip; /* < 0: owed from before; k: WAIT's */
         if (j >= 0 && j < p->k) {
             replies[p->index[j]] = raw;

@@ -132,7 +132,7 @@ static int read_events(rlock__sentinel *r, int i) {
         r->events[i] = NULL;
         return HEARD_SWITCH; /* a sentinel went away: worth a look */
     }
-    for (void *raw = NULL; redisGetReplyFromReader(r->events[i], &raw) == REDIS_OK && raw;) {
+    for (void *raw = NULL; rlock__io_next(r->events[i], &raw) == REDIS_OK && raw;) {
         heard |= on_failover_event(r, raw);
         freeReplyObject(raw);
         raw = NULL;
