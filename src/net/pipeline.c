@@ -338,9 +338,18 @@ static void rerun_redirected(rlock__net *const *nets, const rlock__cmd *cmds, in
  * error reply included), run->acks[i] the WAIT answer of that part (-1: none
  * asked). One allocation for the parts and the wait.
  */
+/* What a caller reads of each entry, also when the run fails before it starts. */
+static void clear_entries(redisReply **replies, int *statuses, int *acks, int n, int status) {
+    for (int i = 0; i < n; i++) {
+        replies[i] = NULL;
+        statuses[i] = status;
+        if (acks != NULL)
+            acks[i] = -1;
+    }
+}
+
 static int run_parts(fan_run *run, int n) {
-    for (int i = 0; i < n; i++)
-        run->replies[i] = NULL;
+    clear_entries(run->replies, run->statuses, run->acks, n, RLOCK_OK);
     if (n == 0)
         return RLOCK_OK;
     size_t each = sizeof(node_part) + sizeof(rlock__node *) + sizeof(struct pollfd) +
@@ -425,10 +434,14 @@ int rlock__exec_fanout(rlock__net *const *nets, const rlock__cmd *cmds, int n,
     if (n == 0)
         return RLOCK_OK;
     int *acks = rlock__malloc((size_t)n * sizeof(*acks));
+    if (acks == NULL) {
+        clear_entries(replies, statuses, NULL, n, RLOCK_ENOMEM);
+        return RLOCK_ENOMEM;
+    }
     fan_run run = {.nets = nets, .cmds = cmds, .deadline_ms = deadline_ms, .replies = replies,
                    .statuses = statuses, .acks = acks, .ended = fanout_part_ended,
                    .enough = enough};
-    int status = acks == NULL ? RLOCK_ENOMEM : run_parts(&run, n);
+    int status = run_parts(&run, n);
     for (int i = 0; i < n && status == RLOCK_OK; i++)
         check_acks(&run, i); /* the entries re-run after a redirect */
     rlock__free(acks);
