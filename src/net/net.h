@@ -225,7 +225,11 @@ typedef struct rlock__cmd {
 int rlock__scripts_load(redisContext *ctx, int64_t deadline_ms, rlock__script_set *set);
 /*
  * Appends argv (with its lengths) to ctx's output buffer as one RESP command,
- * as redisAppendCommandArgv does, at a fraction of its cost. RLOCK_ENOMEM.
+ * byte for byte what redisAppendCommandArgv appends, at a fraction of its
+ * cost: hiredis 0.14 formats each part with sdscatfmt into a string of its
+ * own and copies it, ~4 000 instructions per lock script (callgrind,
+ * docs/design.md section 6; test_net_io checks the bytes). RLOCK_ENOMEM (no
+ * memory, or a command over INT_MAX bytes): the buffer is left as it was.
  */
 int rlock__append_argv(redisContext *ctx, int argc, const char **argv, const size_t *argvlen);
 /* Appends cmd to ctx: EVALSHA (use_body 0), EVAL (use_body 1), or the plain command. */
