@@ -74,20 +74,26 @@ static void take(rlock__conn *conn) {
     rlock__gauge_add(&conn->node->events->stats.pool_in_use, 1);
 }
 
-/* A free slot, a connected one first; NULL if all are busy (pool mutex held). */
-static rlock__conn *free_slot(rlock__pool *pool, int *nfree) {
+/*
+ * A free slot, a connected one first; NULL if all are busy (pool mutex
+ * held). With threads queued, a newcomer (!queued) gets one only if more
+ * slots are free than threads queued (rlock__pool_take says why).
+ */
+static rlock__conn *free_slot(rlock__pool *pool, int queued) {
     rlock__conn *connected = NULL, *unconnected = NULL;
-    *nfree = 0;
-    for (int i = 0; i < pool->size; i++) {
+    int nfree = 0, count = !queued && pool->waiting > 0;
+    for (int i = 0; i < pool->size && (connected == NULL || count); i++) {
         rlock__conn *slot = &pool->slots[i];
         if (slot->busy)
             continue;
-        ++*nfree;
+        nfree++;
         if (slot->ctx != NULL && connected == NULL)
             connected = slot;
         else if (slot->ctx == NULL && unconnected == NULL)
             unconnected = slot;
     }
+    if (count && nfree <= pool->waiting)
+        return NULL;
     return connected != NULL ? connected : unconnected;
 }
 
@@ -101,17 +107,16 @@ static rlock__conn *free_slot(rlock__pool *pool, int *nfree) {
  */
 rlock__conn *rlock__pool_take(rlock__pool *pool, int64_t deadline_ms, int *status) {
     rlock__conn *conn = NULL;
-    int queued = 0, nfree;
+    int queued = 0;
     *status = RLOCK_ECLOSED;
     pthread_mutex_lock(&pool->mutex);
     while (!pool->closing) {
-        conn = free_slot(pool, &nfree);
-        if (conn != NULL && (queued || nfree > pool->waiting)) {
+        conn = free_slot(pool, queued);
+        if (conn != NULL) {
             take(conn);
             *status = RLOCK_OK;
             break;
         }
-        conn = NULL;
         if (!queued) {
             queued = 1;
             pool->waiting++;
@@ -125,7 +130,7 @@ rlock__conn *rlock__pool_take(rlock__pool *pool, int64_t deadline_ms, int *statu
     if (queued) {
         pool->waiting--;
         /* A slot given back as we gave up (or took ours) goes to the next one queued. */
-        if (pool->waiting > 0 && free_slot(pool, &nfree) != NULL)
+        if (pool->waiting > 0 && free_slot(pool, 1) != NULL)
             pthread_cond_signal(&pool->available);
     }
     pthread_mutex_unlock(&pool->mutex);
