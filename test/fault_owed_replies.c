@@ -24,7 +24,7 @@
  *                 try_lock right after must still say RLOCK_BUSY (a reply
  *                 read one place off would shift every later one).
  *
- * Three redis-servers for the file; a proxy per test.
+ * Three redis-servers and a proxy per test.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -46,18 +46,6 @@
 
 static h_server *srv[MASTERS];
 
-static int start_servers(void **state) {
-    (void)state;
-    h_servers_start(MASTERS, srv);
-    return 0;
-}
-
-static int stop_servers(void **state) {
-    (void)state;
-    h_servers_stop(MASTERS, srv);
-    return 0;
-}
-
 /* A Redlock over the three masters, master 2 through px with one pooled connection. */
 typedef struct owed_set {
     h_proxy *px;
@@ -69,6 +57,7 @@ typedef struct owed_set {
 
 static void set_open(owed_set *s, const char *name, long long wd) {
     rlock_config cfg;
+    h_servers_start(MASTERS, srv);
     s->px = h_proxy_start(h_server_port(srv[2]));
     for (int i = 0; i < 2; i++)
         s->c[i] = h_open_url(h_server_url(srv[i]), 30000, (int)H_MS(2000));
@@ -97,6 +86,7 @@ static void set_close(owed_set *s) {
     for (int i = 0; i < MASTERS; i++)
         rlock_client_close(s->c[i]);
     h_proxy_stop(s->px);
+    h_servers_stop(MASTERS, srv);
 }
 
 /*
@@ -215,5 +205,5 @@ int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (getenv("FAULT_FILTER"))
         cmocka_set_test_filter(getenv("FAULT_FILTER"));
-    return cmocka_run_group_tests(tests, start_servers, stop_servers);
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }

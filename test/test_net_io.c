@@ -14,7 +14,7 @@
  *                  half a reply and then nothing ends at the deadline; a
  *                  peer that closes ends it at once; shutdown() from another
  *                  thread (rlock_client_close's abort) wakes a read blocked
- *                  in read() at once; a signal every 2 ms (SA_RESTART) never
+ *                  in read() at once; SIGALRM every 2 ms (SA_RESTART) never
  *                  stretches the deadline; and a deadline just over the
  *                  read slice is kept as poll() keeps it (a receive timeout
  *                  ends on a timer tick, up to a tick late).
@@ -230,6 +230,10 @@ struct later {
 
 static void *later_main(void *arg) {
     struct later *l = arg;
+    sigset_t alarm;
+    sigemptyset(&alarm);
+    sigaddset(&alarm, SIGALRM); /* test_read_signals's are for the reading thread */
+    pthread_sigmask(SIG_BLOCK, &alarm, NULL);
     h_sleep_ms(l->ms);
     if (l->what == NULL)
         shutdown(l->fd, SHUT_RDWR);
@@ -280,65 +284,49 @@ static void test_read_half_reply_then_stall(void **state) {
     redisFree(ctx);
 }
 
-static void test_read_peer_closes(void **state) {
+/*
+ * Shuts a socket down 20 ms into a read (the peer's: the server closes the
+ * idle connection; ours, from another thread: rlock_client_close's abort);
+ * the read must end at once with RLOCK_EIO, not at the end of its slice.
+ */
+static void shut_down_during_read(int ours, const char *what) {
     int peer;
     redisReply *reply = NULL;
     long long took;
     struct later l;
-    (void)state;
     redisContext *ctx = pair_context(&peer);
-    later_start(&l, peer, 20, NULL); /* the server closes the idle connection */
-    assert_int_equal(timed_read(ctx, H_MS(5000), &reply, &took), RLOCK_EIO);
+    later_start(&l, ours ? ctx->fd : peer, 20, NULL);
+    assert_int_equal(timed_read(ctx, H_MS(20000), &reply, &took), RLOCK_EIO);
     pthread_join(l.thread, NULL);
-    print_message("      peer shut down 20 ms in: RLOCK_EIO after %lld us (%s)\n", took,
-                  ctx->errstr);
+    print_message("      %s 20 ms into a read blocked in read(): RLOCK_EIO after %lld us (%s)\n",
+                  what, took, ctx->errstr);
     assert_int_equal(ctx->err, REDIS_ERR_EOF);
     H_ASSERT_BETWEEN(took / 1000, 0, H_MS(90)); /* before the first read's 100 ms slice */
     close(peer);
     redisFree(ctx);
 }
 
-/* close's abort: shutdown() of our own socket from another thread while we block in read(). */
-static void test_read_aborted_by_shutdown(void **state) {
-    int peer;
-    redisReply *reply = NULL;
-    long long took;
-    struct later l;
+static void test_read_peer_closes(void **state) {
     (void)state;
-    redisContext *ctx = pair_context(&peer);
-    later_start(&l, ctx->fd, 20, NULL);
-    assert_int_equal(timed_read(ctx, H_MS(20000), &reply, &took), RLOCK_EIO);
-    pthread_join(l.thread, NULL);
-    print_message("      shutdown() 20 ms into a read blocked in read(): RLOCK_EIO after %lld us\n",
-                  took);
-    H_ASSERT_BETWEEN(took / 1000, 0, H_MS(90)); /* at once, not at the slice's end */
-    close(peer);
-    redisFree(ctx);
+    shut_down_during_read(0, "the peer shut down");
 }
 
-static void on_signal(int sig) {
+static void test_read_aborted_by_shutdown(void **state) {
+    (void)state;
+    shut_down_during_read(1, "shutdown() of our socket by another thread");
+}
+
+static atomic_long alarms;
+
+static void on_alarm(int sig) {
     (void)sig;
-}
-
-struct pelter {
-    pthread_t target, thread;
-    atomic_int stop;
-    long sent;
-};
-
-static void *pelter_main(void *arg) {
-    struct pelter *p = arg;
-    while (!atomic_load(&p->stop)) {
-        pthread_kill(p->target, SIGUSR1);
-        p->sent++;
-        h_sleep_ms(2);
-    }
-    return NULL;
+    atomic_fetch_add(&alarms, 1);
 }
 
 /*
- * A signal every 2 ms (SA_RESTART): a silent peer's read still ends at its
- * deadline; a reply that comes is read.
+ * SIGALRM every 2 ms (setitimer, SA_RESTART) at this thread (the writer
+ * thread blocks it): a silent peer's read still ends at its deadline; a
+ * reply that comes is read.
  */
 static void test_read_signals(void **state) {
     int peer;
@@ -346,29 +334,31 @@ static void test_read_signals(void **state) {
     long long took, took_reply;
     const long long bound = H_MS(300);
     struct sigaction sa, old;
-    struct pelter p = {.target = pthread_self()};
+    struct itimerval every = {.it_interval = {.tv_usec = 2000}, .it_value = {.tv_usec = 2000}};
+    struct itimerval off = {{0, 0}, {0, 0}};
     struct later l;
     (void)state;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
+    sa.sa_handler = on_alarm;
     sa.sa_flags = SA_RESTART;
-    sigaction(SIGUSR1, &sa, &old);
+    sigaction(SIGALRM, &sa, &old);
     redisContext *ctx = pair_context(&peer);
-    assert_int_equal(pthread_create(&p.thread, NULL, pelter_main, &p), 0);
+    atomic_store(&alarms, 0);
+    assert_int_equal(setitimer(ITIMER_REAL, &every, NULL), 0);
     int silent = timed_read(ctx, bound, &reply, &took);
     later_start(&l, peer, 150, "+OK\r\n");
     int answered = timed_read(ctx, H_MS(5000), &reply, &took_reply);
-    atomic_store(&p.stop, 1);
-    pthread_join(p.thread, NULL);
+    assert_int_equal(setitimer(ITIMER_REAL, &off, NULL), 0);
     pthread_join(l.thread, NULL);
-    sigaction(SIGUSR1, &old, NULL);
-    print_message("      %ld SIGUSR1 at 2 ms intervals: a silent peer's read ended after %lld us "
-                  "(bound %lld ms); a reply sent 150 ms in was read after %lld us\n", p.sent,
-                  took, bound, took_reply);
+    sigaction(SIGALRM, &old, NULL);
+    print_message("      %ld SIGALRM at 2 ms intervals: a silent peer's read ended after %lld us "
+                  "(bound %lld ms); a reply sent 150 ms in was read after %lld us\n",
+                  atomic_load(&alarms), took, bound, took_reply);
     assert_int_equal(silent, RLOCK_EIO);
     H_ASSERT_BETWEEN(took / 1000, bound - 1, bound + H_MS(250));
     assert_int_equal(answered, RLOCK_OK);
     assert_string_equal(reply->str, "OK");
+    assert_true(atomic_load(&alarms) > 100);
     freeReplyObject(reply);
     close(peer);
     redisFree(ctx);
