@@ -17,6 +17,9 @@
  *                    returns RLOCK_EIO within its bound (before: hiredis's read
  *                    restarted with its full socket timeout on every EINTR,
  *                    so the call never returned while signals flowed).
+ *   interval timer   SIGALRM every 1 ms (setitimer, SA_RESTART) through lock,
+ *                    try_lock and unlock: right answers from a healthy Redis,
+ *                    RLOCK_EIO within the bound from a SIGSTOPped one.
  *   idle kill        redis `timeout 1` closes idle connections: after an idle
  *                    spell, try_lock(wait 0) succeeds on a fresh connection
  *                    (before: RLOCK_EIO on a healthy Redis).
@@ -41,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -214,6 +218,86 @@ static void test_signals(void **state) {
     rlock_client_close(c);
 }
 
+/* ---- class 11b: a process-wide interval timer ----------------------------- */
+
+static atomic_long alarms;
+
+static void on_alarm(int sig) {
+    (void)sig;
+    atomic_fetch_add(&alarms, 1);
+}
+
+/* A call on a stalled Redis returns within bound; how long it took. */
+#define H_ASSERT_WITHIN(call, want, bound)                                                        \
+    do {                                                                                           \
+        long long t0_ = h_now_ms();                                                                \
+        H_ASSERT_RC((call), (want));                                                               \
+        H_ASSERT_BETWEEN(h_now_ms() - t0_, 0, (bound) + H_MS(250));                                \
+    } while (0)
+
+/*
+ * SIGALRM every millisecond from setitimer (SA_RESTART), as a profiler or a
+ * timer library would, through lock, try_lock and unlock: on a healthy
+ * Redis every call answers right (an interrupted read or write is "later",
+ * never a failure); on a stopped one every call returns RLOCK_EIO within
+ * its bound (a read with a receive timeout is never restarted, and every
+ * wait recomputes the time left).
+ */
+static void test_interval_timer(void **state) {
+    h_server *srv = *state;
+    const long long bound = H_MS(300);
+    const char *busy_name = h_unique_name("itimer-busy");
+    redisContext *r = h_server_redis(srv);
+    rlock_client *c = open_client(h_server_url(srv), 2, bound, H_MS(2000));
+    rlock *l = h_get(c, h_unique_name("itimer")), *other = h_get(c, h_unique_name("itimer-2"));
+    rlock *busy = h_get(c, busy_name);
+    struct sigaction sa, old;
+    struct itimerval every_ms = {.it_interval = {.tv_usec = 1000}, .it_value = {.tv_usec = 1000}};
+    struct itimerval off = {{0, 0}, {0, 0}};
+    int cycles = 0;
+
+    h_foreign_lock(r, busy_name, 60000);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, &old);
+    atomic_store(&alarms, 0);
+    assert_int_equal(setitimer(ITIMER_REAL, &every_ms, NULL), 0);
+
+    long long t0 = h_now_ms();
+    for (; h_now_ms() - t0 < 1000; cycles++) { /* a healthy Redis */
+        H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
+        H_ASSERT_RC(rlock_try_lock(busy, 0, 10000), RLOCK_BUSY);
+        H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
+    }
+    H_ASSERT_WITHIN(rlock_try_lock(busy, H_MS(100), 10000), RLOCK_BUSY, H_MS(100));
+
+    H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
+    h_server_pause(srv);
+    H_ASSERT_WITHIN(rlock_try_lock(other, 0, 10000), RLOCK_EIO, bound);
+    H_ASSERT_WITHIN(rlock_lock(other), RLOCK_EIO, bound);
+    H_ASSERT_WITHIN(rlock_unlock(l), RLOCK_EIO, bound);
+    h_server_resume(srv);
+    assert_int_equal(setitimer(ITIMER_REAL, &off, NULL), 0);
+    sigaction(SIGALRM, &old, NULL);
+    printf("interval timer: %ld SIGALRM at 1 ms intervals; %d lock/try_lock/unlock cycles right "
+           "on a healthy Redis, then try_lock, lock and unlock on a stopped one each RLOCK_EIO "
+           "within %lld ms\n", atomic_load(&alarms), cycles, bound);
+    assert_true(atomic_load(&alarms) > 500);
+
+    /* The unlock whose outcome was unknown, completed: its RELEASE, written before the
+       stop, ran when Redis resumed (RLOCK_ENOTOWNER now), or this one runs it. */
+    int rc = rlock_unlock(l);
+    assert_true(rc == RLOCK_ENOTOWNER || rc == RLOCK_OK);
+    assert_int_equal(rlock_is_held_by_current_thread(l), 0);
+    assert_int_equal(h_exists(r, rlock_name(l), strlen(rlock_name(l))), 0);
+    rlock_free(l);
+    rlock_free(other);
+    rlock_free(busy);
+    rlock_client_close(c);
+    redisFree(r);
+}
+
 /* ---- class 12: idle connections closed by the server -------------------- */
 
 static void test_idle_connection_killed(void **state) {
@@ -245,6 +329,7 @@ int main(void) {
         H_SERVER_TEST(test_pool_exhaustion),
         H_SERVER_TEST(test_connect_hangs),
         H_SERVER_TEST(test_signals),
+        H_SERVER_TEST(test_interval_timer),
         H_SERVER_TEST(test_idle_connection_killed),
     };
     setvbuf(stdout, NULL, _IOLBF, 0);

@@ -6,6 +6,9 @@
  *                NUMSUB), and all 10 acquire in turn, each far sooner than the TTL;
  *                then again with the subscriber killed repeatedly during the hand-offs
  *                (F11).
+ *   lingering    the subscriber connection killed while 10 subscriptions outlive
+ *                their last waiter (RLOCK__LINGER_MS): none is subscribed again,
+ *                and no subscriber connection is kept.
  *
  * One redis-server for the whole file (h_server_fixture_*).
  */
@@ -176,9 +179,76 @@ static void test_pubsub_killed(void **state) {
     rlock_client_close(w);
 }
 
+/* ---- lingering subscriptions and a lost subscriber connection ------------- */
+
+#define NLINGER 10
+#define LINGER_MS 200 /* RLOCK__LINGER_MS, engine/channels.h */
+
+/* Subscribers of the server (CLIENT LIST TYPE pubsub lines). */
+static long long pubsub_clients(redisContext *r) {
+    char *list = h_cmd_str(r, "CLIENT LIST TYPE pubsub");
+    long long n = 0;
+    for (const char *p = list; p != NULL && *p != '\0'; p++)
+        n += *p == '\n';
+    free(list);
+    return n;
+}
+
+/*
+ * Subscriptions outlive their last waiter by LINGER_MS. The subscriber
+ * connection is killed while NLINGER of them linger, nobody waiting: none
+ * is subscribed again (no SUBSCRIBE, no resubscription counted), and with
+ * nothing to subscribe the client keeps no subscriber connection.
+ */
+static void test_lingering_not_resubscribed(void **state) {
+    redisContext *r = h_server_redis(h_srv);
+    rlock_client *c = h_open_url(h_server_url(h_srv), 30000, 0);
+    rlock *l[NLINGER];
+    h_actor *act[NLINGER];
+    struct h_try t[NLINGER];
+    (void)state;
+    for (int i = 0; i < NLINGER; i++) {
+        l[i] = h_get(c, h_unique_name("linger-kill"));
+        h_foreign_lock(r, rlock_name(l[i]), 30000);
+        t[i] = (struct h_try){l[i], 100, 30000};
+        act[i] = h_actor_start();
+    }
+    for (int i = 0; i < NLINGER; i++)
+        h_actor_post(act[i], h_op_try_lock, &t[i]); /* each subscribes, then gives up */
+    for (int i = 0; i < NLINGER; i++)
+        H_ASSERT_RC((int)h_actor_wait(act[i], 5000), RLOCK_BUSY);
+    long long left = h_now_ms(), lingering = 0;
+    for (int i = 0; i < NLINGER; i++)
+        lingering += h_numsub(r, rlock_name(l[i]), strlen(rlock_name(l[i])));
+    long long subscribes = h_commandstat_calls(r, "subscribe");
+    long long killed = h_cmd_int(r, "CLIENT KILL TYPE pubsub");
+    long long killed_after = h_now_ms() - left;
+    h_sleep_ms(LINGER_MS + 300);
+    rlock_stats st = h_stats(c);
+    print_message("      %lld of %d channels lingering; subscriber connection killed %lld ms "
+                  "after the waiters left: %lld SUBSCRIBE since, %llu resubscription(s), %lld "
+                  "subscriber connection(s) now\n", lingering, NLINGER, killed_after,
+                  h_commandstat_calls(r, "subscribe") - subscribes, st.resubscriptions,
+                  pubsub_clients(r));
+    assert_int_equal(killed, 1);
+    if (killed_after < LINGER_MS / 2)
+        assert_int_equal(lingering, NLINGER); /* the case under test (else a slow machine) */
+    assert_int_equal(h_commandstat_calls(r, "subscribe"), subscribes);
+    assert_int_equal(st.resubscriptions, 0);
+    assert_int_equal(pubsub_clients(r), 0);
+    for (int i = 0; i < NLINGER; i++) {
+        h_actor_stop(act[i]);
+        h_foreign_unlock(r, rlock_name(l[i]));
+        rlock_free(l[i]);
+    }
+    rlock_client_close(c);
+    redisFree(r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pubsub_killed),
+        cmocka_unit_test(test_lingering_not_resubscribed),
     };
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (getenv("FAULT_FILTER")) /* e.g. FAULT_FILTER='test_pubsub*' */

@@ -33,11 +33,14 @@
 
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -335,6 +338,27 @@ static void check_tally(int with_proxy, const struct shared *sh, const struct ta
     }
 }
 
+/*
+ * Waits until the proxy's thread has made its first allocations (its poll
+ * array, a connection's pair) and is idle: under ASan (GCC 12's allocator
+ * has no fork handler) a child forked while another thread is inside
+ * malloc inherits the allocator's lock held and hangs at its first
+ * allocation -- the child never ends. An idle proxy allocates nothing
+ * until a connection comes, and every child is forked before any connects.
+ */
+static void proxy_settled(h_proxy *px) {
+    struct sockaddr_in addr = {.sin_family = AF_INET};
+    struct h_proxy_stats ps;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    addr.sin_port = htons((uint16_t)h_proxy_port(px));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&addr, sizeof addr), 0);
+    H_WAIT_FOR((h_proxy_stats(px, &ps), ps.accepted == 1 && ps.open == 1), 5000);
+    close(fd);
+    H_WAIT_FOR((h_proxy_stats(px, &ps), ps.open == 0), 5000);
+}
+
 /* Runs the stress processes for secs seconds (with_proxy: through px, made
  * faulty meanwhile; *ps gets its stats). Returns when the last one ended. */
 static long long run_children(struct stress *st, int with_proxy, h_proxy *px, long long secs,
@@ -344,13 +368,16 @@ static long long run_children(struct stress *st, int with_proxy, h_proxy *px, lo
     long long t_end;
     int i;
 
-    /* Children first (nothing of rlock's runs in this process meanwhile). */
+    /* Children first (nothing of rlock's runs in this process meanwhile), all of them
+       before any connects (proxy_settled says why). */
+    if (with_proxy)
+        proxy_settled(px);
     sh->start_ms = h_now_ms() + H_MS(1000);
     sh->stop_ms = sh->start_ms + secs * 1000;
-    for (i = 0; i < st->procs; i++) {
+    for (i = 0; i < st->procs; i++)
         h_child_start(&ch[i], stress_child, st);
+    for (i = 0; i < st->procs; i++)
         h_child_send(&ch[i], "%d", i);
-    }
     if (with_proxy) {
         h_proxy_set_delay(px, 0, 3);
         h_proxy_set_cuts(px, 150);

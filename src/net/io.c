@@ -17,7 +17,8 @@
  * trip: ~1 us of client CPU per command, bench_cluster -c). For that the
  * socket blocks for reads (rlock__io_block_reads: O_NONBLOCK cleared,
  * SO_RCVTIMEO of READ_SLICE_MS), and that first read is made only when the
- * deadline is further away than one slice. Anything else -- less time left,
+ * deadline is further away than one slice and its lateness (SLICE_LATE_MS:
+ * a receive timeout ends on a timer tick). Anything else -- less time left,
  * the slice passed, a reply in several pieces, a signal (a read with a
  * receive timeout is never restarted) -- waits in poll() with the exact time
  * left. A socket still non-blocking only costs that first read's EAGAIN.
@@ -47,6 +48,13 @@ static int ms_left(int64_t deadline_ms) {
 
 /* The longest a read waits in read(); then, if the reply is still to come, in poll(). */
 #define READ_SLICE_MS 100
+/*
+ * How late a receive timeout may end: the kernel rounds it up to timer ticks
+ * and wakes on a tick (2-4 ms late at HZ 250, up to 20 ms at HZ 100;
+ * poll() uses high-resolution timers). A deadline closer than the slice plus
+ * this is waited for in poll(), or it could be overrun by that much.
+ */
+#define SLICE_LATE_MS 20
 
 int rlock__io_block_reads(int fd) {
     struct timeval slice = {.tv_sec = READ_SLICE_MS / 1000, .tv_usec = READ_SLICE_MS % 1000 * 1000};
@@ -143,7 +151,8 @@ int rlock__io_flush(redisContext *ctx, int64_t deadline_ms) {
 
 int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply) {
     int left = ms_left(deadline_ms);
-    int in_read = left < 0 || left > READ_SLICE_MS; /* the first wait, in read() */
+    /* The first wait, in read(). */
+    int in_read = left < 0 || left > READ_SLICE_MS + SLICE_LATE_MS;
     *reply = NULL;
     for (;;) {
         void *raw = NULL;

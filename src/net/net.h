@@ -225,7 +225,11 @@ typedef struct rlock__cmd {
 int rlock__scripts_load(redisContext *ctx, int64_t deadline_ms, rlock__script_set *set);
 /*
  * Appends argv (with its lengths) to ctx's output buffer as one RESP command,
- * as redisAppendCommandArgv does, at a fraction of its cost. RLOCK_ENOMEM.
+ * byte for byte what redisAppendCommandArgv appends, at a fraction of its
+ * cost: hiredis 0.14 formats each part with sdscatfmt into a string of its
+ * own and copies it, ~4 000 instructions per lock script (callgrind,
+ * docs/design.md section 6; test_net_io checks the bytes). RLOCK_ENOMEM (no
+ * memory, or a command over INT_MAX bytes): the buffer is left as it was.
  */
 int rlock__append_argv(redisContext *ctx, int argc, const char **argv, const size_t *argvlen);
 /* Appends cmd to ctx: EVALSHA (use_body 0), EVAL (use_body 1), or the plain command. */
@@ -255,6 +259,7 @@ typedef struct rlock__pool {
     rlock__conn *slots;        /* size entries; owned */
     int size;
     int closing;               /* set once by rlock__pool_abort */
+    int waiting;               /* threads queued in rlock__pool_take for a slot */
     int retired;               /* its node is not used now: connections given back are closed */
     /* The numeric address ("ip:port", "[ip6]:port") the node's first TCP connection
        reached, "" before it (or for a unix socket): what tells one server reached by
@@ -276,7 +281,9 @@ void rlock__pool_abort(rlock__pool *pool);
 void rlock__pool_destroy(rlock__pool *pool);
 /*
  * Takes a slot, preferring a connected one, waiting while all are busy until
- * deadline_ms. NULL with *status RLOCK_ECLOSED (closing) or RLOCK_EIO.
+ * deadline_ms; threads already waiting go first (no slot is taken past them,
+ * here or in rlock__pool_take_idle). NULL with *status RLOCK_ECLOSED
+ * (closing) or RLOCK_EIO.
  */
 rlock__conn *rlock__pool_take(rlock__pool *pool, int64_t deadline_ms, int *status);
 /* Gives a slot back; a context that saw an error (or !healthy) is freed. */
@@ -289,7 +296,8 @@ void rlock__pool_give(rlock__conn *conn, int healthy);
  */
 int rlock__pool_connect(rlock__conn *conn, int connect_timeout_ms, int64_t deadline_ms);
 /*
- * Takes an idle, connected slot without waiting; NULL if none (or closing).
+ * Takes an idle, connected slot without waiting; NULL if none (or closing,
+ * or threads are queued in rlock__pool_take).
  * Slots the server closed are dropped on the way (checked whatever their
  * age with a peek; RLOCK__IDLE_UNCHECKED: not checked, the caller checks
  * the slots it took, all at once). A slot that owes replies is used only

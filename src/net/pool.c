@@ -74,33 +74,64 @@ static void take(rlock__conn *conn) {
     rlock__gauge_add(&conn->node->events->stats.pool_in_use, 1);
 }
 
+/*
+ * A free slot, a connected one first; NULL if all are busy (pool mutex
+ * held). With threads queued, a newcomer (!queued) gets one only if more
+ * slots are free than threads queued (rlock__pool_take says why).
+ */
+static rlock__conn *free_slot(rlock__pool *pool, int queued) {
+    rlock__conn *connected = NULL, *unconnected = NULL;
+    int nfree = 0, count = !queued && pool->waiting > 0;
+    for (int i = 0; i < pool->size && (connected == NULL || count); i++) {
+        rlock__conn *slot = &pool->slots[i];
+        if (slot->busy)
+            continue;
+        nfree++;
+        if (slot->ctx != NULL && connected == NULL)
+            connected = slot;
+        else if (slot->ctx == NULL && unconnected == NULL)
+            unconnected = slot;
+    }
+    if (count && nfree <= pool->waiting)
+        return NULL;
+    return connected != NULL ? connected : unconnected;
+}
+
+/*
+ * A thread that finds no free slot queues (pool->waiting) and takes the next
+ * one given back. A newcomer takes a free slot only if there are more free
+ * slots than threads queued: otherwise a thread that gives a slot back and
+ * takes one again at once (a loop of commands) would always beat the queued
+ * thread, which wakes later -- the watchdog starved of a connection until
+ * its holds' leases ran out.
+ */
 rlock__conn *rlock__pool_take(rlock__pool *pool, int64_t deadline_ms, int *status) {
     rlock__conn *conn = NULL;
+    int queued = 0;
     *status = RLOCK_ECLOSED;
     pthread_mutex_lock(&pool->mutex);
     while (!pool->closing) {
-        rlock__conn *idle_unconnected = NULL;
-        for (int i = 0; i < pool->size && conn == NULL; i++) {
-            rlock__conn *slot = &pool->slots[i];
-            if (slot->busy)
-                continue;
-            if (slot->ctx != NULL)
-                conn = slot;
-            else if (idle_unconnected == NULL)
-                idle_unconnected = slot;
-        }
-        if (conn == NULL)
-            conn = idle_unconnected;
+        conn = free_slot(pool, queued);
         if (conn != NULL) {
             take(conn);
             *status = RLOCK_OK;
             break;
+        }
+        if (!queued) {
+            queued = 1;
+            pool->waiting++;
         }
         if (rlock__cond_wait_until(&pool->available, &pool->mutex, deadline_ms) == ETIMEDOUT &&
             rlock__now_ms() >= deadline_ms) {
             *status = RLOCK_EIO;
             break;
         }
+    }
+    if (queued) {
+        pool->waiting--;
+        /* A slot given back as we gave up (or took ours) goes to the next one queued. */
+        if (pool->waiting > 0 && free_slot(pool, 1) != NULL)
+            pthread_cond_signal(&pool->available);
     }
     pthread_mutex_unlock(&pool->mutex);
     return conn;
@@ -273,7 +304,8 @@ rlock__conn *rlock__pool_take_idle(rlock__pool *pool, int flags) {
         rlock__conn *conn = NULL;
         int dead;
         pthread_mutex_lock(&pool->mutex);
-        for (; next < pool->size && !pool->closing && conn == NULL; next++)
+        /* Never ahead of threads queued in rlock__pool_take (it says why). */
+        for (; next < pool->size && !pool->closing && pool->waiting == 0 && conn == NULL; next++)
             if (!pool->slots[next].busy && pool->slots[next].ctx != NULL)
                 conn = &pool->slots[next];
         if (conn != NULL)

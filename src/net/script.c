@@ -10,6 +10,7 @@
  * Threads: any; a script set's SHA1s are written once at open, read-only after.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -86,11 +87,19 @@ static char *put_header(char *p, char mark, uint64_t n) {
     return p;
 }
 
-/* The bytes n arguments take at most, headers and CRLFs included. */
+/*
+ * The most bytes one command may take: sdsIncrLen grows a length by an int
+ * (hiredis's own formatting returns an int length too). Far above any
+ * command of ours (names are at most RLOCK_MAX_NAME_LEN, groups
+ * RLOCK_GROUP_MAX locks), so only a caller's bug reaches it.
+ */
+#define COMMAND_MAX ((size_t)INT_MAX)
+
+/* The bytes n arguments take at most, headers and CRLFs included; > COMMAND_MAX: too many. */
 static size_t args_room(int n, const size_t *len) {
     size_t room = 0;
-    for (int i = 0; i < n; i++)
-        room += HEADER_MAX + len[i] + 2;
+    for (int i = 0; i < n && room <= COMMAND_MAX; i++)
+        room += len[i] > COMMAND_MAX ? SIZE_MAX - room : HEADER_MAX + len[i] + 2;
     return room;
 }
 
@@ -111,13 +120,16 @@ static char *put_args(char *p, int n, const char **argv, const size_t *len) {
  * arguments and then argv's -- written straight into ctx's output buffer,
  * grown once. hiredis 0.14 builds a separate string with a generic
  * sdscatfmt call per part and then copies it (about 4 000 instructions per
- * EVALSHA of a lock's, under callgrind; this, a few hundred). Never touches
- * the buffer on failure (RLOCK_ENOMEM).
+ * EVALSHA of a lock's, under callgrind; this, a few hundred: docs/design.md
+ * section 6). Never touches the buffer on failure (RLOCK_ENOMEM: no memory,
+ * or over COMMAND_MAX bytes).
  */
 static int append_resp(redisContext *ctx, int nhead, const char **head, const size_t *headlen,
                        int argc, const char **argv, const size_t *argvlen) {
-    sds buf = sdsMakeRoomFor(ctx->obuf, HEADER_MAX + args_room(nhead, headlen) +
-                                            args_room(argc, argvlen));
+    size_t head_room = args_room(nhead, headlen), argv_room = args_room(argc, argvlen);
+    if (head_room > COMMAND_MAX - HEADER_MAX || argv_room > COMMAND_MAX - HEADER_MAX - head_room)
+        return RLOCK_ENOMEM;
+    sds buf = sdsMakeRoomFor(ctx->obuf, HEADER_MAX + head_room + argv_room);
     if (buf == NULL)
         return RLOCK_ENOMEM;
     ctx->obuf = buf;

@@ -20,6 +20,7 @@ struct h_actor {
     int posted; /* a call is pending or running */
     int done;   /* the last call returned */
     int quit;
+    int running; /* actor_main has begun */
     long long result;
     long long finished_ms;
 };
@@ -27,6 +28,8 @@ struct h_actor {
 static void *actor_main(void *p) {
     h_actor *a = p;
     pthread_mutex_lock(&a->mu);
+    a->running = 1;
+    pthread_cond_broadcast(&a->cv);
     for (;;) {
         h_actor_fn fn;
         void *arg;
@@ -65,6 +68,14 @@ h_actor *h_actor_start(void) {
     rc = pthread_create(&a->thread, NULL, actor_main, a);
     if (rc != 0)
         H_FAIL("pthread_create: %s", strerror(rc));
+    /* Returns once the thread runs: a new thread allocates as it starts (ASan's thread
+       set-up), and a child forked meanwhile (h_child_start) would inherit the allocator's
+       lock held and hang at its first allocation (GCC 12's ASan has no fork handler). An
+       idle actor allocates nothing. */
+    pthread_mutex_lock(&a->mu);
+    while (!a->running)
+        pthread_cond_wait(&a->cv, &a->mu);
+    pthread_mutex_unlock(&a->mu);
     return a;
 }
 
