@@ -793,7 +793,8 @@ RLOCK_EXTERN int rlock_try_lock(rlock *lock, long long wait_ms, long long lease_
  * held it more than once: after this unlock it would still believe it held
  * the lock; reported once, nothing changed); RLOCK_EIO (the outcome is unknown:
  * calling rlock_unlock() again from the same thread completes it exactly
- * once); RLOCK_ENOTLOCK; RLOCK_ENOPERM (e.g. the ACL forbids PUBLISH on the
+ * once; if the failed call had released the last hold, the repeat returns
+ * RLOCK_ENOTOWNER and reports no loss); RLOCK_ENOTLOCK; RLOCK_ENOPERM (e.g. the ACL forbids PUBLISH on the
  * lock's channel: the lock is NOT released, still held and renewed);
  * RLOCK_ENOREPL (replica_acks set: either the master applied the unlock and
  * fewer replicas acknowledged it -- the thread no longer holds that hold,

@@ -123,9 +123,22 @@ static void test_lost_reply_release(void **state) {
     H_ASSERT_RC(rlock_unlock(l2), RLOCK_OK);
     assert_int_equal(h_exists(r, n2, strlen(n2)), 0);
 
+    /* Count 1, no retries: EIO (it did apply); unlock again finds the hold gone
+     * and says so, without reporting the hold lost: the first unlock released it. */
+    rlock_stats st = {.struct_size = sizeof st};
+    H_ASSERT_RC(rlock_lock(l2), RLOCK_OK);
+    h_proxy_drop_replies(px, 1);
+    H_ASSERT_RC(rlock_unlock(l2), RLOCK_EIO);
+    assert_int_equal(h_exists(r, n2, strlen(n2)), 0);
+    H_ASSERT_RC(rlock_unlock(l2), RLOCK_ENOTOWNER);
+    H_ASSERT_RC(rlock_client_stats(c0, &st), RLOCK_OK);
+    assert_int_equal(st.losses, 0);
+    H_ASSERT_RC(rlock_unlock(l2), RLOCK_ENOTOWNER);
+
     printf("scenario 5c release: reply dropped -> count 2 with retries ends at 1 (OK); "
            "count 1 with retries: deleted once, OK; count 2 without retries: EIO, applied, "
-           "the repeated unlock is a no-op (count stays 1)\n");
+           "the repeated unlock is a no-op (count stays 1); count 1 without retries: EIO, "
+           "the repeated unlock ENOTOWNER, no loss reported\n");
     rlock_free(l1);
     rlock_free(l2);
     rlock_client_close(c3);

@@ -36,13 +36,14 @@ static int unlock_lost(const rlock *lock, const rlock__owner *owner, int report,
  * (its lease ran out, or it was lost: see unlock_lost).
  */
 static int hold_before_release(rlock *lock, const rlock__owner *owner, long long *expected,
-                               int64_t *acquired_us) {
+                               int64_t *acquired_us, int *unsure) {
     rlock__holds *holds = &lock->engine->holds;
     rlock__hold_info info;
     rlock__hold_key key = rlock__hold_of(lock, owner);
     int state = rlock__holds_get(holds, &key, rlock__now_ms(), &info);
     *expected = state == RLOCK__HOLD_HELD ? info.count : 0;
     *acquired_us = state == RLOCK__HOLD_HELD ? info.acquired_us : 0;
+    *unsure = state == RLOCK__HOLD_HELD && info.unsure;
     if (state == RLOCK__HOLD_EXPIRED)
         return rlock__fail(RLOCK_ENOTOWNER, 0, "lock '%.200s': its lease ran out before the unlock",
                            lock->name);
@@ -54,14 +55,26 @@ static int hold_before_release(rlock *lock, const rlock__owner *owner, long long
                                    : "its hold was lost earlier (reported then)");
 }
 
-/* The unlock found the owner's field gone: a loss if it believed it held. */
-static int unlock_found_gone(rlock *lock, const rlock__owner *owner, long long expected) {
+/*
+ * The unlock found the owner's field gone: a loss if it believed it held.
+ * Not when its last hold's previous unlock ended unsure (RLOCK_EIO): that
+ * unlock most likely went through, and a loss cannot be told from it, so
+ * none is reported (a spurious LOCK_LOST would page someone for nothing).
+ */
+static int unlock_found_gone(rlock *lock, const rlock__owner *owner, long long expected,
+                             int unsure) {
     long long lease_left = 0;
     char words[32];
     if (expected == 0)
         return rlock__fail(RLOCK_ENOTOWNER, 0, "lock '%.200s': not held by %s", lock->name,
                            rlock__owner_words(owner, words));
     rlock__hold_key key = rlock__hold_of(lock, owner);
+    if (unsure && expected == 1) {
+        rlock__holds_forget(&lock->engine->holds, &key);
+        return rlock__fail(RLOCK_ENOTOWNER, 0, "lock '%.200s': not held by %s: released by the "
+                           "earlier unlock whose outcome was unknown", lock->name,
+                           rlock__owner_words(owner, words));
+    }
     int report = rlock__holds_found_gone(&lock->engine->holds, &key, &lease_left, rlock__now_ms());
     return unlock_lost(lock, owner, report, expected, lease_left, "its hold is gone from Redis");
 }
@@ -82,7 +95,8 @@ int rlock__release(rlock *lock, const rlock__owner *owner) {
     rlock__hold_key key = rlock__hold_of(lock, owner);
     long long expected;
     int64_t acquired_us;
-    int status = hold_before_release(lock, owner, &expected, &acquired_us);
+    int unsure;
+    int status = hold_before_release(lock, owner, &expected, &acquired_us, &unsure);
     if (status != RLOCK_OK)
         return status;
     int offered = offer_to_waiter(lock, expected, &offer);
@@ -97,7 +111,7 @@ int rlock__release(rlock *lock, const rlock__owner *owner) {
         rlock__wait_settle(e, &offer, out.granted, out.sent_ms);
     }
     if (out.gone)
-        status = unlock_found_gone(lock, owner, expected);
+        status = unlock_found_gone(lock, owner, expected, unsure);
     if (status == RLOCK_OK)
         rlock__count_released(lock, out.gone ? -1 : out.remaining, acquired_us);
     return status;
