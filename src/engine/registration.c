@@ -250,11 +250,19 @@ int rlock__registration_start(rlock__engine *e, const char *key, const char *con
 
 void rlock__registration_refresh(rlock__engine *e, int64_t by_ms) {
     rlock__registration *r = &e->registration;
+    int64_t now = rlock__now_ms(), own = now + e->settings->command_timeout_ms;
+    /*
+     * Less than a quarter of the TTL's third left before the next round (a
+     * slow round): no write now -- one cut short would time out and cost a
+     * healthy connection. The TTL leaves two more rounds to try.
+     */
+    if (by_ms - now < r->ttl_ms / 12)
+        return;
     pthread_mutex_lock(&r->mutex);
-    int due = r->argv != NULL && rlock__now_ms() >= r->next_ms;
+    int due = r->argv != NULL && now >= r->next_ms;
     pthread_mutex_unlock(&r->mutex);
     if (due)
-        write_now(e, by_ms);
+        write_now(e, own < by_ms ? own : by_ms);
 }
 
 void rlock__registration_stop(rlock__engine *e) {
