@@ -307,7 +307,8 @@ typedef struct rlock__registration {
     size_t *argvlen;            /* in argv's block */
     int argc;
     char *text;                 /* owned: the strings argv points to */
-    long long ttl_ms;
+    long long ttl_ms;           /* set at start; argv, argvlen, text, ttl_ms and ttl change
+                                   no more once argv is set: a write reads them unlocked */
     char ttl[24];               /* ttl_ms as PEXPIRE's argument */
     int64_t next_ms;            /* when the next write is due */
     int busy;                   /* a write is in flight (made without the mutex) */

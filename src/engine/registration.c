@@ -237,9 +237,10 @@ int rlock__registration_start(rlock__engine *e, const char *key, const char *con
                               int nfields) {
     rlock__registration *r = &e->registration;
     long long ttl = e->settings->watchdog_timeout_ms;
+    /* Under the mutex: the watchdog thread already runs and reads them. */
+    pthread_mutex_lock(&r->mutex);
     r->ttl_ms = ttl > MIN_TTL_MS ? ttl : MIN_TTL_MS;
     snprintf(r->ttl, sizeof(r->ttl), "%lld", r->ttl_ms);
-    pthread_mutex_lock(&r->mutex);
     int status = copy_layout(r, key, fields, nfields);
     pthread_mutex_unlock(&r->mutex);
     if (status != RLOCK_OK)
@@ -256,10 +257,8 @@ void rlock__registration_refresh(rlock__engine *e, int64_t by_ms) {
      * slow round): no write now -- one cut short would time out and cost a
      * healthy connection. The TTL leaves two more rounds to try.
      */
-    if (by_ms - now < r->ttl_ms / 12)
-        return;
     pthread_mutex_lock(&r->mutex);
-    int due = r->argv != NULL && now >= r->next_ms;
+    int due = r->argv != NULL && now >= r->next_ms && by_ms - now >= r->ttl_ms / 12;
     pthread_mutex_unlock(&r->mutex);
     if (due)
         write_now(e, own < by_ms ? own : by_ms);
