@@ -277,7 +277,7 @@ test-faults: deps
 valgrind: deps
 	@$(MAKE) --no-print-directory all $(TEST_BINS)
 	@TEST_PREFIX="valgrind --quiet --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible --track-fds=no" \
-	  TEST_TIMEOUT_SCALE=10 scripts/with-redis.sh scripts/run-tests.sh $(TEST_BINS)
+	  TEST_TIMEOUT_SCALE=10 TEST_JOBS=$${TEST_JOBS:-2} scripts/with-redis.sh scripts/run-tests.sh $(TEST_BINS)
 
 demo: deps
 	@$(MAKE) --no-print-directory all $(DEMO)
