@@ -150,7 +150,9 @@ const char rlock__rw_read_acquire_lua[] =
  *    {2, count}  the caller's expected count is stale: nothing changed.
  *    {3, count}  the lock is in read mode and the caller holds count read
  *                holds: it would wait for itself (Redisson forbids the
- *                upgrade and would wait for ever). Nothing changed.
+ *                upgrade and would wait for ever). Nothing changed. A field
+ *                whose holds' keys are all gone is no hold (their leases ran
+ *                out; other readers keep the hash): busy, as for anyone.
  *    NOTALOCK, NOPERM: nothing changed.
  */
 const char rlock__rw_write_acquire_lua[] =
@@ -182,8 +184,9 @@ const char rlock__rw_write_acquire_lua[] =
     "  redis.call('srem', KEYS[2], writer)\n"
     "  return {1, 1}\n"
     "end\n"
-    "if mode == 'read' and redis.call('hexists', KEYS[1], me) == 1 then\n"
-    "  return {3, tonumber(redis.call('hget', KEYS[1], me))}\n"
+    "local reads = mode == 'read' and tonumber(redis.call('hget', KEYS[1], me)) or 0\n"
+    "for k = reads, 1, -1 do\n"
+    "  if redis.call('exists', hold_key(KEYS[1], me, k)) == 1 then return {3, reads} end\n"
     "end\n"
     "local ttl = redis.call('pttl', KEYS[1])\n"
     "if ARGV[4] == '1' then\n"
@@ -337,16 +340,19 @@ const char rlock__rw_locked_lua[] =
     "return mode == ARGV[1] and 1 or 0\n";
 
 /*
- * The readers' renewal (the read renewer of rw.c), Redisson's ReadLockTask
- * with a result per hold: for each reader, if its field is there, every key
- * of its holds (count .. 1) gets the lease again; 1 renewed, 0 gone (its
- * field, or a key of one of its holds: that hold's lease ran out, and
- * another reader's unlock may free the lock under it), -1 not served here
- * (a Cluster slot moved or moving). The hash gets TTL max(its PTTL, lease)
- * once for each run of one lock's readers (the watchdog sends them
- * together): readers of one lock in one client share that work. Nothing is
- * ever re-created. Unlike Redisson (which sets the hash's TTL to the lease),
- * a renewal never shortens it: a reader with a longer lease keeps its lock.
+ * The renewal of both kinds of hold (the read and write renewers of rw.c).
+ * For readers, Redisson's ReadLockTask with a result per hold: if its field
+ * is there, every key of its holds (count .. 1) gets the lease again; 1
+ * renewed, 0 gone (its field, or a key of one of its holds: that hold's
+ * lease ran out, and another reader's unlock may free the lock under it),
+ * -1 not served here (a Cluster slot moved or moving). A writer field
+ * ("...:write") has no keys: 1 if it is there. The hash gets TTL max(its
+ * PTTL, lease) once for each run of one lock's holds (the watchdog sends
+ * them together): readers of one lock in one client share that work.
+ * Nothing is ever re-created. Unlike Redisson (which sets the hash's TTL to
+ * the lease, for a reader as for a writer), a renewal never shortens it: a
+ * reader with a longer lease keeps its lock -- also the read hold of a
+ * writer that downgrades, after its write unlock.
  */
 #define RW_RENEW_PRELUDE_LUA                                                                      \
     RW_KEYS_LUA                                                                                   \
@@ -358,6 +364,7 @@ const char rlock__rw_locked_lua[] =
     "  end\n"                                                                                     \
     "  count = tonumber(count)\n"                                                                 \
     "  if count == nil then return 0 end\n"                                                       \
+    "  if string.sub(field, -6) == ':write' then return 1 end\n"                                  \
     "  for k = count, 1, -1 do\n"                                                                 \
     "    local armed = redis.pcall('pexpire', hold_key(name, field, k), ARGV[1])\n"              \
     "    if type(armed) == 'table' then return -1 end\n"                                          \

