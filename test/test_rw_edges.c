@@ -159,10 +159,138 @@ static void test_expired_read_hold_is_no_upgrade(void **state) {
     rlock_client_close(b);
 }
 
+/* ---- the cost of a read unlock ------------------------------------------------------ */
+
+#define MANY_READERS 16
+#define CYCLES 50
+
+/*
+ * MANY_READERS threads of client A hold the read lock; a reader of client B
+ * takes and releases it CYCLES times. Each of B's unlocks may be the longest
+ * hold (its key was set last): it reads another reader's key and keeps the
+ * TTL -- a bounded number of PTTLs per cycle, not one per reader (Redisson
+ * reads every reader's keys at every unlock).
+ */
+static void test_read_unlock_cost_is_flat(void **state) {
+    const char *name = h_unique_name("rwe-flat");
+    rlock_client *a = h_open(30000, 0), *b = h_open(30000, 0);
+    rlock *ar, *aw, *br, *bw;
+    redisContext *r = h_redis();
+    h_actor *t[MANY_READERS];
+    (void)state;
+    get_rw(a, name, &ar, &aw);
+    get_rw(b, name, &br, &bw);
+    for (int i = 0; i < MANY_READERS; i++) {
+        t[i] = h_actor_start();
+        H_ASSERT_RC(h_actor_call(t[i], h_op_lock, ar), RLOCK_OK);
+    }
+    long long pttl0 = h_commandstat_calls(r, "pttl");
+    for (int i = 0; i < CYCLES; i++) {
+        H_ASSERT_RC(rlock_lock(br), RLOCK_OK);
+        H_ASSERT_RC(rlock_unlock(br), RLOCK_OK);
+    }
+    long long pttls = h_commandstat_calls(r, "pttl") - pttl0;
+    printf("      %d readers holding: %.1f PTTLs per read lock + unlock of another reader\n",
+           MANY_READERS, (double)pttls / CYCLES);
+    assert_true(pttls <= 4 * CYCLES);
+    long long ttl = h_pttl(r, name, strlen(name));
+    assert_true(ttl > 25000); /* the TTL stays: the other readers hold on */
+    for (int i = 0; i < MANY_READERS; i++) {
+        H_ASSERT_RC(h_actor_call(t[i], h_op_unlock, ar), RLOCK_OK);
+        h_actor_stop(t[i]);
+    }
+    assert_int_equal(lock_keys(r, name), 0);
+
+    rlock_free(ar);
+    rlock_free(aw);
+    rlock_free(br);
+    rlock_free(bw);
+    redisFree(r);
+    rlock_client_close(a);
+    rlock_client_close(b);
+}
+
+#define DEEP 1000
+
+/* The hold count in Redis and the client's, and hold key n there, n + 1 not. */
+static void check_depth(redisContext *r, rlock_client *c, rlock *rd, const char *name,
+                        const char *field, int n) {
+    char key[512];
+    assert_int_equal(hget_int(r, name, field), n);
+    H_ASSERT_RC(rlock_hold_count(rd), n);
+    snprintf(key, sizeof key, "{%s}:%s:rwlock_timeout:%d", name, field, n + 1);
+    assert_int_equal(h_exists(r, key, strlen(key)), 0);
+    if (n > 0) {
+        snprintf(key, sizeof key, "{%s}:%s:rwlock_timeout:%d", name, field, n);
+        assert_int_equal(h_exists(r, key, strlen(key)), 1);
+    }
+    (void)c;
+}
+
+/*
+ * Reentrancy DEEP holds deep: read holds (one key each), then a writer's
+ * DEEP write holds and DEEP read holds (a downgrade), released write first.
+ * The counts agree with Redis on the way; nothing is left in Redis. The
+ * first read holds have leases growing by 1 ms, so that each unlock
+ * releases the longest hold: a bounded number of PTTLs per unlock (Java
+ * Redisson's unlock reads every key left: quadratic in the depth).
+ */
+static void test_deep_reentrancy(void **state) {
+    const char *name = h_unique_name("rwe-deep");
+    rlock_client *a = h_open(30000, 0);
+    rlock *ar, *aw;
+    redisContext *r = h_redis();
+    char field[128], wfield[160];
+    (void)state;
+    get_rw(a, name, &ar, &aw);
+    snprintf(field, sizeof field, "%s", my_field(a));
+    snprintf(wfield, sizeof wfield, "%s:write", field);
+
+    for (int i = 1; i <= DEEP; i++)
+        H_ASSERT_RC(rlock_lock_lease(ar, 20000 + i), RLOCK_OK);
+    check_depth(r, a, ar, name, field, DEEP);
+    long long pttl0 = h_commandstat_calls(r, "pttl");
+    for (int i = DEEP; i > 0; i--) {
+        if (i % 250 == 0)
+            check_depth(r, a, ar, name, field, i);
+        H_ASSERT_RC(rlock_unlock(ar), RLOCK_OK);
+    }
+    long long pttls = h_commandstat_calls(r, "pttl") - pttl0;
+    printf("      %d read holds unwound with %lld PTTLs\n", DEEP, pttls);
+    assert_true(pttls <= 4 * DEEP);
+    assert_int_equal(lock_keys(r, name), 0);
+
+    for (int i = 0; i < DEEP; i++)
+        H_ASSERT_RC(rlock_lock(aw), RLOCK_OK);
+    for (int i = 0; i < DEEP; i++)
+        H_ASSERT_RC(rlock_lock(ar), RLOCK_OK);
+    assert_int_equal(hget_int(r, name, wfield), DEEP);
+    check_depth(r, a, ar, name, field, DEEP);
+    H_ASSERT_RC(rlock_hold_count(aw), DEEP);
+    for (int i = 0; i < DEEP; i++)
+        H_ASSERT_RC(rlock_unlock(aw), RLOCK_OK);
+    char *mode = h_cmd_str(r, "HGET %s mode", name);
+    assert_string_equal(mode, "read");
+    free(mode);
+    assert_int_equal(hget_int(r, name, wfield), 0);
+    check_depth(r, a, ar, name, field, DEEP);
+    for (int i = DEEP; i > 0; i--)
+        H_ASSERT_RC(rlock_unlock(ar), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(ar), RLOCK_ENOTOWNER);
+    assert_int_equal(lock_keys(r, name), 0);
+
+    rlock_free(ar);
+    rlock_free(aw);
+    redisFree(r);
+    rlock_client_close(a);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_downgrade_outlives_write_renewal),
         cmocka_unit_test(test_expired_read_hold_is_no_upgrade),
+        cmocka_unit_test(test_read_unlock_cost_is_flat),
+        cmocka_unit_test(test_deep_reentrancy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
