@@ -228,7 +228,8 @@ const char rlock__rw_write_acquire_lua[] =
 /*
  * RW_READ_RELEASE  KEYS[1] = name
  *   ARGV[1] = reader field, ARGV[2] = expected count, ARGV[3] = channel,
- *   ARGV[4] = 'publish' or 'spublish'
+ *   ARGV[4] = 'publish' or 'spublish', ARGV[5] (optional) = the field of
+ *   another reader the caller's client believes holds the lock too
  * -> RELEASE's answers (reentrant_lua.c): nil (not ours: nothing changed),
  *    the remaining count, or {count} (stale). The released holds' keys go.
  *    In write mode (the writer's own read holds) the lock and its TTL stay
@@ -241,12 +242,13 @@ const char rlock__rw_write_acquire_lua[] =
  *    and renewal sets the hash's TTL to at least its key's (max(PTTL,
  *    lease), in the same script), so the hash lives as long as its longest
  *    key:
+ *    - the TTL stays if another reader's key has two thirds of it left
+ *      (the common case: readers with the same lease; a watchdog reader's
+ *      key never has less than two thirds of its lease left): ARGV[5]'s
+ *      latest key is looked at first, at no other cost;
  *    - a release whose keys all end before the hash was not that longest
  *      one: the TTL stays, no other key is read;
- *    - else another key is looked for, and the TTL stays if one has two
- *      thirds of it left (the common case: readers with the same lease;
- *      a watchdog reader's key never has less than two thirds of its lease
- *      left), after reading one other reader's keys;
+ *    - else the others' keys are read until one has two thirds of the TTL;
  *    - else the TTL becomes the longest key left, all read (Redisson's rule,
  *      which Redisson applies at every release: O(readers)), and with none
  *      left the lock is deleted and "0" published (its readers died).
@@ -287,10 +289,16 @@ const char rlock__rw_read_release_lua[] =
     "local left, keys = math.max(expected - 1, 0), {}\n"
     "for k = count, left + 1, -1 do keys[#keys + 1] = hold_key(KEYS[1], me, k) end\n"
     /* What becomes of the hash: free (deleted), a new TTL, or as it is (nil). */
-    "local free, ttl = false, nil\n"
-    "if mode ~= 'write' then\n"
+    "local free, ttl, now, kept = false, nil, nil, false\n"
+    "if mode ~= 'write' and ARGV[5] and ARGV[5] ~= me then\n"
+    "  now = redis.call('pttl', KEYS[1])\n"
+    "  local other = tonumber(redis.call('hget', KEYS[1], ARGV[5]))\n"
+    "  kept = other ~= nil and\n"
+    "    redis.call('pttl', hold_key(KEYS[1], ARGV[5], other)) >= math.floor(now * 2 / 3)\n"
+    "end\n"
+    "if mode ~= 'write' and not kept then\n"
     "  free = left == 0 and redis.call('hlen', KEYS[1]) == 2\n"
-    "  local now = not free and redis.call('pttl', KEYS[1])\n"
+    "  now = not free and (now or redis.call('pttl', KEYS[1]))\n"
     "  local gone = -2\n"
     "  for i = 1, now and #keys or 0 do gone = math.max(gone, redis.call('pttl', keys[i])) end\n"
     "  if now and gone >= now then\n"
