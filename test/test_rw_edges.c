@@ -285,12 +285,171 @@ static void test_deep_reentrancy(void **state) {
     rlock_client_close(a);
 }
 
+/* ---- leavers: killed, cancelled ------------------------------------------------------- */
+
+struct child_args {
+    const char *name;
+    long long wd_ms;
+    int writer; /* 0: takes the read lock (twice); 1: waits for the write lock */
+};
+
+/*
+ * Child: opens its own client, takes the read lock twice (then says
+ * "READING") or asks for the write lock (says "WAITING" first: it waits
+ * behind the test's reader), then waits to be killed.
+ */
+static int child_main(void *arg, int in, int out) {
+    struct child_args *a = arg;
+    rlock_config cfg;
+    rlock_client *c;
+    rlock *rd, *wr;
+    char line[64];
+    h_config(&cfg);
+    cfg.watchdog_timeout_ms = a->wd_ms;
+    if (rlock_client_open(&cfg, &c) != RLOCK_OK || rlock_get_rw(c, a->name, &rd, &wr) != RLOCK_OK)
+        return 2;
+    if (a->writer) {
+        h_line_send(out, "WAITING");
+        rlock_lock(wr); /* the test kills us meanwhile */
+        return 3;
+    }
+    if (rlock_lock(rd) != RLOCK_OK || rlock_lock(rd) != RLOCK_OK)
+        return 4;
+    h_line_send(out, "READING");
+    h_line_recv(in, line, sizeof line, 600000);
+    return 0;
+}
+
+/*
+ * A reader (two holds, watchdog lease wd) is SIGKILLed: a writer gets in
+ * within about one lease, and its hold keys expire with it.
+ */
+static void test_reader_killed(void **state) {
+    long long wd = H_MS(1500);
+    const char *name = h_unique_name("rwe-rkill");
+    struct child_args args = {name, wd, 0};
+    rlock_client *b = h_open(30000, 0);
+    rlock *br, *bw;
+    redisContext *r = h_redis();
+    h_child ch;
+    char line[64];
+    (void)state;
+    get_rw(b, name, &br, &bw);
+
+    h_child_start(&ch, child_main, &args);
+    h_child_recv(&ch, line, sizeof line, 10000);
+    assert_string_equal(line, "READING");
+    h_sleep_ms(wd / 2); /* a renewal */
+    h_child_kill(&ch);
+    long long start = h_now_ms();
+    H_ASSERT_RC(rlock_try_lock(bw, H_MS(10000), RLOCK_LEASE_WATCHDOG), RLOCK_OK);
+    long long took = h_now_ms() - start;
+    printf("      a writer got in %lld ms after the reader's kill (its lease %lld ms)\n", took,
+           wd);
+    assert_true(took <= wd + H_MS(500));
+    H_ASSERT_RC(rlock_unlock(bw), RLOCK_OK);
+    assert_int_equal(lock_keys(r, name), 0);
+
+    rlock_free(br);
+    rlock_free(bw);
+    redisFree(r);
+    rlock_client_close(b);
+}
+
+/*
+ * A writer SIGKILLed while it waits (in the writers' set): new readers are
+ * held back until the set's TTL (1 s) ends, no longer; the lock is then
+ * theirs, and nothing of the writer's is left.
+ */
+static void test_waiting_writer_killed(void **state) {
+    const char *name = h_unique_name("rwe-wkill");
+    struct child_args args = {name, 30000, 1};
+    rlock_client *a = h_open(30000, 0), *b = h_open(30000, 0);
+    rlock *ar, *aw, *br, *bw;
+    redisContext *r = h_redis();
+    h_child ch;
+    char line[64], writers[256];
+    (void)state;
+    get_rw(a, name, &ar, &aw);
+    get_rw(b, name, &br, &bw);
+    snprintf(writers, sizeof writers, "rlock_rwlock_writers:{%s}", name);
+
+    H_ASSERT_RC(rlock_lock(ar), RLOCK_OK);
+    h_child_start(&ch, child_main, &args);
+    h_child_recv(&ch, line, sizeof line, 10000);
+    assert_string_equal(line, "WAITING");
+    H_WAIT_FOR(h_exists(r, writers, strlen(writers)) == 1, 5000);
+    h_child_kill(&ch);
+    long long start = h_now_ms();
+    H_ASSERT_RC(rlock_try_lock(br, H_MS(10000), RLOCK_LEASE_WATCHDOG), RLOCK_OK);
+    long long took = h_now_ms() - start;
+    printf("      a new reader got in %lld ms after the waiting writer's kill\n", took);
+    assert_true(took <= 1000 + H_MS(500));
+    assert_int_equal(h_exists(r, writers, strlen(writers)), 0);
+    H_ASSERT_RC(rlock_unlock(br), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(ar), RLOCK_OK);
+    assert_int_equal(lock_keys(r, name), 0);
+
+    rlock_free(ar);
+    rlock_free(aw);
+    rlock_free(br);
+    rlock_free(bw);
+    redisFree(r);
+    rlock_client_close(a);
+    rlock_client_close(b);
+}
+
+static void *lock_main(void *lock) {
+    (void)rlock_lock(lock);
+    return NULL;
+}
+
+/*
+ * A writer cancelled (pthread_cancel) while it waits leaves the writers'
+ * set at once, and the reader it held back goes at once.
+ */
+static void test_waiting_writer_cancelled(void **state) {
+    const char *name = h_unique_name("rwe-cancel");
+    rlock_client *a = h_open(30000, 0), *b = h_open(30000, 0);
+    rlock *ar, *aw, *br, *bw;
+    redisContext *r = h_redis();
+    char writers[256];
+    pthread_t th;
+    (void)state;
+    get_rw(a, name, &ar, &aw);
+    get_rw(b, name, &br, &bw);
+    snprintf(writers, sizeof writers, "rlock_rwlock_writers:{%s}", name);
+
+    H_ASSERT_RC(rlock_lock(ar), RLOCK_OK);
+    assert_int_equal(pthread_create(&th, NULL, lock_main, bw), 0);
+    H_WAIT_FOR(h_exists(r, writers, strlen(writers)) == 1, 5000);
+    H_ASSERT_RC(rlock_try_lock(br, 0, RLOCK_LEASE_WATCHDOG), RLOCK_BUSY);
+    assert_int_equal(pthread_cancel(th), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(h_exists(r, writers, strlen(writers)), 0);
+    H_ASSERT_RC(rlock_try_lock(br, 0, RLOCK_LEASE_WATCHDOG), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(br), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(ar), RLOCK_OK);
+    assert_int_equal(lock_keys(r, name), 0);
+
+    rlock_free(ar);
+    rlock_free(aw);
+    rlock_free(br);
+    rlock_free(bw);
+    redisFree(r);
+    rlock_client_close(a);
+    rlock_client_close(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_downgrade_outlives_write_renewal),
         cmocka_unit_test(test_expired_read_hold_is_no_upgrade),
         cmocka_unit_test(test_read_unlock_cost_is_flat),
         cmocka_unit_test(test_deep_reentrancy),
+        cmocka_unit_test(test_reader_killed),
+        cmocka_unit_test(test_waiting_writer_killed),
+        cmocka_unit_test(test_waiting_writer_cancelled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -107,8 +107,8 @@
  *                set to the lease, the hash's TTL to at least the lease.
  *    {0, ms}     busy: another thread writes (ms = the lock's PTTL), a lock
  *                of another kind has the name, or an rlock writer waits
- *                (ms = the writers' set's PTTL: come back when it may have
- *                gone); nothing changed.
+ *                (ms = the writers' set's PTTL + 1: come back when it has
+ *                gone; 100 for a set without a TTL); nothing changed.
  *    {2, count}  the caller's expected count is stale: nothing changed.
  *    NOTALOCK, NOPERM: nothing changed.
  */
@@ -143,7 +143,7 @@ const char rlock__rw_read_acquire_lua[] =
     "    end\n"
     "  elseif writers_wait or (writers_wait == nil and redis.call('exists', KEYS[2]) == 1) then\n"
     "    local ttl = redis.call('pttl', KEYS[2])\n"
-    "    return {0, ttl > 0 and ttl or 100}\n"
+    "    return {0, ttl >= 0 and ttl + 1 or 100}\n"
     "  end\n"
     "end\n"
     "local key, held = hold_key(KEYS[1], me, n), int(n)\n"
