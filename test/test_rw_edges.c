@@ -36,8 +36,36 @@
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-static void get_rw(rlock_client *c, const char *name, rlock **r, rlock **w) {
-    H_ASSERT_RC(rlock_get_rw(c, name, r, w), RLOCK_OK);
+/*
+ * Client a (watchdog timeout wd_a) and client b (30 s, unless NULL: not
+ * opened), each with the read and write handles of a new name with prefix,
+ * and a raw connection.
+ */
+typedef struct two {
+    const char *name;
+    rlock_client *a, *b;
+    rlock *ar, *aw, *br, *bw;
+    redisContext *r;
+} two;
+
+static two two_open(const char *prefix, long long wd_a, int with_b) {
+    two t = {.name = h_unique_name(prefix), .a = h_open(wd_a, 0), .r = h_redis()};
+    H_ASSERT_RC(rlock_get_rw(t.a, t.name, &t.ar, &t.aw), RLOCK_OK);
+    if (with_b) {
+        t.b = h_open(30000, 0);
+        H_ASSERT_RC(rlock_get_rw(t.b, t.name, &t.br, &t.bw), RLOCK_OK);
+    }
+    return t;
+}
+
+static void two_close(two *t) {
+    rlock_free(t->ar);
+    rlock_free(t->aw);
+    rlock_free(t->br);
+    rlock_free(t->bw);
+    redisFree(t->r);
+    rlock_client_close(t->a);
+    rlock_client_close(t->b);
 }
 
 /* The keys of name's lock that Redis has: the hash, hold keys, the writers' set. */
@@ -59,13 +87,6 @@ static const char *my_field(rlock_client *c) {
     return field;
 }
 
-static long long hget_int(redisContext *r, const char *name, const char *field) {
-    char *v = h_cmd_str(r, "HGET %s %s", name, field);
-    long long n = v != NULL ? atoll(v) : 0;
-    free(v);
-    return n;
-}
-
 /* ---- the TTL rule ------------------------------------------------------------- */
 
 /*
@@ -77,35 +98,23 @@ static long long hget_int(redisContext *r, const char *name, const char *field) 
  */
 static void test_downgrade_outlives_write_renewal(void **state) {
     long long wd = H_MS(600), lease = 5 * wd;
-    const char *name = h_unique_name("rwe-down");
-    rlock_client *a = h_open(wd, 0), *b = h_open(30000, 0);
-    rlock *ar, *aw, *br, *bw;
-    redisContext *r = h_redis();
+    two t = two_open("rwe-down", wd, 1);
     (void)state;
-    get_rw(a, name, &ar, &aw);
-    get_rw(b, name, &br, &bw);
 
-    H_ASSERT_RC(rlock_lock(aw), RLOCK_OK);
-    H_ASSERT_RC(rlock_lock_lease(ar, lease), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock(t.aw), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock_lease(t.ar, lease), RLOCK_OK);
     h_sleep_ms(wd); /* two renewals of the write hold */
-    long long hash_ttl = h_pttl(r, name, strlen(name));
+    long long hash_ttl = h_pttl(t.r, t.name, strlen(t.name));
     printf("      write hold renewed: the hash's TTL %lld ms, the read hold's lease %lld ms\n",
            hash_ttl, lease);
     assert_true(hash_ttl > lease - 2 * wd);
-    H_ASSERT_RC(rlock_unlock(aw), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(t.aw), RLOCK_OK);
     h_sleep_ms(2 * wd); /* past the write hold's lease */
-    H_ASSERT_RC(rlock_is_held_by_current_thread(ar), 1);
-    H_ASSERT_RC(rlock_try_lock(bw, 0, RLOCK_LEASE_WATCHDOG), RLOCK_BUSY);
-    H_ASSERT_RC(rlock_unlock(ar), RLOCK_OK);
-    assert_int_equal(lock_keys(r, name), 0);
-
-    rlock_free(ar);
-    rlock_free(aw);
-    rlock_free(br);
-    rlock_free(bw);
-    redisFree(r);
-    rlock_client_close(a);
-    rlock_client_close(b);
+    H_ASSERT_RC(rlock_is_held_by_current_thread(t.ar), 1);
+    H_ASSERT_RC(rlock_try_lock(t.bw, 0, RLOCK_LEASE_WATCHDOG), RLOCK_BUSY);
+    H_ASSERT_RC(rlock_unlock(t.ar), RLOCK_OK);
+    assert_int_equal(lock_keys(t.r, t.name), 0);
+    two_close(&t);
 }
 
 /* ---- a stale reader field ------------------------------------------------------ */
@@ -123,40 +132,28 @@ static long long op_unlock_later(void *lock) {
  * it when B leaves.
  */
 static void test_expired_read_hold_is_no_upgrade(void **state) {
-    const char *name = h_unique_name("rwe-stale");
-    rlock_client *a = h_open(30000, 0), *b = h_open(30000, 0);
-    rlock *ar, *aw, *br, *bw;
-    redisContext *r = h_redis();
-    h_actor *t = h_actor_start();
+    two t = two_open("rwe-stale", 30000, 1);
+    h_actor *act = h_actor_start();
     (void)state;
-    get_rw(a, name, &ar, &aw);
-    get_rw(b, name, &br, &bw);
 
-    H_ASSERT_RC(h_actor_call(t, h_op_lock, br), RLOCK_OK);
-    H_ASSERT_RC(rlock_lock_lease(ar, 200), RLOCK_OK);
-    assert_int_equal(hget_int(r, name, my_field(a)), 1);
+    H_ASSERT_RC(h_actor_call(act, h_op_lock, t.br), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock_lease(t.ar, 200), RLOCK_OK);
+    assert_int_equal(h_hget_int(t.r, t.name, my_field(t.a)), 1);
     h_sleep_ms(400);
-    assert_int_equal(hget_int(r, name, my_field(a)), 1); /* the field stays */
-    H_ASSERT_RC(rlock_is_locked(ar), 1);
-    H_ASSERT_RC(rlock_try_lock(aw, 0, RLOCK_LEASE_WATCHDOG), RLOCK_BUSY);
-    h_actor_post(t, op_unlock_later, br);
+    assert_int_equal(h_hget_int(t.r, t.name, my_field(t.a)), 1); /* the field stays */
+    H_ASSERT_RC(rlock_is_locked(t.ar), 1);
+    H_ASSERT_RC(rlock_try_lock(t.aw, 0, RLOCK_LEASE_WATCHDOG), RLOCK_BUSY);
+    h_actor_post(act, op_unlock_later, t.br);
     long long start = h_now_ms();
-    H_ASSERT_RC(rlock_try_lock(aw, H_MS(5000), RLOCK_LEASE_WATCHDOG), RLOCK_OK);
+    H_ASSERT_RC(rlock_try_lock(t.aw, H_MS(5000), RLOCK_LEASE_WATCHDOG), RLOCK_OK);
     printf("      the write lock came %lld ms after the ask (B left after 300 ms)\n",
            h_now_ms() - start);
-    H_ASSERT_RC(h_actor_wait(t, 5000), RLOCK_OK);
-    assert_int_equal(hget_int(r, name, my_field(a)), 0);
-    H_ASSERT_RC(rlock_unlock(aw), RLOCK_OK);
-    assert_int_equal(lock_keys(r, name), 0);
-
-    h_actor_stop(t);
-    rlock_free(ar);
-    rlock_free(aw);
-    rlock_free(br);
-    rlock_free(bw);
-    redisFree(r);
-    rlock_client_close(a);
-    rlock_client_close(b);
+    H_ASSERT_RC(h_actor_wait(act, 5000), RLOCK_OK);
+    assert_int_equal(h_hget_int(t.r, t.name, my_field(t.a)), 0);
+    H_ASSERT_RC(rlock_unlock(t.aw), RLOCK_OK);
+    assert_int_equal(lock_keys(t.r, t.name), 0);
+    h_actor_stop(act);
+    two_close(&t);
 }
 
 /* ---- the cost of a read unlock ------------------------------------------------------ */
@@ -172,59 +169,44 @@ static void test_expired_read_hold_is_no_upgrade(void **state) {
  * reads every reader's keys at every unlock).
  */
 static void test_read_unlock_cost_is_flat(void **state) {
-    const char *name = h_unique_name("rwe-flat");
-    rlock_client *a = h_open(30000, 0), *b = h_open(30000, 0);
-    rlock *ar, *aw, *br, *bw;
-    redisContext *r = h_redis();
-    h_actor *t[MANY_READERS];
+    two t = two_open("rwe-flat", 30000, 1);
+    h_actor *act[MANY_READERS];
     (void)state;
-    get_rw(a, name, &ar, &aw);
-    get_rw(b, name, &br, &bw);
     for (int i = 0; i < MANY_READERS; i++) {
-        t[i] = h_actor_start();
-        H_ASSERT_RC(h_actor_call(t[i], h_op_lock, ar), RLOCK_OK);
+        act[i] = h_actor_start();
+        H_ASSERT_RC(h_actor_call(act[i], h_op_lock, t.ar), RLOCK_OK);
     }
-    long long pttl0 = h_commandstat_calls(r, "pttl");
+    long long pttl0 = h_commandstat_calls(t.r, "pttl");
     for (int i = 0; i < CYCLES; i++) {
-        H_ASSERT_RC(rlock_lock(br), RLOCK_OK);
-        H_ASSERT_RC(rlock_unlock(br), RLOCK_OK);
+        H_ASSERT_RC(rlock_lock(t.br), RLOCK_OK);
+        H_ASSERT_RC(rlock_unlock(t.br), RLOCK_OK);
     }
-    long long pttls = h_commandstat_calls(r, "pttl") - pttl0;
+    long long pttls = h_commandstat_calls(t.r, "pttl") - pttl0;
     printf("      %d readers holding: %.1f PTTLs per read lock + unlock of another reader\n",
            MANY_READERS, (double)pttls / CYCLES);
     assert_true(pttls <= 4 * CYCLES);
-    long long ttl = h_pttl(r, name, strlen(name));
-    assert_true(ttl > 25000); /* the TTL stays: the other readers hold on */
+    assert_true(h_pttl(t.r, t.name, strlen(t.name)) > 25000); /* the others hold on: kept */
     for (int i = 0; i < MANY_READERS; i++) {
-        H_ASSERT_RC(h_actor_call(t[i], h_op_unlock, ar), RLOCK_OK);
-        h_actor_stop(t[i]);
+        H_ASSERT_RC(h_actor_call(act[i], h_op_unlock, t.ar), RLOCK_OK);
+        h_actor_stop(act[i]);
     }
-    assert_int_equal(lock_keys(r, name), 0);
-
-    rlock_free(ar);
-    rlock_free(aw);
-    rlock_free(br);
-    rlock_free(bw);
-    redisFree(r);
-    rlock_client_close(a);
-    rlock_client_close(b);
+    assert_int_equal(lock_keys(t.r, t.name), 0);
+    two_close(&t);
 }
 
 #define DEEP 1000
 
 /* The hold count in Redis and the client's, and hold key n there, n + 1 not. */
-static void check_depth(redisContext *r, rlock_client *c, rlock *rd, const char *name,
-                        const char *field, int n) {
+static void check_depth(const two *t, const char *field, int n) {
     char key[512];
-    assert_int_equal(hget_int(r, name, field), n);
-    H_ASSERT_RC(rlock_hold_count(rd), n);
-    snprintf(key, sizeof key, "{%s}:%s:rwlock_timeout:%d", name, field, n + 1);
-    assert_int_equal(h_exists(r, key, strlen(key)), 0);
+    assert_int_equal(h_hget_int(t->r, t->name, field), n);
+    H_ASSERT_RC(rlock_hold_count(t->ar), n);
+    snprintf(key, sizeof key, "{%s}:%s:rwlock_timeout:%d", t->name, field, n + 1);
+    assert_int_equal(h_exists(t->r, key, strlen(key)), 0);
     if (n > 0) {
-        snprintf(key, sizeof key, "{%s}:%s:rwlock_timeout:%d", name, field, n);
-        assert_int_equal(h_exists(r, key, strlen(key)), 1);
+        snprintf(key, sizeof key, "{%s}:%s:rwlock_timeout:%d", t->name, field, n);
+        assert_int_equal(h_exists(t->r, key, strlen(key)), 1);
     }
-    (void)c;
 }
 
 /*
@@ -236,53 +218,45 @@ static void check_depth(redisContext *r, rlock_client *c, rlock *rd, const char 
  * Redisson's unlock reads every key left: quadratic in the depth).
  */
 static void test_deep_reentrancy(void **state) {
-    const char *name = h_unique_name("rwe-deep");
-    rlock_client *a = h_open(30000, 0);
-    rlock *ar, *aw;
-    redisContext *r = h_redis();
+    two t = two_open("rwe-deep", 30000, 0);
     char field[128], wfield[160];
     (void)state;
-    get_rw(a, name, &ar, &aw);
-    snprintf(field, sizeof field, "%s", my_field(a));
+    snprintf(field, sizeof field, "%s", my_field(t.a));
     snprintf(wfield, sizeof wfield, "%s:write", field);
 
     for (int i = 1; i <= DEEP; i++)
-        H_ASSERT_RC(rlock_lock_lease(ar, 20000 + i), RLOCK_OK);
-    check_depth(r, a, ar, name, field, DEEP);
-    long long pttl0 = h_commandstat_calls(r, "pttl");
+        H_ASSERT_RC(rlock_lock_lease(t.ar, 20000 + i), RLOCK_OK);
+    check_depth(&t, field, DEEP);
+    long long pttl0 = h_commandstat_calls(t.r, "pttl");
     for (int i = DEEP; i > 0; i--) {
         if (i % 250 == 0)
-            check_depth(r, a, ar, name, field, i);
-        H_ASSERT_RC(rlock_unlock(ar), RLOCK_OK);
+            check_depth(&t, field, i);
+        H_ASSERT_RC(rlock_unlock(t.ar), RLOCK_OK);
     }
-    long long pttls = h_commandstat_calls(r, "pttl") - pttl0;
+    long long pttls = h_commandstat_calls(t.r, "pttl") - pttl0;
     printf("      %d read holds unwound with %lld PTTLs\n", DEEP, pttls);
     assert_true(pttls <= 4 * DEEP);
-    assert_int_equal(lock_keys(r, name), 0);
+    assert_int_equal(lock_keys(t.r, t.name), 0);
 
     for (int i = 0; i < DEEP; i++)
-        H_ASSERT_RC(rlock_lock(aw), RLOCK_OK);
+        H_ASSERT_RC(rlock_lock(t.aw), RLOCK_OK);
     for (int i = 0; i < DEEP; i++)
-        H_ASSERT_RC(rlock_lock(ar), RLOCK_OK);
-    assert_int_equal(hget_int(r, name, wfield), DEEP);
-    check_depth(r, a, ar, name, field, DEEP);
-    H_ASSERT_RC(rlock_hold_count(aw), DEEP);
+        H_ASSERT_RC(rlock_lock(t.ar), RLOCK_OK);
+    assert_int_equal(h_hget_int(t.r, t.name, wfield), DEEP);
+    check_depth(&t, field, DEEP);
+    H_ASSERT_RC(rlock_hold_count(t.aw), DEEP);
     for (int i = 0; i < DEEP; i++)
-        H_ASSERT_RC(rlock_unlock(aw), RLOCK_OK);
-    char *mode = h_cmd_str(r, "HGET %s mode", name);
+        H_ASSERT_RC(rlock_unlock(t.aw), RLOCK_OK);
+    char *mode = h_cmd_str(t.r, "HGET %s mode", t.name);
     assert_string_equal(mode, "read");
     free(mode);
-    assert_int_equal(hget_int(r, name, wfield), 0);
-    check_depth(r, a, ar, name, field, DEEP);
+    assert_int_equal(h_hget_int(t.r, t.name, wfield), 0);
+    check_depth(&t, field, DEEP);
     for (int i = DEEP; i > 0; i--)
-        H_ASSERT_RC(rlock_unlock(ar), RLOCK_OK);
-    H_ASSERT_RC(rlock_unlock(ar), RLOCK_ENOTOWNER);
-    assert_int_equal(lock_keys(r, name), 0);
-
-    rlock_free(ar);
-    rlock_free(aw);
-    redisFree(r);
-    rlock_client_close(a);
+        H_ASSERT_RC(rlock_unlock(t.ar), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(t.ar), RLOCK_ENOTOWNER);
+    assert_int_equal(lock_keys(t.r, t.name), 0);
+    two_close(&t);
 }
 
 /* ---- leavers: killed, cancelled ------------------------------------------------------- */
@@ -320,40 +294,43 @@ static int child_main(void *arg, int in, int out) {
     return 0;
 }
 
+/* Starts the child of args and waits for its first line, which must be `says`. */
+static void start_child(h_child *ch, struct child_args *args, const char *says) {
+    char line[64];
+    h_child_start(ch, child_main, args);
+    h_child_recv(ch, line, sizeof line, 10000);
+    assert_string_equal(line, says);
+}
+
 /*
  * A reader (two holds, watchdog lease wd) is SIGKILLed: a writer gets in
  * within about one lease, and its hold keys expire with it.
  */
 static void test_reader_killed(void **state) {
     long long wd = H_MS(1500);
-    const char *name = h_unique_name("rwe-rkill");
-    struct child_args args = {name, wd, 0};
-    rlock_client *b = h_open(30000, 0);
-    rlock *br, *bw;
-    redisContext *r = h_redis();
+    two t = two_open("rwe-rkill", 30000, 0);
+    struct child_args args = {t.name, wd, 0};
     h_child ch;
-    char line[64];
     (void)state;
-    get_rw(b, name, &br, &bw);
 
-    h_child_start(&ch, child_main, &args);
-    h_child_recv(&ch, line, sizeof line, 10000);
-    assert_string_equal(line, "READING");
+    start_child(&ch, &args, "READING");
     h_sleep_ms(wd / 2); /* a renewal */
     h_child_kill(&ch);
     long long start = h_now_ms();
-    H_ASSERT_RC(rlock_try_lock(bw, H_MS(10000), RLOCK_LEASE_WATCHDOG), RLOCK_OK);
+    H_ASSERT_RC(rlock_try_lock(t.aw, H_MS(10000), RLOCK_LEASE_WATCHDOG), RLOCK_OK);
     long long took = h_now_ms() - start;
     printf("      a writer got in %lld ms after the reader's kill (its lease %lld ms)\n", took,
            wd);
     assert_true(took <= wd + H_MS(500));
-    H_ASSERT_RC(rlock_unlock(bw), RLOCK_OK);
-    assert_int_equal(lock_keys(r, name), 0);
+    H_ASSERT_RC(rlock_unlock(t.aw), RLOCK_OK);
+    assert_int_equal(lock_keys(t.r, t.name), 0);
+    two_close(&t);
+}
 
-    rlock_free(br);
-    rlock_free(bw);
-    redisFree(r);
-    rlock_client_close(b);
+/* "rlock_rwlock_writers:{name}" into buf (names without braces). */
+static const char *writers_key(char *buf, size_t size, const char *name) {
+    snprintf(buf, size, "rlock_rwlock_writers:{%s}", name);
+    return buf;
 }
 
 /*
@@ -362,41 +339,27 @@ static void test_reader_killed(void **state) {
  * theirs, and nothing of the writer's is left.
  */
 static void test_waiting_writer_killed(void **state) {
-    const char *name = h_unique_name("rwe-wkill");
-    struct child_args args = {name, 30000, 1};
-    rlock_client *a = h_open(30000, 0), *b = h_open(30000, 0);
-    rlock *ar, *aw, *br, *bw;
-    redisContext *r = h_redis();
+    two t = two_open("rwe-wkill", 30000, 1);
+    struct child_args args = {t.name, 30000, 1};
     h_child ch;
-    char line[64], writers[256];
+    char buf[256];
+    const char *writers = writers_key(buf, sizeof buf, t.name);
     (void)state;
-    get_rw(a, name, &ar, &aw);
-    get_rw(b, name, &br, &bw);
-    snprintf(writers, sizeof writers, "rlock_rwlock_writers:{%s}", name);
 
-    H_ASSERT_RC(rlock_lock(ar), RLOCK_OK);
-    h_child_start(&ch, child_main, &args);
-    h_child_recv(&ch, line, sizeof line, 10000);
-    assert_string_equal(line, "WAITING");
-    H_WAIT_FOR(h_exists(r, writers, strlen(writers)) == 1, 5000);
+    H_ASSERT_RC(rlock_lock(t.ar), RLOCK_OK);
+    start_child(&ch, &args, "WAITING");
+    H_WAIT_FOR(h_exists(t.r, writers, strlen(writers)) == 1, 5000);
     h_child_kill(&ch);
     long long start = h_now_ms();
-    H_ASSERT_RC(rlock_try_lock(br, H_MS(10000), RLOCK_LEASE_WATCHDOG), RLOCK_OK);
+    H_ASSERT_RC(rlock_try_lock(t.br, H_MS(10000), RLOCK_LEASE_WATCHDOG), RLOCK_OK);
     long long took = h_now_ms() - start;
     printf("      a new reader got in %lld ms after the waiting writer's kill\n", took);
     assert_true(took <= 1000 + H_MS(500));
-    assert_int_equal(h_exists(r, writers, strlen(writers)), 0);
-    H_ASSERT_RC(rlock_unlock(br), RLOCK_OK);
-    H_ASSERT_RC(rlock_unlock(ar), RLOCK_OK);
-    assert_int_equal(lock_keys(r, name), 0);
-
-    rlock_free(ar);
-    rlock_free(aw);
-    rlock_free(br);
-    rlock_free(bw);
-    redisFree(r);
-    rlock_client_close(a);
-    rlock_client_close(b);
+    assert_int_equal(h_exists(t.r, writers, strlen(writers)), 0);
+    H_ASSERT_RC(rlock_unlock(t.br), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(t.ar), RLOCK_OK);
+    assert_int_equal(lock_keys(t.r, t.name), 0);
+    two_close(&t);
 }
 
 static void *lock_main(void *lock) {
@@ -409,36 +372,24 @@ static void *lock_main(void *lock) {
  * set at once, and the reader it held back goes at once.
  */
 static void test_waiting_writer_cancelled(void **state) {
-    const char *name = h_unique_name("rwe-cancel");
-    rlock_client *a = h_open(30000, 0), *b = h_open(30000, 0);
-    rlock *ar, *aw, *br, *bw;
-    redisContext *r = h_redis();
-    char writers[256];
+    two t = two_open("rwe-cancel", 30000, 1);
+    char buf[256];
+    const char *writers = writers_key(buf, sizeof buf, t.name);
     pthread_t th;
     (void)state;
-    get_rw(a, name, &ar, &aw);
-    get_rw(b, name, &br, &bw);
-    snprintf(writers, sizeof writers, "rlock_rwlock_writers:{%s}", name);
 
-    H_ASSERT_RC(rlock_lock(ar), RLOCK_OK);
-    assert_int_equal(pthread_create(&th, NULL, lock_main, bw), 0);
-    H_WAIT_FOR(h_exists(r, writers, strlen(writers)) == 1, 5000);
-    H_ASSERT_RC(rlock_try_lock(br, 0, RLOCK_LEASE_WATCHDOG), RLOCK_BUSY);
+    H_ASSERT_RC(rlock_lock(t.ar), RLOCK_OK);
+    assert_int_equal(pthread_create(&th, NULL, lock_main, t.bw), 0);
+    H_WAIT_FOR(h_exists(t.r, writers, strlen(writers)) == 1, 5000);
+    H_ASSERT_RC(rlock_try_lock(t.br, 0, RLOCK_LEASE_WATCHDOG), RLOCK_BUSY);
     assert_int_equal(pthread_cancel(th), 0);
     assert_int_equal(pthread_join(th, NULL), 0);
-    assert_int_equal(h_exists(r, writers, strlen(writers)), 0);
-    H_ASSERT_RC(rlock_try_lock(br, 0, RLOCK_LEASE_WATCHDOG), RLOCK_OK);
-    H_ASSERT_RC(rlock_unlock(br), RLOCK_OK);
-    H_ASSERT_RC(rlock_unlock(ar), RLOCK_OK);
-    assert_int_equal(lock_keys(r, name), 0);
-
-    rlock_free(ar);
-    rlock_free(aw);
-    rlock_free(br);
-    rlock_free(bw);
-    redisFree(r);
-    rlock_client_close(a);
-    rlock_client_close(b);
+    assert_int_equal(h_exists(t.r, writers, strlen(writers)), 0);
+    H_ASSERT_RC(rlock_try_lock(t.br, 0, RLOCK_LEASE_WATCHDOG), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(t.br), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(t.ar), RLOCK_OK);
+    assert_int_equal(lock_keys(t.r, t.name), 0);
+    two_close(&t);
 }
 
 int main(void) {
