@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "harness/cancel_skip.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -372,11 +373,12 @@ static void *lock_main(void *lock) {
  * set at once, and the reader it held back goes at once.
  */
 static void test_waiting_writer_cancelled(void **state) {
+    (void)state;
+    H_SKIP_CANCEL_UNDER_ASAN();
     two t = two_open("rwe-cancel", 30000, 1);
     char buf[256];
     const char *writers = writers_key(buf, sizeof buf, t.name);
     pthread_t th;
-    (void)state;
 
     H_ASSERT_RC(rlock_lock(t.ar), RLOCK_OK);
     assert_int_equal(pthread_create(&th, NULL, lock_main, t.bw), 0);
