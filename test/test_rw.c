@@ -107,14 +107,6 @@ static char *writers_key(const char *name) {
     return key;
 }
 
-/* HGET name field as a number (0 if absent). */
-static long long hget_int(redisContext *r, const char *name, const char *field) {
-    char *v = h_cmd_str(r, "HGET %s %s", name, field);
-    long long n = v != NULL ? atoll(v) : 0;
-    free(v);
-    return n;
-}
-
 /* The lock's mode field ("read", "write"), or "" if none; static storage. */
 static const char *mode_of(redisContext *r, const char *name) {
     static char mode[16];
@@ -172,7 +164,7 @@ static void check_layout(const char *name) {
     assert_non_null(field);
     assert_string_equal(mode_of(r, name), "read");
     assert_int_equal(hlen(r, name), 2);
-    assert_int_equal(hget_int(r, name, field), 2);
+    assert_int_equal(h_hget_int(r, name, field), 2);
     char *k1 = hold_key(name, field, 1), *k2 = hold_key(name, field, 2);
     char *v = h_cmd_str(r, "GET %s", k1);
     assert_string_equal(v, "1");
@@ -193,7 +185,7 @@ static void check_layout(const char *name) {
     /* Releasing the 20 s hold: its key goes, and the hash's TTL becomes the 10 s one's left. */
     H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
     assert_int_equal(h_exists(r, k2, strlen(k2)), 0);
-    assert_int_equal(hget_int(r, name, field), 1);
+    assert_int_equal(h_hget_int(r, name, field), 1);
     H_ASSERT_BETWEEN(h_pttl(r, name, strlen(name)), 8000, 10000);
     H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
     assert_int_equal(h_exists(r, name, strlen(name)), 0);
@@ -207,7 +199,7 @@ static void check_layout(const char *name) {
     snprintf(wfield, sizeof wfield, "%s:write", field);
     assert_string_equal(mode_of(r, name), "write");
     assert_int_equal(hlen(r, name), 2);
-    assert_int_equal(hget_int(r, name, wfield), 2);
+    assert_int_equal(h_hget_int(r, name, wfield), 2);
     H_ASSERT_BETWEEN(h_pttl(r, name, strlen(name)), 28000, 30000);
     H_ASSERT_RC(rlock_hold_count(wr), 2);
     H_ASSERT_RC(rlock_hold_count(rd), 0);

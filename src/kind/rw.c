@@ -12,10 +12,10 @@
  *   channel   redisson_rwlock:{<name>}  "0" read unlock frees it, "1" write unlock
  *
  * The two kinds' holds of one thread are two holds in the holds table (their
- * renewers differ): the watchdog renews a write hold with RENEW (its field
- * ends in ":write") and read holds with RW_RENEW, one script entry re-arming
- * each lock once for all the client's readers of it, and each reader's own
- * keys. What the generic code must not do, the table says with NULLs: no
+ * renewers differ, in the owner field: a writer's ends in ":write"): the
+ * watchdog renews both with RW_RENEW, one script entry re-arming each lock
+ * once for all the client's holds of it (never shortening its TTL), and each
+ * reader's own keys. What the generic code must not do, the table says with NULLs: no
  * in-process hand-off (transfer: the lock is shared by readers and moved
  * by mode, a one-waiter hand-over does not fit it; every unlock releases,
  * as Redisson does).
@@ -50,9 +50,15 @@ static const rlock__renewer read_renewer = {.script = RLOCK__SCRIPT_RW_RENEW,
                                             .owner_field = rlock__owner_field_of,
                                             .by_lock = 1};
 
-static const rlock__renewer write_renewer = {.script = RLOCK__SCRIPT_RENEW,
-                                             .node_script = RLOCK__SCRIPT_RENEW_NODE,
-                                             .owner_field = write_field};
+/*
+ * A write hold too is renewed by RW_RENEW (not RENEW, which sets the hash's
+ * TTL to the lease): the writer's own read holds (a downgrade) may have
+ * longer leases, which the hash must outlive.
+ */
+static const rlock__renewer write_renewer = {.script = RLOCK__SCRIPT_RW_RENEW,
+                                             .node_script = RLOCK__SCRIPT_RW_RENEW_NODE,
+                                             .owner_field = write_field,
+                                             .by_lock = 1};
 
 /* An RW_READ_ACQUIRE or RW_WRITE_ACQUIRE command with its argument strings. */
 typedef struct acquire_cmd {
@@ -126,14 +132,26 @@ static rlock__conn *send_ahead(const rlock__waiter *w) {
     return rlock__send_ahead(lock->engine->net, &a.cmd);
 }
 
-/* RW_READ_RELEASE or RW_WRITE_RELEASE: RELEASE's arguments and answers. */
+/*
+ * RW_READ_RELEASE or RW_WRITE_RELEASE: RELEASE's arguments and answers. A
+ * read release names another owner of this client that holds the read lock
+ * too, if there is one: its hold key tells, in the common case, that the
+ * lock stays and keeps its TTL without reading every reader (rw_lua.c).
+ */
 static int release(const rlock *lock, const rlock__owner *owner, long long expected,
                    int64_t deadline_ms, rlock__released *out) {
+    char other_field[RLOCK__OWNER_MAX];
+    size_t other_len = 0;
+    uint64_t other;
+    rlock__hold_key key = rlock__hold_of(lock, owner);
     if (is_write(lock))
-        return rlock__hash_release_with(lock, RLOCK__SCRIPT_RW_WRITE_RELEASE, "1", owner,
+        return rlock__hash_release_with(lock, RLOCK__SCRIPT_RW_WRITE_RELEASE, "1", NULL, 0, owner,
                                         expected, deadline_ms, out);
-    return rlock__hash_release_with(lock, RLOCK__SCRIPT_RW_READ_RELEASE, "0", owner, expected,
-                                    deadline_ms, out);
+    if (rlock__holds_other_owner(&lock->engine->holds, &key, &other))
+        other_len = rlock__owner_field(lock->client_id, other, other_field);
+    return rlock__hash_release_with(lock, RLOCK__SCRIPT_RW_READ_RELEASE, "0",
+                                    other_len > 0 ? other_field : NULL, other_len, owner,
+                                    expected, deadline_ms, out);
 }
 
 /* Redisson's forceUnlock of each handle: deletes the lock only in its own mode. */

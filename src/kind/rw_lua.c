@@ -38,17 +38,29 @@
 /*
  * A read hold's key: Redisson's suffixName(name, field) + ":rwlock_timeout:"
  * + k; and the waiting writers' set of a name (Redisson's prefixName rule).
+ * Numbers become strings as integers (int): Lua's own conversion, and Redis
+ * 7.0's of a number passed to redis.call, print them as floating point,
+ * which is costly on the read path. outlive(name, ms, ms_str) gives the hash
+ * a TTL of at least ms (the string ms_str): the TTL rule every acquire and
+ * renewal keeps, so that the hash lives as long as its longest hold.
  */
 #define RW_KEYS_LUA                                                                               \
+    "local function int(n)\n"                                                                     \
+    "  if n == 1 then return '1' end\n"                                                           \
+    "  return string.format('%d', n)\n"                                                           \
+    "end\n"                                                                                       \
     "local function hold_key(name, field, k)\n"                                                   \
     "  if string.find(name, '{', 1, true) then\n"                                                 \
-    "    return name .. ':' .. field .. ':rwlock_timeout:' .. k\n"                               \
+    "    return name .. ':' .. field .. ':rwlock_timeout:' .. int(k)\n"                          \
     "  end\n"                                                                                     \
-    "  return '{' .. name .. '}:' .. field .. ':rwlock_timeout:' .. k\n"                         \
+    "  return '{' .. name .. '}:' .. field .. ':rwlock_timeout:' .. int(k)\n"                    \
     "end\n"                                                                                       \
     "local function writers_key(name)\n"                                                          \
     "  if string.find(name, '{', 1, true) then return 'rlock_rwlock_writers:' .. name end\n"     \
     "  return 'rlock_rwlock_writers:{' .. name .. '}'\n"                                          \
+    "end\n"                                                                                       \
+    "local function outlive(name, ms, ms_str)\n"                                                  \
+    "  if redis.call('pttl', name) < ms then redis.call('pexpire', name, ms_str) end\n"           \
     "end\n"
 
 /*
@@ -95,8 +107,8 @@
  *                set to the lease, the hash's TTL to at least the lease.
  *    {0, ms}     busy: another thread writes (ms = the lock's PTTL), a lock
  *                of another kind has the name, or an rlock writer waits
- *                (ms = the writers' set's PTTL: come back when it may have
- *                gone); nothing changed.
+ *                (ms = the writers' set's PTTL + 1: come back when it has
+ *                gone; 100 for a set without a TTL); nothing changed.
  *    {2, count}  the caller's expected count is stale: nothing changed.
  *    NOTALOCK, NOPERM: nothing changed.
  */
@@ -104,36 +116,52 @@ const char rlock__rw_read_acquire_lua[] =
     RW_PRELUDE_LUA
     "local me, expected, lease = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[1])\n"
     "local mode = redis.call('hget', KEYS[1], 'mode')\n"
-    "local exists = mode or redis.call('exists', KEYS[1]) == 1\n"
-    "if exists and mode ~= 'read' and mode ~= 'write' then\n"
-    "  if not_a_lock(KEYS[1]) then return not_a_lock_error(KEYS[1]) end\n"
-    "  return {0, redis.call('pttl', KEYS[1])}\n"
+    "local count = mode and tonumber(redis.call('hget', KEYS[1], me)) or 0\n"
+    "local writers_wait\n" /* the writers' set exists: nil = not asked yet */
+    "if not mode then\n"
+    "  local found = redis.call('exists', KEYS[1], KEYS[2])\n"
+    "  if found > 0 and redis.call('exists', KEYS[1]) == 1 then\n"
+    "    if not_a_lock(KEYS[1]) then return not_a_lock_error(KEYS[1]) end\n"
+    "    return {0, redis.call('pttl', KEYS[1])}\n"
+    "  end\n"
+    "  writers_wait = found > 0\n"
+    "elseif mode ~= 'read' and mode ~= 'write' then\n"
+    "  return not_a_lock_error(KEYS[1])\n"
     "end\n"
-    "local count = tonumber(redis.call('hget', KEYS[1], me) or 0)\n"
-    "local no = refused('hset', KEYS[1], 'mode', 'read') or refused('hincrby', KEYS[1], me, '1')\n"
-    "  or refused('set', hold_key(KEYS[1], me, count + 1), '1', 'px', ARGV[1])\n"
-    "  or refused('pexpire', KEYS[1], ARGV[1])\n"
-    "if no then return no end\n"
-    "local function arm(k)\n"
-    "  redis.call('set', hold_key(KEYS[1], me, k), '1', 'px', ARGV[1])\n"
-    "  redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), lease))\n"
-    "  return {1, k}\n"
-    "end\n"
+    "local n = count + 1\n"
     "if count > 0 then\n"
-    REENTER_LUA("me")
-    "  return arm(count)\n"
+    "  if count == expected + 1 then\n"
+    "    n = count\n" /* an earlier send of this call applied */
+    "  elseif count ~= expected then\n"
+    "    return {2, count}\n"
+    "  end\n"
+    "else\n"
+    "  if expected > 0 then return {2, 0} end\n"
+    "  if mode == 'write' then\n"
+    "    if redis.call('hexists', KEYS[1], me .. ':write') == 0 then\n"
+    "      return {0, redis.call('pttl', KEYS[1])}\n"
+    "    end\n"
+    "  elseif writers_wait or (writers_wait == nil and redis.call('exists', KEYS[2]) == 1) then\n"
+    "    local ttl = redis.call('pttl', KEYS[2])\n"
+    "    return {0, ttl >= 0 and ttl + 1 or 100}\n"
+    "  end\n"
     "end\n"
-    "if expected > 0 then return {2, 0} end\n"
-    "if mode == 'write' and redis.call('hexists', KEYS[1], me .. ':write') == 0 then\n"
-    "  return {0, redis.call('pttl', KEYS[1])}\n"
+    "local key, held = hold_key(KEYS[1], me, n), int(n)\n"
+    "local no = refused('hset', KEYS[1], 'mode', 'read', me, held)\n"
+    "  or refused('set', key, '1', 'px', ARGV[1]) or refused('pexpire', KEYS[1], ARGV[1])\n"
+    "if no then return no end\n"
+    "if not mode then\n"
+    "  redis.call('hset', KEYS[1], 'mode', 'read', me, held)\n"
+    "elseif n ~= count then\n"
+    "  redis.call('hset', KEYS[1], me, held)\n"
     "end\n"
-    "if mode ~= 'write' and redis.call('exists', KEYS[2]) == 1 then\n"
-    "  local ttl = redis.call('pttl', KEYS[2])\n"
-    "  return {0, ttl > 0 and ttl or 100}\n"
+    "redis.call('set', key, '1', 'px', ARGV[1])\n"
+    "if mode then\n"
+    "  outlive(KEYS[1], lease, ARGV[1])\n"
+    "else\n"
+    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
     "end\n"
-    "if not mode then redis.call('hset', KEYS[1], 'mode', 'read') end\n"
-    "redis.call('hset', KEYS[1], me, 1)\n"
-    "return arm(1)\n";
+    "return {1, n}\n";
 
 /*
  * RW_WRITE_ACQUIRE  KEYS[1] = name, KEYS[2] = the waiting writers' set
@@ -150,7 +178,9 @@ const char rlock__rw_read_acquire_lua[] =
  *    {2, count}  the caller's expected count is stale: nothing changed.
  *    {3, count}  the lock is in read mode and the caller holds count read
  *                holds: it would wait for itself (Redisson forbids the
- *                upgrade and would wait for ever). Nothing changed.
+ *                upgrade and would wait for ever). Nothing changed. A field
+ *                whose holds' keys are all gone is no hold (their leases ran
+ *                out; other readers keep the hash): busy, as for anyone.
  *    NOTALOCK, NOPERM: nothing changed.
  */
 const char rlock__rw_write_acquire_lua[] =
@@ -171,7 +201,7 @@ const char rlock__rw_write_acquire_lua[] =
     "if mode == 'write' then count = tonumber(redis.call('hget', KEYS[1], writer) or 0) end\n"
     "if count > 0 then\n"
     REENTER_LUA("writer")
-    "  redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), lease))\n"
+    "  outlive(KEYS[1], lease, ARGV[1])\n"
     "  return {1, count}\n"
     "end\n"
     "if expected > 0 then return {2, 0} end\n"
@@ -182,8 +212,9 @@ const char rlock__rw_write_acquire_lua[] =
     "  redis.call('srem', KEYS[2], writer)\n"
     "  return {1, 1}\n"
     "end\n"
-    "if mode == 'read' and redis.call('hexists', KEYS[1], me) == 1 then\n"
-    "  return {3, tonumber(redis.call('hget', KEYS[1], me))}\n"
+    "local reads = mode == 'read' and tonumber(redis.call('hget', KEYS[1], me)) or 0\n"
+    "for k = reads, 1, -1 do\n"
+    "  if redis.call('exists', hold_key(KEYS[1], me, k)) == 1 then return {3, reads} end\n"
     "end\n"
     "local ttl = redis.call('pttl', KEYS[1])\n"
     "if ARGV[4] == '1' then\n"
@@ -197,33 +228,45 @@ const char rlock__rw_write_acquire_lua[] =
 /*
  * RW_READ_RELEASE  KEYS[1] = name
  *   ARGV[1] = reader field, ARGV[2] = expected count, ARGV[3] = channel,
- *   ARGV[4] = 'publish' or 'spublish'
+ *   ARGV[4] = 'publish' or 'spublish', ARGV[5] (optional) = the field of
+ *   another reader the caller's client believes holds the lock too
  * -> RELEASE's answers (reentrant_lua.c): nil (not ours: nothing changed),
  *    the remaining count, or {count} (stale). The released holds' keys go.
- *    Then, as Redisson: in read mode the hash's TTL becomes the longest
- *    lease left among the read holds' keys, and if none is left the lock is
- *    deleted and "0" published (to one waiter per client: a writer). In
- *    write mode (the writer's own read holds) the lock and its TTL stay as
- *    they are (Redisson re-arms the TTL there too, which can cut the write
- *    hold's lease short).
- *    Every acquire and renewal sets the hash's TTL to at least its key's
- *    (max(PTTL, lease), in the same script), so the hash lives as long as
- *    its longest hold key: a release whose keys all end before the hash
- *    cannot have been that longest one -- another reader's key is, or a
- *    write lease the lock kept from a downgrade -- so, while another reader
- *    is there, the TTL stays without reading every reader's keys (Redisson
- *    reads them on every release); and a search for the longest stops at a
- *    key that lasts as long as the hash. The one difference: readers that
- *    died leave the lock to expire by that TTL, not at once at this release.
+ *    In write mode (the writer's own read holds) the lock and its TTL stay
+ *    as they are (Redisson re-arms the TTL there too, which can cut the
+ *    write hold's lease short). In read mode the last read hold deletes the
+ *    lock and publishes "0" (to one waiter per client: a writer); otherwise
+ *    the hash must keep living at least as long as the longest hold key left
+ *    (else a live reader's hold would vanish with it), and should not live
+ *    much longer (else readers that died hold writers back). Every acquire
+ *    and renewal sets the hash's TTL to at least its key's (max(PTTL,
+ *    lease), in the same script), so the hash lives as long as its longest
+ *    key:
+ *    - the TTL stays if another reader's key has two thirds of it left
+ *      (the common case: readers with the same lease; a watchdog reader's
+ *      key never has less than two thirds of its lease left): ARGV[5]'s
+ *      latest key is looked at first, at no other cost;
+ *    - a release whose keys all end before the hash was not that longest
+ *      one: the TTL stays, no other key is read;
+ *    - else the others' keys are read until one has two thirds of the TTL;
+ *    - else the TTL becomes the longest key left, all read (Redisson's rule,
+ *      which Redisson applies at every release: O(readers)), and with none
+ *      left the lock is deleted and "0" published (its readers died).
+ *    So after the last live reader leaves, the lock outlives the longest
+ *    key left by at most half that key's time (Redisson: not at all), or,
+ *    when the release was not the longest, up to the hash's TTL.
  */
 const char rlock__rw_read_release_lua[] =
     RW_PRELUDE_LUA
-    "local function longest_read_lease(name, enough)\n"
+    /* The longest PTTL among the read holds' keys (field's first `mine` only when field is
+     * me), stopping at one of `enough` or more; -2 when no key is left. */
+    "local function longest_key(name, me, mine, enough)\n"
     "  local longest = -2\n"
     "  local hash = redis.call('hgetall', name)\n"
     "  for i = 1, #hash, 2 do\n"
     "    local count = tonumber(hash[i + 1])\n"
-    "    if count and not string.find(hash[i], ':write$') then\n"
+    "    if hash[i] == me then count = mine end\n"
+    "    if count and string.sub(hash[i], -6) ~= ':write' then\n"
     "      for k = count, 1, -1 do\n"
     "        longest = math.max(longest, redis.call('pttl', hold_key(name, hash[i], k)))\n"
     "        if longest >= enough then return longest end\n"
@@ -234,41 +277,62 @@ const char rlock__rw_read_release_lua[] =
     "end\n"
     "local me, expected = ARGV[1], tonumber(ARGV[2])\n"
     "local mode = redis.call('hget', KEYS[1], 'mode')\n"
-    "local count = mode and redis.call('hget', KEYS[1], me)\n"
-    "if not count then\n"
+    "local count = mode and tonumber(redis.call('hget', KEYS[1], me))\n"
+    "if not mode or not count then\n"
     "  if redis.call('exists', KEYS[1]) == 1 and not_a_lock(KEYS[1]) then\n"
     "    return not_a_lock_error(KEYS[1])\n"
     "  end\n"
     "  return nil\n"
     "end\n"
-    "count = tonumber(count)\n"
     "if count == expected - 1 then return count end\n"
     "if count < expected then return {count} end\n"
-    "local left = math.max(expected - 1, 0)\n"
-    "local no = refused('hset', KEYS[1], me, '1') or refused('hdel', KEYS[1], me)\n"
-    "  or refused('del', hold_key(KEYS[1], me, count)) or refused('pexpire', KEYS[1], '1')\n"
-    "  or refused(ARGV[4], ARGV[3], '0') or refused('del', KEYS[1])\n"
-    "if no then return no end\n"
-    "local ttl, longest_gone = redis.call('pttl', KEYS[1]), -2\n"
-    "for k = count, left + 1, -1 do\n"
-    "  longest_gone = math.max(longest_gone, redis.call('pttl', hold_key(KEYS[1], me, k)))\n"
-    "  redis.call('del', hold_key(KEYS[1], me, k))\n"
+    "local left, keys = math.max(expected - 1, 0), {}\n"
+    "for k = count, left + 1, -1 do keys[#keys + 1] = hold_key(KEYS[1], me, k) end\n"
+    /* What becomes of the hash: free (deleted), a new TTL, or as it is (nil). */
+    "local free, ttl, now, kept = false, nil, nil, false\n"
+    "if mode ~= 'write' and ARGV[5] and ARGV[5] ~= me then\n"
+    "  now = redis.call('pttl', KEYS[1])\n"
+    "  local other = tonumber(redis.call('hget', KEYS[1], ARGV[5]))\n"
+    "  kept = other ~= nil and\n"
+    "    redis.call('pttl', hold_key(KEYS[1], ARGV[5], other)) >= math.floor(now * 2 / 3)\n"
     "end\n"
+    "if mode ~= 'write' and not kept then\n"
+    "  free = left == 0 and redis.call('hlen', KEYS[1]) == 2\n"
+    "  now = not free and (now or redis.call('pttl', KEYS[1]))\n"
+    "  local gone = -2\n"
+    "  for i = 1, now and #keys or 0 do gone = math.max(gone, redis.call('pttl', keys[i])) end\n"
+    "  if now and gone >= now then\n"
+    "    local enough = math.floor(now * 2 / 3)\n"
+    "    local longest = longest_key(KEYS[1], me, left, enough)\n"
+    "    if longest <= 0 then\n"
+    "      free = true\n"
+    "    elseif longest < enough then\n"
+    "      ttl = longest\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "local no\n"
+    "if free then\n"
+    "  no = refused(ARGV[4], ARGV[3], '0') or refused('del', KEYS[1], unpack(keys))\n"
+    "else\n"
+    "  no = refused('del', unpack(keys))\n"
+    "    or (left > 0 and refused('hset', KEYS[1], me, int(left)))\n"
+    "    or (left == 0 and refused('hdel', KEYS[1], me))\n"
+    "    or (ttl and refused('pexpire', KEYS[1], int(ttl)))\n"
+    "end\n"
+    "if no then return no end\n"
+    "if free then\n"
+    "  redis.call(ARGV[4], ARGV[3], '0')\n"
+    "  redis.call('del', KEYS[1], unpack(keys))\n"
+    "  return left\n"
+    "end\n"
+    "redis.call('del', unpack(keys))\n"
     "if left > 0 then\n"
-    "  redis.call('hset', KEYS[1], me, left)\n"
+    "  redis.call('hset', KEYS[1], me, int(left))\n"
     "else\n"
     "  redis.call('hdel', KEYS[1], me)\n"
     "end\n"
-    "if mode == 'write' then return left end\n"
-    "local free = left == 0 and redis.call('hlen', KEYS[1]) == 1\n"
-    "if not free and longest_gone < ttl then return left end\n"
-    "local longest = free and -2 or longest_read_lease(KEYS[1], ttl)\n"
-    "if longest > 0 then\n"
-    "  redis.call('pexpire', KEYS[1], longest)\n"
-    "  return left\n"
-    "end\n"
-    "redis.call(ARGV[4], ARGV[3], '0')\n"
-    "redis.call('del', KEYS[1])\n"
+    "if ttl then redis.call('pexpire', KEYS[1], int(ttl)) end\n"
     "return left\n";
 
 /*
@@ -337,16 +401,19 @@ const char rlock__rw_locked_lua[] =
     "return mode == ARGV[1] and 1 or 0\n";
 
 /*
- * The readers' renewal (the read renewer of rw.c), Redisson's ReadLockTask
- * with a result per hold: for each reader, if its field is there, every key
- * of its holds (count .. 1) gets the lease again; 1 renewed, 0 gone (its
- * field, or a key of one of its holds: that hold's lease ran out, and
- * another reader's unlock may free the lock under it), -1 not served here
- * (a Cluster slot moved or moving). The hash gets TTL max(its PTTL, lease)
- * once for each run of one lock's readers (the watchdog sends them
- * together): readers of one lock in one client share that work. Nothing is
- * ever re-created. Unlike Redisson (which sets the hash's TTL to the lease),
- * a renewal never shortens it: a reader with a longer lease keeps its lock.
+ * The renewal of both kinds of hold (the read and write renewers of rw.c).
+ * For readers, Redisson's ReadLockTask with a result per hold: if its field
+ * is there, every key of its holds (count .. 1) gets the lease again; 1
+ * renewed, 0 gone (its field, or a key of one of its holds: that hold's
+ * lease ran out, and another reader's unlock may free the lock under it),
+ * -1 not served here (a Cluster slot moved or moving). A writer field
+ * ("...:write") has no keys: 1 if it is there. The hash gets TTL max(its
+ * PTTL, lease) once for each run of one lock's holds (the watchdog sends
+ * them together): readers of one lock in one client share that work.
+ * Nothing is ever re-created. Unlike Redisson (which sets the hash's TTL to
+ * the lease, for a reader as for a writer), a renewal never shortens it: a
+ * reader with a longer lease keeps its lock -- also the read hold of a
+ * writer that downgrades, after its write unlock.
  */
 #define RW_RENEW_PRELUDE_LUA                                                                      \
     RW_KEYS_LUA                                                                                   \
@@ -358,6 +425,7 @@ const char rlock__rw_locked_lua[] =
     "  end\n"                                                                                     \
     "  count = tonumber(count)\n"                                                                 \
     "  if count == nil then return 0 end\n"                                                       \
+    "  if string.sub(field, -6) == ':write' then return 1 end\n"                                  \
     "  for k = count, 1, -1 do\n"                                                                 \
     "    local armed = redis.pcall('pexpire', hold_key(name, field, k), ARGV[1])\n"              \
     "    if type(armed) == 'table' then return -1 end\n"                                          \
@@ -368,7 +436,7 @@ const char rlock__rw_locked_lua[] =
     "local function renew(i, name, field)\n"                                                      \
     "  result[i] = renew_reader(name, field)\n"                                                   \
     "  if result[i] == 1 and name ~= renewed then\n"                                              \
-    "    redis.call('pexpire', name, math.max(redis.call('pttl', name), tonumber(ARGV[1])))\n"   \
+    "    outlive(name, tonumber(ARGV[1]), ARGV[1])\n"                                             \
     "    renewed = name\n"                                                                        \
     "  end\n"                                                                                     \
     "end\n"

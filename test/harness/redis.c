@@ -169,6 +169,13 @@ long long h_pttl(redisContext *c, const char *name, size_t len) {
     return h_cmd_int(c, "PTTL %b", name, len);
 }
 
+long long h_hget_int(redisContext *c, const char *key, const char *field) {
+    char *v = h_cmd_str(c, "HGET %s %s", key, field);
+    long long n = v != NULL ? atoll(v) : 0;
+    free(v);
+    return n;
+}
+
 long long h_commandstat_calls(redisContext *c, const char *cmd) {
     redisReply *r = h_cmd(c, "INFO commandstats");
     char key[128];

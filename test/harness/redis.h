@@ -50,6 +50,8 @@ char *h_cmd_str(redisContext *c, const char *fmt, ...);
 int h_exists(redisContext *c, const char *name, size_t len);
 /* PTTL name. */
 long long h_pttl(redisContext *c, const char *name, size_t len);
+/* HGET key field as a number (0 if the field or the key is absent). */
+long long h_hget_int(redisContext *c, const char *key, const char *field);
 
 /* calls=N of "cmdstat_<cmd>" in INFO commandstats (0 if absent). */
 long long h_commandstat_calls(redisContext *c, const char *cmd);
