@@ -220,13 +220,6 @@ static void test_signals(void **state) {
 
 /* ---- class 11b: a process-wide interval timer ----------------------------- */
 
-static atomic_long alarms;
-
-static void on_alarm(int sig) {
-    (void)sig;
-    atomic_fetch_add(&alarms, 1);
-}
-
 /* A call on a stalled Redis returns within bound; how long it took. */
 #define H_ASSERT_WITHIN(call, want, bound)                                                        \
     do {                                                                                           \
@@ -251,18 +244,10 @@ static void test_interval_timer(void **state) {
     rlock_client *c = open_client(h_server_url(srv), 2, bound, H_MS(2000));
     rlock *l = h_get(c, h_unique_name("itimer")), *other = h_get(c, h_unique_name("itimer-2"));
     rlock *busy = h_get(c, busy_name);
-    struct sigaction sa, old;
-    struct itimerval every_ms = {.it_interval = {.tv_usec = 1000}, .it_value = {.tv_usec = 1000}};
-    struct itimerval off = {{0, 0}, {0, 0}};
     int cycles = 0;
 
     h_foreign_lock(r, busy_name, 60000);
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_alarm;
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGALRM, &sa, &old);
-    atomic_store(&alarms, 0);
-    assert_int_equal(setitimer(ITIMER_REAL, &every_ms, NULL), 0);
+    h_alarms_start(1000);
 
     long long t0 = h_now_ms();
     for (; h_now_ms() - t0 < 1000; cycles++) { /* a healthy Redis */
@@ -278,12 +263,11 @@ static void test_interval_timer(void **state) {
     H_ASSERT_WITHIN(rlock_lock(other), RLOCK_EIO, bound);
     H_ASSERT_WITHIN(rlock_unlock(l), RLOCK_EIO, bound);
     h_server_resume(srv);
-    assert_int_equal(setitimer(ITIMER_REAL, &off, NULL), 0);
-    sigaction(SIGALRM, &old, NULL);
+    long alarms = h_alarms_stop();
     printf("interval timer: %ld SIGALRM at 1 ms intervals; %d lock/try_lock/unlock cycles right "
            "on a healthy Redis, then try_lock, lock and unlock on a stopped one each RLOCK_EIO "
-           "within %lld ms\n", atomic_load(&alarms), cycles, bound);
-    assert_true(atomic_load(&alarms) > 500);
+           "within %lld ms\n", alarms, cycles, bound);
+    assert_true(alarms > 500);
 
     /* The unlock whose outcome was unknown, completed: its RELEASE, written before the
        stop, ran when Redis resumed (RLOCK_ENOTOWNER now), or this one runs it. */

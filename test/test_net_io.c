@@ -316,13 +316,6 @@ static void test_read_aborted_by_shutdown(void **state) {
     shut_down_during_read(1, "shutdown() of our socket by another thread");
 }
 
-static atomic_long alarms;
-
-static void on_alarm(int sig) {
-    (void)sig;
-    atomic_fetch_add(&alarms, 1);
-}
-
 /*
  * SIGALRM every 2 ms (setitimer, SA_RESTART) at this thread (the writer
  * thread blocks it): a silent peer's read still ends at its deadline; a
@@ -333,32 +326,23 @@ static void test_read_signals(void **state) {
     redisReply *reply = NULL;
     long long took, took_reply;
     const long long bound = H_MS(300);
-    struct sigaction sa, old;
-    struct itimerval every = {.it_interval = {.tv_usec = 2000}, .it_value = {.tv_usec = 2000}};
-    struct itimerval off = {{0, 0}, {0, 0}};
     struct later l;
     (void)state;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_alarm;
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGALRM, &sa, &old);
     redisContext *ctx = pair_context(&peer);
-    atomic_store(&alarms, 0);
-    assert_int_equal(setitimer(ITIMER_REAL, &every, NULL), 0);
+    h_alarms_start(2000);
     int silent = timed_read(ctx, bound, &reply, &took);
     later_start(&l, peer, 150, "+OK\r\n");
     int answered = timed_read(ctx, H_MS(5000), &reply, &took_reply);
-    assert_int_equal(setitimer(ITIMER_REAL, &off, NULL), 0);
+    long alarms = h_alarms_stop();
     pthread_join(l.thread, NULL);
-    sigaction(SIGALRM, &old, NULL);
     print_message("      %ld SIGALRM at 2 ms intervals: a silent peer's read ended after %lld us "
                   "(bound %lld ms); a reply sent 150 ms in was read after %lld us\n",
-                  atomic_load(&alarms), took, bound, took_reply);
+                  alarms, took, bound, took_reply);
     assert_int_equal(silent, RLOCK_EIO);
     H_ASSERT_BETWEEN(took / 1000, bound - 1, bound + H_MS(250));
     assert_int_equal(answered, RLOCK_OK);
     assert_string_equal(reply->str, "OK");
-    assert_true(atomic_load(&alarms) > 100);
+    assert_true(alarms > 100);
     freeReplyObject(reply);
     close(peer);
     redisFree(ctx);

@@ -1,9 +1,13 @@
 /*
  * timing.c - the monotonic clock, sleeping, and the TEST_TIMEOUT_SCALE that
- * stretches every deadline of the tests.
+ * stretches every deadline of the tests; an interval timer's SIGALRMs.
  */
 #include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
 #include <time.h>
 
 #include "timing.h"
@@ -70,4 +74,34 @@ struct timespec h_timespec_in(clockid_t clock, long long ms) {
         ts.tv_nsec -= 1000000000L;
     }
     return ts;
+}
+
+/* ---- interval timer ---------------------------------------------------- */
+
+static atomic_long h_alarms;
+
+static void h_count_alarm(int sig) {
+    (void)sig;
+    atomic_fetch_add(&h_alarms, 1);
+}
+
+void h_alarms_start(long interval_us) {
+    struct sigaction sa;
+    struct itimerval every = {.it_interval = {.tv_sec = interval_us / 1000000,
+                                              .tv_usec = interval_us % 1000000}};
+    every.it_value = every.it_interval;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = h_count_alarm;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
+    atomic_store(&h_alarms, 0);
+    setitimer(ITIMER_REAL, &every, NULL);
+}
+
+long h_alarms_stop(void) {
+    struct itimerval off;
+    memset(&off, 0, sizeof off);
+    setitimer(ITIMER_REAL, &off, NULL);
+    return atomic_load(&h_alarms);
 }

@@ -23,4 +23,13 @@ long long h_scaled(long long ms);
  * timespec for pthread_cond_timedwait, pthread_timedjoin_np and the like. */
 struct timespec h_timespec_in(clockid_t clock, long long ms);
 
+/* Starts SIGALRM every interval_us (setitimer ITIMER_REAL, SA_RESTART), as a
+ * profiler or a timer library would; a handler counts them. */
+void h_alarms_start(long interval_us);
+/* Stops the timer; returns how many SIGALRMs arrived since h_alarms_start.
+ * The counting handler stays installed: a SIGALRM raised before the timer
+ * stopped can still be pending (valgrind delivers signals late), and the
+ * default action would end the test process. */
+long h_alarms_stop(void);
+
 #endif /* RLOCK_TEST_HARNESS_TIMING_H */
