@@ -2,9 +2,12 @@ package rlock.interop;
 
 import java.time.Instant;
 import java.util.Map;
+import java.util.function.Consumer;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.redisson.Redisson;
+import org.redisson.api.RBucket;
+import org.redisson.api.RLock;
 import org.redisson.api.RMap;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.codec.StringCodec;
@@ -68,6 +71,33 @@ final class Interop {
                 throw new AssertionError("nobody subscribed to " + channel(name) + " within 5 s");
             Thread.sleep(5);
         }
+    }
+
+
+    /**
+     * A stress loop: for ms, takes lock, hands the counter's bucket to body, unlocks;
+     * returns the iterations.
+     */
+    static long loopUnder(RLock lock, RedissonClient r, String counter, long ms,
+            Consumer<RBucket<String>> body) {
+        RBucket<String> bucket = r.getBucket(counter, StringCodec.INSTANCE);
+        long end = System.currentTimeMillis() + ms, n = 0;
+        while (System.currentTimeMillis() < end) {
+            lock.lock();
+            try {
+                body.accept(bucket);
+                n++;
+            } finally {
+                lock.unlock();
+            }
+        }
+        return n;
+    }
+
+    /** The stress loops' write: the counter + 1. */
+    static void increment(RBucket<String> bucket) {
+        String v = bucket.get();
+        bucket.set(Long.toString(v == null ? 1 : Long.parseLong(v) + 1));
     }
 
     /** One line of the figures the suite reports, tagged with the Redisson version. */

@@ -14,7 +14,6 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.redisson.api.RBucket;
-import org.redisson.api.RLock;
 import org.redisson.api.RReadWriteLock;
 import org.redisson.client.codec.StringCodec;
 
@@ -400,24 +399,11 @@ class ReadWriteLockTest extends InteropTest {
     /** A Java thread's loop: writer (GET, SET + 1) or reader (GET, GET: equal); returns its iterations. */
     private static long javaLoop(String name, String counter, boolean writer) {
         RReadWriteLock rw = redisson.getReadWriteLock(name);
-        RLock lock = writer ? rw.writeLock() : rw.readLock();
-        RBucket<String> bucket = redisson.getBucket(counter, StringCodec.INSTANCE);
-        long end = System.currentTimeMillis() + MS, n = 0;
-        while (System.currentTimeMillis() < end) {
-            lock.lock();
-            try {
-                String v = bucket.get();
-                if (writer) {
-                    bucket.set(Long.toString(v == null ? 1 : Long.parseLong(v) + 1));
-                } else {
-                    String again = bucket.get();
-                    assertEquals(v, again, "the counter changed while Java read");
-                }
-                n++;
-            } finally {
-                lock.unlock();
-            }
-        }
-        return n;
+        if (writer)
+            return Interop.loopUnder(rw.writeLock(), redisson, counter, MS, Interop::increment);
+        return Interop.loopUnder(rw.readLock(), redisson, counter, MS, bucket -> {
+            String v = bucket.get();
+            assertEquals(v, bucket.get(), "the counter changed while Java read");
+        });
     }
 }

@@ -12,7 +12,6 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.redisson.api.RBucket;
-import org.redisson.api.RLock;
 import org.redisson.client.codec.StringCodec;
 
 /**
@@ -69,19 +68,6 @@ class StressTest extends InteropTest {
 
     /** One Java thread's loop; returns its iterations. */
     private static long javaLoop(String name, String counter) {
-        RLock lock = redisson.getLock(name);
-        RBucket<String> bucket = redisson.getBucket(counter, StringCodec.INSTANCE);
-        long end = System.currentTimeMillis() + MS, n = 0;
-        while (System.currentTimeMillis() < end) {
-            lock.lock();
-            try {
-                String v = bucket.get();
-                bucket.set(Long.toString(v == null ? 1 : Long.parseLong(v) + 1));
-                n++;
-            } finally {
-                lock.unlock();
-            }
-        }
-        return n;
+        return Interop.loopUnder(redisson.getLock(name), redisson, counter, MS, Interop::increment);
     }
 }
