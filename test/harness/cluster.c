@@ -244,10 +244,24 @@ static int slots_view(const h_server *s, char *out, size_t size) {
     return ok;
 }
 
+/*
+ * A replica's link to its master is up; a master sees each replica it has
+ * online (with diskless sync a master puts a replica online at its first
+ * REPLCONF ACK, up to a second after the replica says its link is up).
+ */
 static int link_up(const h_server *s) {
     char *info = h_cluster_ask_str(s, "INFO replication");
-    int ok = info != NULL &&
-             (strstr(info, "role:master") != NULL || strstr(info, "master_link_status:up") != NULL);
+    int ok = 0;
+    if (info != NULL && strstr(info, "role:master") != NULL) {
+        ok = 1;
+        for (char *line = strstr(info, "\nslave"); line != NULL; line = strstr(line + 1, "\nslave")) {
+            size_t len = strcspn(line + 1, "\r\n");
+            if (line[6] >= '0' && line[6] <= '9' && !memmem(line + 1, len, "state=online", 12))
+                ok = 0;
+        }
+    } else if (info != NULL) {
+        ok = strstr(info, "master_link_status:up") != NULL;
+    }
     free(info);
     return ok;
 }
