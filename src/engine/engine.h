@@ -150,12 +150,6 @@ int rlock__holds_get(rlock__holds *h, const rlock__hold_key *key, int64_t now_ms
                      rlock__hold_info *info);
 /* The hold's last known hold count (0 = none or lost). */
 long long rlock__holds_expected(rlock__holds *h, const rlock__hold_key *key);
-/*
- * Another owner's hold of the same name and kind as key's (a read-write
- * lock's other readers of this client), held by the table now -- one not
- * being released if there is one: 1 and its owner in *other, else 0.
- */
-int rlock__holds_other_owner(rlock__holds *h, const rlock__hold_key *key, uint64_t *other);
 /* 1 if the hold is there and the watchdog renews it (nothing else changes). */
 int rlock__holds_renewing(rlock__holds *h, const rlock__hold_key *key);
 /* Drops the hold's entry (a tombstone its owner has now learnt of). */

@@ -281,22 +281,6 @@ long long rlock__holds_expected(rlock__holds *h, const rlock__hold_key *key) {
     return count;
 }
 
-int rlock__holds_other_owner(rlock__holds *h, const rlock__hold_key *key, uint64_t *other) {
-    uint32_t hash = hash_name(key->name, key->len);
-    int found = 0; /* 1: one being released, 2: one that is not */
-    pthread_mutex_lock(&h->mutex);
-    for (rlock__hold *e = h->buckets[hash & (h->nbuckets - 1)]; e != NULL && found < 2;
-         e = e->next)
-        if (e->hash == hash && e->owner != key->owner && e->renewer == key->renewer &&
-            e->state == ENTRY_HELD && e->name_len == key->len &&
-            memcmp(e->name, key->name, key->len) == 0 && (found == 0 || e->releasing == 0)) {
-            *other = e->owner;
-            found = e->releasing == 0 ? 2 : 1;
-        }
-    pthread_mutex_unlock(&h->mutex);
-    return found > 0;
-}
-
 int rlock__holds_renewing(rlock__holds *h, const rlock__hold_key *key) {
     pthread_mutex_lock(&h->mutex);
     rlock__hold *e = find(h, key, NULL);

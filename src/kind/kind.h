@@ -205,12 +205,11 @@ int rlock__hash_release(const rlock *lock, const rlock__owner *owner, long long 
 /*
  * The same with another script that takes RELEASE's arguments and gives its
  * answers (a read-write lock's releases), for the owner field of the kind's
- * renewer; message: what its last unlock publishes (re-published after an ASK);
- * extra: one more argument (ARGV[5]) of extra_len bytes, or NULL.
+ * renewer; message: what its last unlock publishes (re-published after an ASK).
  */
 int rlock__hash_release_with(const rlock *lock, int script, const char *message,
-                             const char *extra, size_t extra_len, const rlock__owner *owner,
-                             long long expected, int64_t deadline_ms, rlock__released *out);
+                             const rlock__owner *owner, long long expected, int64_t deadline_ms,
+                             rlock__released *out);
 /*
  * The reentrant lock's ACQUIRE, RENEW and RELEASE as commands, with their argument
  * strings (reentrant.c), for those that send them themselves: a fan-out

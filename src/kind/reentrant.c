@@ -163,27 +163,17 @@ void rlock__release_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
 }
 
 /*
- * script (RELEASE, or another with its arguments and answers, and extra
- * after them if not NULL), or for a fair lock (lock->queue set)
+ * script (RELEASE, or another with its arguments and answers), or for a
+ * fair lock (lock->queue set)
  * FAIR_RELEASE: RELEASE's arguments plus its queue keys and the wall clock
  * (fair_lua.c), the same answers.
  */
-static int send_release(const rlock *lock, int script, const char *extra, size_t extra_len,
-                        const rlock__owner *owner, long long expected, int64_t deadline_ms,
+static int send_release(const rlock *lock, int script, const rlock__owner *owner, long long expected, int64_t deadline_ms,
                         rlock__exec_info *info, rlock__release_answer *answer) {
     rlock__lock_cmd plain;
     char now[24];
     rlock__release_cmd(&plain, lock, owner->id, expected);
     plain.cmd.script = script;
-    const char *with_extra[] = {plain.argv[0], plain.argv[1], plain.argv[2], plain.argv[3],
-                                plain.argv[4], extra};
-    size_t with_extra_len[] = {plain.argvlen[0], plain.argvlen[1], plain.argvlen[2],
-                               plain.argvlen[3], plain.argvlen[4], extra_len};
-    if (extra != NULL) {
-        plain.cmd.argv = with_extra;
-        plain.cmd.argvlen = with_extra_len;
-        plain.cmd.argc = 6;
-    }
     const char *fair[] = {lock->name, lock->queue, lock->timeouts, plain.argv[1], plain.argv[2],
                           lock->channel, plain.argv[4], now};
     size_t fair_len[] = {lock->name_len, lock->queue_len, lock->timeouts_len, plain.argvlen[1],
@@ -218,20 +208,19 @@ void rlock__republish_if_asked(const rlock *lock, const rlock__exec_info *info,
 
 int rlock__hash_release(const rlock *lock, const rlock__owner *owner, long long expected,
                         int64_t deadline_ms, rlock__released *out) {
-    return rlock__hash_release_with(lock, RLOCK__SCRIPT_RELEASE, "0", NULL, 0, owner, expected,
-                                    deadline_ms, out);
+    return rlock__hash_release_with(lock, RLOCK__SCRIPT_RELEASE, "0", owner, expected, deadline_ms,
+                                    out);
 }
 
 int rlock__hash_release_with(const rlock *lock, int script, const char *message,
-                             const char *extra, size_t extra_len, const rlock__owner *owner,
-                             long long expected, int64_t deadline_ms, rlock__released *out) {
+                             const rlock__owner *owner, long long expected, int64_t deadline_ms,
+                             rlock__released *out) {
     rlock__release_answer answer = {.stale = 1};
     rlock__exec_info info = {0};
     int resent = 0, status = RLOCK_EREDIS;
     *out = (rlock__released){.remaining = -2};
     for (int i = 0; i < MAX_REBASES && answer.stale; i++) {
-        status = send_release(lock, script, extra, extra_len, owner, expected, deadline_ms, &info,
-                              &answer);
+        status = send_release(lock, script, owner, expected, deadline_ms, &info, &answer);
         resent |= info.resent;
         if ((status != RLOCK_OK && status != RLOCK_ENOREPL) || !answer.read)
             break; /* refused (NOREPLICAS too): Redis is unchanged */

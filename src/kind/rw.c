@@ -132,26 +132,14 @@ static rlock__conn *send_ahead(const rlock__waiter *w) {
     return rlock__send_ahead(lock->engine->net, &a.cmd);
 }
 
-/*
- * RW_READ_RELEASE or RW_WRITE_RELEASE: RELEASE's arguments and answers. A
- * read release names another owner of this client that holds the read lock
- * too, if there is one: its hold key tells, in the common case, that the
- * lock stays and keeps its TTL without reading every reader (rw_lua.c).
- */
+/* RW_READ_RELEASE or RW_WRITE_RELEASE: RELEASE's arguments and answers. */
 static int release(const rlock *lock, const rlock__owner *owner, long long expected,
                    int64_t deadline_ms, rlock__released *out) {
-    char other_field[RLOCK__OWNER_MAX];
-    size_t other_len = 0;
-    uint64_t other;
-    rlock__hold_key key = rlock__hold_of(lock, owner);
     if (is_write(lock))
-        return rlock__hash_release_with(lock, RLOCK__SCRIPT_RW_WRITE_RELEASE, "1", NULL, 0, owner,
+        return rlock__hash_release_with(lock, RLOCK__SCRIPT_RW_WRITE_RELEASE, "1", owner,
                                         expected, deadline_ms, out);
-    if (rlock__holds_other_owner(&lock->engine->holds, &key, &other))
-        other_len = rlock__owner_field(lock->client_id, other, other_field);
-    return rlock__hash_release_with(lock, RLOCK__SCRIPT_RW_READ_RELEASE, "0",
-                                    other_len > 0 ? other_field : NULL, other_len, owner,
-                                    expected, deadline_ms, out);
+    return rlock__hash_release_with(lock, RLOCK__SCRIPT_RW_READ_RELEASE, "0", owner, expected,
+                                    deadline_ms, out);
 }
 
 /* Redisson's forceUnlock of each handle: deletes the lock only in its own mode. */

@@ -228,8 +228,7 @@ const char rlock__rw_write_acquire_lua[] =
 /*
  * RW_READ_RELEASE  KEYS[1] = name
  *   ARGV[1] = reader field, ARGV[2] = expected count, ARGV[3] = channel,
- *   ARGV[4] = 'publish' or 'spublish', ARGV[5] (optional) = the field of
- *   another reader the caller's client believes holds the lock too
+ *   ARGV[4] = 'publish' or 'spublish'
  * -> RELEASE's answers (reentrant_lua.c): nil (not ours: nothing changed),
  *    the remaining count, or {count} (stale). The released holds' keys go.
  *    In write mode (the writer's own read holds) the lock and its TTL stay
@@ -244,8 +243,9 @@ const char rlock__rw_write_acquire_lua[] =
  *    key:
  *    - the TTL stays if another reader's key has two thirds of it left
  *      (the common case: readers with the same lease; a watchdog reader's
- *      key never has less than two thirds of its lease left): ARGV[5]'s
- *      latest key is looked at first, at no other cost;
+ *      key never has less than two thirds of its lease left): the keys of
+ *      three fields drawn at random (HRANDFIELD, Redis >= 6.2), which
+ *      include another reader whenever there is one, are looked at first;
  *    - a release whose keys all end more than 10 ms before the hash was
  *      not that longest one: the TTL stays, no other key is read;
  *    - else the others' keys are read until one has two thirds of the TTL;
@@ -258,8 +258,27 @@ const char rlock__rw_write_acquire_lua[] =
  */
 const char rlock__rw_read_release_lua[] =
     RW_PRELUDE_LUA
-    /* The longest PTTL among the read holds' keys (field's first `mine` only when field is
-     * me), stopping at one of `enough` or more; -2 when no key is left. */
+    /* The PTTL of the latest read hold key of field (of its first `mine` holds when field is
+     * me), -2 when it has none: not a reader, or no hold left. */
+    "local function latest_key(name, field, count, me, mine)\n"
+    "  if field == me then count = mine end\n"
+    "  count = tonumber(count)\n"
+    "  if not count or count < 1 or string.sub(field, -6) == ':write' then return -2 end\n"
+    "  return redis.call('pttl', hold_key(name, field, count))\n"
+    "end\n"
+    /* Whether one of three fields drawn at random has a key of `enough` or more. Three
+     * distinct fields of a read lock's hash hold a reader other than me whenever one is
+     * there: only "mode" and my own field are not. Before 6.2 (no HRANDFIELD): no. */
+    "local function sampled_enough(name, me, mine, enough)\n"
+    "  local sample = redis.pcall('hrandfield', name, '3', 'withvalues')\n"
+    "  if type(sample) ~= 'table' or sample.err then return false end\n"
+    "  for i = 1, #sample, 2 do\n"
+    "    if latest_key(name, sample[i], sample[i + 1], me, mine) >= enough then return true end\n"
+    "  end\n"
+    "  return false\n"
+    "end\n"
+    /* The longest PTTL among the read holds' keys, stopping at one of `enough` or more; -2
+     * when no key is left. */
     "local function longest_key(name, me, mine, enough)\n"
     "  local longest = -2\n"
     "  local hash = redis.call('hgetall', name)\n"
@@ -289,23 +308,21 @@ const char rlock__rw_read_release_lua[] =
     "local left, keys = math.max(expected - 1, 0), {}\n"
     "for k = count, left + 1, -1 do keys[#keys + 1] = hold_key(KEYS[1], me, k) end\n"
     /* What becomes of the hash: free (deleted), a new TTL, or as it is (nil). */
-    "local free, ttl, now, kept = false, nil, nil, false\n"
-    "if mode ~= 'write' and ARGV[5] and ARGV[5] ~= me then\n"
-    "  now = redis.call('pttl', KEYS[1])\n"
-    "  local other = tonumber(redis.call('hget', KEYS[1], ARGV[5]))\n"
-    "  kept = other ~= nil and\n"
-    "    redis.call('pttl', hold_key(KEYS[1], ARGV[5], other)) >= math.floor(now * 2 / 3)\n"
-    "end\n"
-    "if mode ~= 'write' and not kept then\n"
+    "local free, ttl = false, nil\n"
+    "if mode ~= 'write' then\n"
     "  free = left == 0 and redis.call('hlen', KEYS[1]) == 2\n"
-    "  now = not free and (now or redis.call('pttl', KEYS[1]))\n"
+    "end\n"
+    "if mode ~= 'write' and not free then\n"
+    "  local now = redis.call('pttl', KEYS[1])\n"
+    "  local enough = math.floor(now * 2 / 3)\n"
     "  local gone = -2\n"
-    "  for i = 1, now and #keys or 0 do gone = math.max(gone, redis.call('pttl', keys[i])) end\n"
+    "  if not sampled_enough(KEYS[1], me, left, enough) then\n"
+    "    for i = 1, #keys do gone = math.max(gone, redis.call('pttl', keys[i])) end\n"
+    "  end\n"
     /* Within 10 ms counts as the longest: Redis 7.0 reads its clock at each PTTL, so a key
      * that ends with the hash reads a millisecond or two short when the clock ticks between
      * the calls (here, or between the SET and PEXPIRE of its acquire). */
-    "  if now and gone + 10 >= now then\n"
-    "    local enough = math.floor(now * 2 / 3)\n"
+    "  if gone + 10 >= now then\n"
     "    local longest = longest_key(KEYS[1], me, left, enough)\n"
     "    if longest <= 0 then\n"
     "      free = true\n"
