@@ -871,7 +871,9 @@ RLOCK_EXTERN int rlock_remain_ttl(rlock *lock, long long *ttl_ms);
  * the watchdog (RLOCK_LEASE_WATCHDOG holds are renewed until fully
  * released), loss reporting (RLOCK_ELOST once, on_lock_lost and
  * RLOCK_EVENT_LOCK_LOST once, with event.owner = the id), in-process
- * hand-offs, every lock kind (rlock_get, rlock_get_fair, rlock_get_fenced).
+ * hand-offs, every lock kind (rlock_get, rlock_get_fair, rlock_get_fenced),
+ * multi-locks and Redlocks (rlock_multi_try_lock_as, rlock_redlock_try_lock_as
+ * and their _unlock_as forms, declared with them below).
  * What differs: a thread's holds stop being renewed when the thread exits
  * (they then expire); an explicit owner's hold is never dropped by any
  * thread's exit -- it lives until unlocked, lost, or the client closes. A
@@ -1202,6 +1204,19 @@ RLOCK_EXTERN int rlock_multi_try_lock(rlock_multi *m, long long wait_ms, long lo
  * Thread-safe.
  */
 RLOCK_EXTERN int rlock_multi_unlock(rlock_multi *m);
+/*
+ * rlock_multi_try_lock() and rlock_multi_unlock() for an explicit owner
+ * (see "Explicit owners": wait_ms < 0 waits without limit, lease_ms as
+ * there, RLOCK_LEASE_WATCHDOG too). Each member's hold is owner's, as
+ * rlock_try_lock_as() would take it: rlock_is_held_by(member, owner) tells,
+ * rlock_unlock_as(member, owner) releases one member alone. Returns as the
+ * calling-thread forms, plus RLOCK_EINVAL for owner 0 or a call of owner
+ * still running on a member (one call at a time per owner and lock,
+ * nothing done). Blocks as they do. Thread-safe. (Appended in 0.5.)
+ */
+RLOCK_EXTERN int rlock_multi_try_lock_as(rlock_multi *m, uint64_t owner, long long wait_ms,
+                                         long long lease_ms);
+RLOCK_EXTERN int rlock_multi_unlock_as(rlock_multi *m, uint64_t owner);
 /* Frees a multi-lock (not its handles, not any hold). NULL is a no-op. */
 RLOCK_EXTERN void rlock_multi_free(rlock_multi *m);
 
@@ -1286,6 +1301,18 @@ RLOCK_EXTERN int rlock_redlock_lock(rlock_redlock *rl, long long lease_ms,
  * command_timeout_ms of the clients. Thread-safe.
  */
 RLOCK_EXTERN int rlock_redlock_unlock(rlock_redlock *rl);
+/*
+ * rlock_redlock_try_lock() and rlock_redlock_unlock() for an explicit owner
+ * (see "Explicit owners"): an event loop that serves many requests on one
+ * thread, or a Redlock taken on one thread and released on another. On each
+ * master the field is "<that client's uuid>:<owner>". Returns as the
+ * calling-thread forms, plus RLOCK_EINVAL for owner 0 or a call of owner on
+ * this Redlock still running (one call at a time per owner, nothing done).
+ * Blocks as they do. Thread-safe. (Appended in 0.5.)
+ */
+RLOCK_EXTERN int rlock_redlock_try_lock_as(rlock_redlock *rl, uint64_t owner, long long wait_ms,
+                                           long long lease_ms, long long *validity_ms);
+RLOCK_EXTERN int rlock_redlock_unlock_as(rlock_redlock *rl, uint64_t owner);
 /* Frees a Redlock and its handles (not any hold). NULL is a no-op. */
 RLOCK_EXTERN void rlock_redlock_free(rlock_redlock *rl);
 

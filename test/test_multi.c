@@ -234,6 +234,78 @@ static void test_reentrancy(void **state) {
     rlock_client_close(c);
 }
 
+/* An explicit owner's multi-lock: the caller's field at each member, taken on one thread and
+ * released on another; the thread's own calls do not see it as theirs; one call at a time. */
+struct as_call {
+    rlock_multi *m;
+    uint64_t owner;
+    long long wait_ms;
+};
+
+static long long op_multi_try_as(void *arg) {
+    struct as_call *a = arg;
+    return rlock_multi_try_lock_as(a->m, a->owner, a->wait_ms, 20000);
+}
+
+static long long op_multi_unlock_as(void *arg) {
+    struct as_call *a = arg;
+    return rlock_multi_unlock_as(a->m, a->owner);
+}
+
+static void test_explicit_owner(void **state) {
+    rlock_client *c = h_open(30000, 0);
+    redisContext *r = h_redis();
+    const char *a = h_unique_name("multi-as-a"), *b = h_unique_name("multi-as-b");
+    rlock *locks[] = {h_get(c, a), h_get(c, b)};
+    uint64_t owner = rlock_owner_new(), other = rlock_owner_new();
+    char field[200];
+    h_actor *actor = h_actor_start();
+    (void)state;
+    rlock_multi *m = multi(locks, 2);
+    struct as_call call = {m, owner, 0};
+    snprintf(field, sizeof field, "%s:%llu", rlock_client_id(c), (unsigned long long)owner);
+
+    assert_int_equal(h_actor_call(actor, op_multi_try_as, &call), RLOCK_OK);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(h_hget_int(r, rlock_name(locks[i]), field), 1);
+        assert_int_equal(rlock_is_held_by(locks[i], owner), 1);
+        assert_int_equal(rlock_is_held_by_current_thread(locks[i]), 0);
+    }
+    H_ASSERT_RC(rlock_multi_try_lock(m, 0, 5000), RLOCK_BUSY);        /* this thread: another owner */
+    H_ASSERT_RC(rlock_multi_try_lock_as(m, other, 0, 5000), RLOCK_BUSY);
+    H_ASSERT_RC(rlock_multi_try_lock_as(m, owner, 0, 5000), RLOCK_OK); /* reentrant */
+    assert_int_equal(rlock_hold_count_as(locks[1], owner), 2);
+    H_ASSERT_RC(rlock_multi_unlock(m), RLOCK_ENOTOWNER);               /* not this thread's */
+    assert_int_equal(rlock_hold_count_as(locks[0], owner), 2);
+    H_ASSERT_RC(rlock_multi_unlock_as(m, owner), RLOCK_OK);            /* from this thread */
+    assert_int_equal(h_actor_call(actor, op_multi_unlock_as, &call), RLOCK_OK);
+    assert_int_equal(h_exists(r, a, strlen(a)), 0);
+    assert_int_equal(h_exists(r, b, strlen(b)), 0);
+    H_ASSERT_RC(rlock_multi_unlock_as(m, owner), RLOCK_ENOTOWNER);
+    H_ASSERT_RC(rlock_multi_try_lock_as(m, 0, 0, 5000), RLOCK_EINVAL);
+    H_ASSERT_RC(rlock_multi_unlock_as(m, 0), RLOCK_EINVAL);
+    H_ASSERT_RC(rlock_multi_try_lock_as(NULL, owner, 0, 5000), RLOCK_EINVAL);
+
+    /* One call at a time: while owner waits for b on the actor, its second call is refused. */
+    H_ASSERT_RC(rlock_lock(locks[1]), RLOCK_OK);
+    call.wait_ms = H_MS(20000);
+    h_actor_post(actor, op_multi_try_as, &call);
+    h_sleep_ms(H_MS(300));
+    H_ASSERT_RC(rlock_multi_try_lock_as(m, owner, 0, 5000), RLOCK_EINVAL);
+    assert_int_equal(h_actor_done(actor), 0);
+    H_ASSERT_RC(rlock_unlock(locks[1]), RLOCK_OK);
+    assert_int_equal(h_actor_wait(actor, 20000), RLOCK_OK);
+    H_ASSERT_RC(rlock_multi_unlock_as(m, owner), RLOCK_OK);
+    assert_int_equal(h_exists(r, b, strlen(b)), 0);
+
+    h_actor_stop(actor);
+    rlock_multi_free(m);
+    rlock_free(locks[0]);
+    rlock_free(locks[1]);
+    redisFree(r);
+    rlock_client_close(c);
+}
+
 /* A fair lock is a member like any other. */
 static void test_fair_member(void **state) {
     rlock_client *c = h_open(30000, 0);
@@ -574,6 +646,7 @@ int main(void) {
         cmocka_unit_test(test_unreachable_member_rolls_back),
         cmocka_unit_test(test_lease_from_the_end),
         cmocka_unit_test(test_reentrancy),
+        cmocka_unit_test(test_explicit_owner),
         cmocka_unit_test(test_fair_member),
         cmocka_unit_test(test_lost_member),
         cmocka_unit_test(test_cancelled_gives_back),

@@ -211,6 +211,51 @@ static void test_reentrancy(void **state) {
     rl_close(&s);
 }
 
+/* An explicit owner's Redlock: "<client uuid>:<owner>" on every master, taken on one thread
+ * and released on another; the calling thread's forms do not see it as theirs. */
+struct rl_as {
+    rlock_redlock *rl;
+    uint64_t owner;
+    long long validity;
+};
+
+static long long op_redlock_try_as(void *arg) {
+    struct rl_as *a = arg;
+    return rlock_redlock_try_lock_as(a->rl, a->owner, 0, 5000, &a->validity);
+}
+
+static void test_explicit_owner(void **state) {
+    const char *name = h_unique_name("redlock-as");
+    rl_set s;
+    long long validity;
+    h_actor *actor = h_actor_start();
+    (void)state;
+    rl_open(&s, 3, name);
+    struct rl_as call = {s.rl, rlock_owner_new(), -1};
+    assert_int_equal(h_actor_call(actor, op_redlock_try_as, &call), RLOCK_OK);
+    H_ASSERT_BETWEEN(call.validity, 1, 5000 - drift(5000));
+    for (int i = 0; i < 3; i++) {
+        char field[200];
+        redisContext *r = h_server_redis(srv[i]);
+        snprintf(field, sizeof field, "%s:%llu", rlock_client_id(s.c[i]),
+                 (unsigned long long)call.owner);
+        assert_int_equal(h_hget_int(r, name, field), 1);
+        redisFree(r);
+    }
+    H_ASSERT_RC(rlock_redlock_try_lock(s.rl, 0, 5000, &validity), RLOCK_BUSY);
+    H_ASSERT_RC(rlock_redlock_try_lock_as(s.rl, rlock_owner_new(), 0, 5000, NULL), RLOCK_BUSY);
+    H_ASSERT_RC(rlock_redlock_unlock(s.rl), RLOCK_ENOTOWNER); /* not this thread's */
+    H_ASSERT_RC(rlock_redlock_unlock_as(s.rl, call.owner), RLOCK_OK);
+    for (int i = 0; i < 3; i++)
+        assert_master(i, name, s.c[i], 0);
+    H_ASSERT_RC(rlock_redlock_unlock_as(s.rl, call.owner), RLOCK_ENOTOWNER);
+    H_ASSERT_RC(rlock_redlock_try_lock_as(s.rl, 0, 0, 5000, NULL), RLOCK_EINVAL);
+    H_ASSERT_RC(rlock_redlock_unlock_as(s.rl, 0), RLOCK_EINVAL);
+    H_ASSERT_RC(rlock_redlock_unlock_as(NULL, call.owner), RLOCK_EINVAL);
+    h_actor_stop(actor);
+    rl_close(&s);
+}
+
 /* One master (of 3) or two (of 5) down from the start: still acquired; a majority down: EIO. */
 static void test_masters_down_at_start(void **state) {
     const char *name = h_unique_name("redlock-down");
@@ -577,6 +622,7 @@ int main(void) {
         cmocka_unit_test(test_quorum_against_other_holders),
         cmocka_unit_test(test_two_redlocks),
         cmocka_unit_test(test_reentrancy),
+        cmocka_unit_test(test_explicit_owner),
         cmocka_unit_test(test_masters_down_at_start),
         cmocka_unit_test(test_paused_master),
         cmocka_unit_test(test_unawaited_replies_read_past),

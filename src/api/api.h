@@ -88,12 +88,16 @@ int rlock__enter_lock(rlock__guard *g, rlock *lock);
  * entered or allocated. rlock__leave_all leaves them (last first), frees
  * them, and makes sure an error status comes with a recorded message; its
  * _on_cancel form is a cancellation cleanup (arg: the rlock__guards).
+ * rlock__enter_all_as (owner.c) also registers an explicit owner's call on
+ * every handle, as an _as call on one lock does; the leaves end them.
  */
 typedef struct rlock__guards {
     rlock__guard *g;            /* owned, n entries */
+    rlock__owner_call *as;      /* owned, n entries: an explicit owner's registrations, or NULL */
     size_t n;
 } rlock__guards;
 int rlock__enter_all(rlock__guards *gs, rlock *const *locks, size_t n);
+int rlock__enter_all_as(rlock__guards *gs, rlock *const *locks, size_t n, uint64_t owner);
 int rlock__leave_all(rlock__guards *gs, int status);
 void rlock__leave_all_on_cancel(void *guards);
 /* Frees the client struct (its parts are released already). */
@@ -124,8 +128,8 @@ int rlock__check_owner(uint64_t owner);
  */
 int rlock__lock_call(rlock *lock, uint64_t owner, long long wait_ms, long long lease_ms,
                      long long *token);
-/* The owner of a call made without an explicit one: the calling thread. */
-rlock__owner rlock__caller(void);
+/* The owner named by id: the calling thread (RLOCK__CALLING_THREAD), or an explicit one. */
+rlock__owner rlock__owner_of(uint64_t id);
 /* 1..RLOCK_MAX_LEASE_MS or RLOCK_LEASE_WATCHDOG. */
 int rlock__valid_lease(long long lease_ms);
 /* RLOCK_EINVAL with the message every lock call gives for a bad lease. */

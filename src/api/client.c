@@ -72,8 +72,17 @@ static void leave_first(rlock__guards *gs, size_t n) {
         rlock__leave(&gs->g[n]);
 }
 
+/* Ends an explicit owner's registrations (before the guards that keep their clients go). */
+static void end_as(rlock__guards *gs) {
+    for (size_t i = 0; gs->as != NULL && i < gs->n; i++)
+        rlock__owner_call_end(&gs->as[i]);
+    rlock__free(gs->as);
+    gs->as = NULL;
+}
+
 int rlock__enter_all(rlock__guards *gs, rlock *const *locks, size_t n) {
     gs->n = n;
+    gs->as = NULL;
     if ((gs->g = rlock__malloc(n * sizeof(*gs->g))) == NULL)
         return RLOCK_ENOMEM;
     for (size_t i = 0; i < n; i++) {
@@ -108,6 +117,7 @@ static void count_all(const rlock__guards *gs, int status) {
 int rlock__leave_all(rlock__guards *gs, int status) {
     unsigned mark = gs->g[0].error_mark;
     count_all(gs, status);
+    end_as(gs);
     leave_first(gs, gs->n);
     rlock__free(gs->g);
     return rlock__fail_default(status, mark);
@@ -115,6 +125,7 @@ int rlock__leave_all(rlock__guards *gs, int status) {
 
 void rlock__leave_all_on_cancel(void *guards) {
     rlock__guards *gs = guards;
+    end_as(gs);
     leave_first(gs, gs->n);
     rlock__free(gs->g);
 }

@@ -19,8 +19,7 @@ typedef struct lock_call {
     rlock__owner_call registered; /* an explicit owner's registration */
 } lock_call;
 
-/* The owner named by id: the calling thread (RLOCK__CALLING_THREAD), or an explicit one. */
-static rlock__owner owner_of(uint64_t id) {
+rlock__owner rlock__owner_of(uint64_t id) {
     if (id == RLOCK__CALLING_THREAD)
         return (rlock__owner){.id = rlock__thread_id(), .is_thread = 1};
     return (rlock__owner){.id = id, .is_thread = 0};
@@ -32,7 +31,7 @@ static int begin(lock_call *lc, rlock *lock, uint64_t owner) {
     int status = rlock__enter_lock(&lc->guard, lock);
     if (status != RLOCK_OK)
         return status;
-    lc->owner = owner_of(owner);
+    lc->owner = rlock__owner_of(owner);
     if (owner == RLOCK__CALLING_THREAD)
         return RLOCK_OK;
     status = rlock__owner_call_begin(&lc->registered, lock, owner);
@@ -52,10 +51,6 @@ static void end_on_cancel(void *arg) {
     lock_call *lc = arg;
     rlock__owner_call_end(&lc->registered);
     rlock__leave(&lc->guard);
-}
-
-rlock__owner rlock__caller(void) {
-    return owner_of(RLOCK__CALLING_THREAD);
 }
 
 int rlock__valid_lease(long long lease_ms) {
@@ -144,7 +139,7 @@ static int ask(rlock *lock, uint64_t owner_id, int question, long long *value) {
     int status = rlock__enter_lock(&g, lock);
     if (status != RLOCK_OK)
         return status;
-    rlock__owner owner = owner_of(owner_id);
+    rlock__owner owner = rlock__owner_of(owner_id);
     return rlock__leave_status(&g, lock->kind->ask(lock, question, &owner, value));
 }
 
@@ -160,7 +155,7 @@ static int is_held(rlock *lock, uint64_t owner_id) {
     int status = rlock__enter_lock(&g, lock);
     if (status != RLOCK_OK)
         return status;
-    rlock__owner owner = owner_of(owner_id);
+    rlock__owner owner = rlock__owner_of(owner_id);
     int known = rlock__known_not_held(lock, &owner);
     rlock__leave(&g);
     if (known)

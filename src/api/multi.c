@@ -70,48 +70,64 @@ void rlock_multi_free(rlock_multi *m) {
     rlock__free(m);
 }
 
-/* Enters every member's client (nothing entered on failure). */
-static int enter(rlock_multi *m, rlock__guards *gs) {
+/*
+ * Enters every member's client for owner (RLOCK__CALLING_THREAD, or an
+ * explicit id, registered on every member); nothing entered on failure.
+ */
+static int enter(rlock_multi *m, uint64_t owner, rlock__guards *gs) {
     if (m == NULL || m->magic != RLOCK__MULTI_MAGIC)
         return rlock__fail(RLOCK_EINVAL, 0, "NULL or freed multi-lock");
-    return rlock__enter_all(gs, m->locks, m->n);
+    if (owner == RLOCK__CALLING_THREAD)
+        return rlock__enter_all(gs, m->locks, m->n);
+    return rlock__enter_all_as(gs, m->locks, m->n, owner);
 }
 
-/* The acquisition for owner (an explicit-owner form would pass its own). */
-static int acquire_for(rlock_multi *m, const rlock__owner *owner, long long wait_ms,
-                       long long lease_ms) {
+static int acquire_for(rlock_multi *m, uint64_t owner_id, long long wait_ms, long long lease_ms) {
     rlock__guards gs;
     if (!rlock__valid_lease(lease_ms))
         return rlock__bad_lease(lease_ms);
-    int status = enter(m, &gs);
+    int status = enter(m, owner_id, &gs);
     if (status != RLOCK_OK)
         return status;
+    rlock__owner owner = rlock__owner_of(owner_id);
     rlock__call call = {.cancel_state = gs.g[0].cancel_state,
                         .on_cancel = rlock__leave_all_on_cancel, .arg = &gs};
-    status = rlock__multi_acquire(m->locks, m->n, owner, wait_ms, lease_ms, &call);
+    status = rlock__multi_acquire(m->locks, m->n, &owner, wait_ms, lease_ms, &call);
     return rlock__leave_all(&gs, status);
 }
 
+static int release_for(rlock_multi *m, uint64_t owner_id) {
+    rlock__guards gs;
+    int status = enter(m, owner_id, &gs);
+    if (status != RLOCK_OK)
+        return status;
+    rlock__owner owner = rlock__owner_of(owner_id);
+    return rlock__leave_all(&gs, rlock__multi_release(m->locks, m->n, &owner));
+}
+
 int rlock_multi_lock(rlock_multi *m) {
-    rlock__owner owner = rlock__caller();
-    return acquire_for(m, &owner, -1, RLOCK_LEASE_WATCHDOG);
+    return acquire_for(m, RLOCK__CALLING_THREAD, -1, RLOCK_LEASE_WATCHDOG);
 }
 
 int rlock_multi_lock_lease(rlock_multi *m, long long lease_ms) {
-    rlock__owner owner = rlock__caller();
-    return acquire_for(m, &owner, -1, lease_ms);
+    return acquire_for(m, RLOCK__CALLING_THREAD, -1, lease_ms);
 }
 
 int rlock_multi_try_lock(rlock_multi *m, long long wait_ms, long long lease_ms) {
-    rlock__owner owner = rlock__caller();
-    return acquire_for(m, &owner, wait_ms, lease_ms);
+    return acquire_for(m, RLOCK__CALLING_THREAD, wait_ms, lease_ms);
 }
 
 int rlock_multi_unlock(rlock_multi *m) {
-    rlock__guards gs;
-    int status = enter(m, &gs);
-    if (status != RLOCK_OK)
-        return status;
-    rlock__owner owner = rlock__caller();
-    return rlock__leave_all(&gs, rlock__multi_release(m->locks, m->n, &owner));
+    return release_for(m, RLOCK__CALLING_THREAD);
+}
+
+int rlock_multi_try_lock_as(rlock_multi *m, uint64_t owner, long long wait_ms,
+                            long long lease_ms) {
+    int status = rlock__check_owner(owner);
+    return status != RLOCK_OK ? status : acquire_for(m, owner, wait_ms, lease_ms);
+}
+
+int rlock_multi_unlock_as(rlock_multi *m, uint64_t owner) {
+    int status = rlock__check_owner(owner);
+    return status != RLOCK_OK ? status : release_for(m, owner);
 }

@@ -16,7 +16,8 @@
  * overlapping one is refused before it sends anything.
  *
  * Threads: any application thread. Locking: client->mutex guards the
- * client's owner_calls chains; the entries live on the callers' stacks.
+ * client's owner_calls chains; the entries live on the callers' stacks, or,
+ * for a call on a group of locks (rlock__enter_all_as), in its guards.
  */
 #include <string.h>
 
@@ -73,4 +74,16 @@ void rlock__owner_call_end(rlock__owner_call *call) {
     *link = call->next;
     pthread_mutex_unlock(&c->mutex);
     call->client = NULL;
+}
+
+int rlock__enter_all_as(rlock__guards *gs, rlock *const *locks, size_t n, uint64_t owner) {
+    int status = rlock__enter_all(gs, locks, n);
+    if (status != RLOCK_OK)
+        return status;
+    rlock__owner_call *as = rlock__calloc(n, sizeof(*as));
+    status = as == NULL ? RLOCK_ENOMEM : RLOCK_OK;
+    for (size_t i = 0; i < n && status == RLOCK_OK; i++)
+        status = rlock__owner_call_begin(&as[i], locks[i], owner);
+    gs->as = as; /* the leave ends those begun (calloc'd: the others are no-ops) */
+    return status == RLOCK_OK ? RLOCK_OK : rlock__leave_all(gs, status);
 }

@@ -76,15 +76,19 @@ void rlock_redlock_free(rlock_redlock *rl) {
     rlock__free(rl);
 }
 
-/* Enters every master's client (nothing entered on failure). */
-static int enter(rlock_redlock *rl, rlock__guards *gs) {
+/*
+ * Enters every master's client for owner (RLOCK__CALLING_THREAD, or an
+ * explicit id, registered on every master); nothing entered on failure.
+ */
+static int enter(rlock_redlock *rl, uint64_t owner, rlock__guards *gs) {
     if (rl == NULL || rl->magic != RLOCK__REDLOCK_MAGIC)
         return rlock__fail(RLOCK_EINVAL, 0, "NULL or freed Redlock");
-    return rlock__enter_all(gs, rl->masters, rl->n);
+    if (owner == RLOCK__CALLING_THREAD)
+        return rlock__enter_all(gs, rl->masters, rl->n);
+    return rlock__enter_all_as(gs, rl->masters, rl->n, owner);
 }
 
-/* The acquisition for owner (an explicit-owner form would pass its own). */
-static int acquire_for(rlock_redlock *rl, const rlock__owner *owner, long long wait_ms,
+static int acquire_for(rlock_redlock *rl, uint64_t owner_id, long long wait_ms,
                        long long lease_ms, long long *validity_ms) {
     rlock__guards gs;
     long long validity = 0;
@@ -94,34 +98,48 @@ static int acquire_for(rlock_redlock *rl, const rlock__owner *owner, long long w
     if (lease_ms < MIN_LEASE_MS || lease_ms > RLOCK_MAX_LEASE_MS)
         return rlock__fail(RLOCK_EINVAL, 0, "lease_ms %lld: a Redlock's lease must be %d..%lld",
                            lease_ms, MIN_LEASE_MS, (long long)RLOCK_MAX_LEASE_MS);
-    int status = enter(rl, &gs);
+    int status = enter(rl, owner_id, &gs);
     if (status != RLOCK_OK)
         return status;
+    rlock__owner owner = rlock__owner_of(owner_id);
     rlock__call call = {.cancel_state = gs.g[0].cancel_state,
                         .on_cancel = rlock__leave_all_on_cancel, .arg = &gs};
-    status = rlock__redlock_acquire(rl->masters, rl->n, owner, wait_ms, lease_ms, &call,
+    status = rlock__redlock_acquire(rl->masters, rl->n, &owner, wait_ms, lease_ms, &call,
                                     &validity);
     if (status == RLOCK_OK && validity_ms != NULL)
         *validity_ms = validity;
     return rlock__leave_all(&gs, status);
 }
 
+static int release_for(rlock_redlock *rl, uint64_t owner_id) {
+    rlock__guards gs;
+    int status = enter(rl, owner_id, &gs);
+    if (status != RLOCK_OK)
+        return status;
+    rlock__owner owner = rlock__owner_of(owner_id);
+    return rlock__leave_all(&gs, rlock__redlock_release(rl->masters, rl->n, &owner));
+}
+
 int rlock_redlock_try_lock(rlock_redlock *rl, long long wait_ms, long long lease_ms,
                            long long *validity_ms) {
-    rlock__owner owner = rlock__caller();
-    return acquire_for(rl, &owner, wait_ms, lease_ms, validity_ms);
+    return acquire_for(rl, RLOCK__CALLING_THREAD, wait_ms, lease_ms, validity_ms);
 }
 
 int rlock_redlock_lock(rlock_redlock *rl, long long lease_ms, long long *validity_ms) {
-    rlock__owner owner = rlock__caller();
-    return acquire_for(rl, &owner, -1, lease_ms, validity_ms);
+    return acquire_for(rl, RLOCK__CALLING_THREAD, -1, lease_ms, validity_ms);
 }
 
 int rlock_redlock_unlock(rlock_redlock *rl) {
-    rlock__guards gs;
-    int status = enter(rl, &gs);
-    if (status != RLOCK_OK)
-        return status;
-    rlock__owner owner = rlock__caller();
-    return rlock__leave_all(&gs, rlock__redlock_release(rl->masters, rl->n, &owner));
+    return release_for(rl, RLOCK__CALLING_THREAD);
+}
+
+int rlock_redlock_try_lock_as(rlock_redlock *rl, uint64_t owner, long long wait_ms,
+                              long long lease_ms, long long *validity_ms) {
+    int status = rlock__check_owner(owner);
+    return status != RLOCK_OK ? status : acquire_for(rl, owner, wait_ms, lease_ms, validity_ms);
+}
+
+int rlock_redlock_unlock_as(rlock_redlock *rl, uint64_t owner) {
+    int status = rlock__check_owner(owner);
+    return status != RLOCK_OK ? status : release_for(rl, owner);
 }
