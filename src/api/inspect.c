@@ -160,7 +160,9 @@ int rlock__inspect_read(redisContext *ctx, int64_t deadline_ms, redisReply **rep
         return RLOCK_OK;
     if (ctx->err == 0 && errno == ETIMEDOUT)
         return RLOCK_BUSY;
-    return rlock__fail(RLOCK_EIO, errno, "listener: connection lost: %s",
+    /* errno tells only of an I/O error (not of the server closing the connection). */
+    int sys_errno = ctx->err == 0 || ctx->err == REDIS_ERR_IO ? errno : 0;
+    return rlock__fail(RLOCK_EIO, sys_errno, "listener: connection lost: %s",
                        ctx->errstr[0] != '\0' ? ctx->errstr : strerror(errno));
 }
 

@@ -19,6 +19,12 @@
  * No curses: an ANSI "home + clear" before each screen on a terminal; piped
  * (tests, logs), screens follow each other, each opened by a header line.
  *
+ * A failover (Sentinel, Cluster) does not end a watch once its first screen
+ * is drawn: a listener whose connection fails is dropped, and the next
+ * screen listens again where the client now routes (the new master); a
+ * sample that fails is said on stderr in place of its screen and tried
+ * again an interval later.
+ *
  * Threads: the main thread. SIGINT ends the loop (the handler sets a flag).
  */
 #include <poll.h>
@@ -44,6 +50,7 @@ typedef struct tally {
 typedef struct listener {
     rlock__inspect_node *node;
     redisContext *ctx;
+    int classic;             /* it carries the PSUBSCRIBE */
 } listener;
 
 typedef struct watch {
@@ -54,6 +61,7 @@ typedef struct watch {
     size_t target_key_len;
     int refusal_said;        /* a refused subscription was reported */
     int sharded;             /* the deployment's locks use SPUBLISH */
+    int classic_lost;        /* no listener carries the PSUBSCRIBE: listen again */
     listener ls[MAX_LISTENERS];
     int nls;
     char **ssubscribed;      /* channels SSUBSCRIBEd so far */
@@ -126,8 +134,32 @@ static listener *listener_at(watch *w, rlock__inspect_node *node) {
         return NULL;
     }
     l->node = node;
+    l->classic = 0;
     w->nls++;
     return l;
+}
+
+static void forget_sharded(watch *w) {
+    for (int i = 0; i < w->nss; i++)
+        free(w->ssubscribed[i]);
+    w->nss = 0;
+}
+
+/*
+ * Drops listener i, whose connection failed (a master killed, a failover):
+ * what it carried is subscribed again at the next screen, where the client
+ * routes then -- the PSUBSCRIBE at the master, every shown lock's SSUBSCRIBE
+ * at its shard (again also those on listeners still up: harmless).
+ */
+static void drop_listener(watch *w, int i, int status) {
+    listener *l = &w->ls[i];
+    fputs("rlockctl: watch: a listener's connection failed: ", stderr);
+    ctl_put_str(stderr, rlock_last_error());
+    fprintf(stderr, " (%s); listening again at the next screen\n", rlock_status_name(status));
+    redisFree(l->ctx);
+    w->classic_lost |= l->classic;
+    forget_sharded(w);
+    w->ls[i] = w->ls[--w->nls];
 }
 
 /* Classic messages: PSUBSCRIBE on the first master (every node hears every PUBLISH). */
@@ -144,7 +176,11 @@ static int listen_classic(watch *w) {
     if (l == NULL)
         return CTL_REDIS;
     status = rlock__inspect_subscribe(l->ctx, 3, (const char **)argv, argvlen);
-    return status == RLOCK_OK ? CTL_OK : ctl_redis_error("watch: PSUBSCRIBE", status);
+    if (status != RLOCK_OK)
+        return ctl_redis_error("watch: PSUBSCRIBE", status);
+    l->classic = 1;
+    w->classic_lost = 0;
+    return CTL_OK;
 }
 
 static int ssubscribed(const watch *w, const char *ch, size_t len) {
@@ -219,7 +255,8 @@ static int listen_until(watch *w, int64_t deadline_ms) {
             pfd[i] = (struct pollfd){.fd = w->ls[i].ctx->fd, .events = POLLIN};
         if (poll(pfd, (nfds_t)w->nls, (int)left) <= 0)
             continue; /* timeout, or EINTR: the loop checks both */
-        for (int i = 0; i < w->nls; i++) {
+        int polled = w->nls;
+        for (int i = polled - 1; i >= 0; i--) { /* last first: a drop moves the last to i */
             redisReply *r = NULL;
             int status;
             if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
@@ -230,7 +267,7 @@ static int listen_until(watch *w, int64_t deadline_ms) {
                 freeReplyObject(r);
             }
             if (status != RLOCK_BUSY)
-                return ctl_redis_error("watch: listening", status);
+                drop_listener(w, i, status);
         }
     }
     return CTL_OK;
@@ -347,8 +384,7 @@ static int draw(watch *w, const ctl_locks *locks, long long screen, double secon
 static void watch_free(watch *w) {
     for (int i = 0; i < w->nls; i++)
         redisFree(w->ls[i].ctx);
-    for (int i = 0; i < w->nss; i++)
-        free(w->ssubscribed[i]);
+    forget_sharded(w);
     for (int i = 0; i < w->nt; i++) {
         free(w->t[i].key);
         free(w->t[i].owners);
@@ -369,18 +405,20 @@ int ctl_cmd_watch(ctl *c) {
     int64_t last = rlock__inspect_now_ms();
     for (long long screen = 1; status == CTL_OK && !interrupted; screen++) {
         ctl_locks locks;
+        if (w.classic_lost)
+            (void)listen_classic(&w); /* said if it fails; tried again next screen */
         int rc = sample(&w, &locks);
-        if (rc != RLOCK_OK) {
-            ctl_locks_free(&locks);
-            status = ctl_redis_error("watch", rc);
-            break;
-        }
         int64_t now = rlock__inspect_now_ms();
-        listen_sharded(&w, &locks);
-        int drawn = draw(&w, &locks, screen, (double)(now - last > 0 ? now - last : 1) / 1000.0);
+        int drawn = 0, failed = rc != RLOCK_OK;
+        if (failed) {
+            status = ctl_redis_error("watch", rc); /* the first screen's ends the watch */
+        } else {
+            listen_sharded(&w, &locks);
+            drawn = draw(&w, &locks, screen, (double)(now - last > 0 ? now - last : 1) / 1000.0);
+            last = now;
+        }
         ctl_locks_free(&locks);
-        last = now;
-        if (drawn != 0 || (c->opt.count > 0 && screen >= c->opt.count))
+        if (drawn != 0 || (c->opt.count > 0 && screen >= c->opt.count) || (failed && screen == 1))
             break; /* nowhere to draw: stop (main reports it) rather than spin on */
         status = listen_until(&w, now + c->opt.interval_ms);
     }
