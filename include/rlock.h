@@ -1211,7 +1211,8 @@ RLOCK_EXTERN int rlock_multi_unlock(rlock_multi *m);
  * rlock_try_lock_as() would take it: rlock_is_held_by(member, owner) tells,
  * rlock_unlock_as(member, owner) releases one member alone. Returns as the
  * calling-thread forms, plus RLOCK_EINVAL for owner 0 or a call of owner
- * still running on a member (one call at a time per owner and lock,
+ * still running on a member's name through its client (another multi-lock's
+ * or a single-lock _as call too: one call at a time per owner and lock,
  * nothing done). Blocks as they do. Thread-safe. (Appended in 0.5.)
  */
 RLOCK_EXTERN int rlock_multi_try_lock_as(rlock_multi *m, uint64_t owner, long long wait_ms,
@@ -1306,8 +1307,10 @@ RLOCK_EXTERN int rlock_redlock_unlock(rlock_redlock *rl);
  * (see "Explicit owners"): an event loop that serves many requests on one
  * thread, or a Redlock taken on one thread and released on another. On each
  * master the field is "<that client's uuid>:<owner>". Returns as the
- * calling-thread forms, plus RLOCK_EINVAL for owner 0 or a call of owner on
- * this Redlock still running (one call at a time per owner, nothing done).
+ * calling-thread forms, plus RLOCK_EINVAL for owner 0 or a call of owner
+ * still running on this name through one of the masters' clients (this
+ * Redlock's, another's, or a single-lock _as call: one call at a time per
+ * owner and lock, nothing done).
  * Blocks as they do. Thread-safe. (Appended in 0.5.)
  */
 RLOCK_EXTERN int rlock_redlock_try_lock_as(rlock_redlock *rl, uint64_t owner, long long wait_ms,

@@ -286,11 +286,12 @@ static void test_explicit_owner(void **state) {
     H_ASSERT_RC(rlock_multi_unlock_as(m, 0), RLOCK_EINVAL);
     H_ASSERT_RC(rlock_multi_try_lock_as(NULL, owner, 0, 5000), RLOCK_EINVAL);
 
-    /* One call at a time: while owner waits for b on the actor, its second call is refused. */
+    /* One call at a time: while owner waits for b on the actor (holding a: the walk takes
+     * the members in order and waits for b alone), its second call is refused. */
     H_ASSERT_RC(rlock_lock(locks[1]), RLOCK_OK);
     call.wait_ms = H_MS(20000);
     h_actor_post(actor, op_multi_try_as, &call);
-    h_sleep_ms(H_MS(300));
+    H_WAIT_FOR(h_hget_int(r, a, field) == 1, 10000);
     H_ASSERT_RC(rlock_multi_try_lock_as(m, owner, 0, 5000), RLOCK_EINVAL);
     assert_int_equal(h_actor_done(actor), 0);
     H_ASSERT_RC(rlock_unlock(locks[1]), RLOCK_OK);

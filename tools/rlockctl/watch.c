@@ -20,8 +20,10 @@
  * (tests, logs), screens follow each other, each opened by a header line.
  *
  * A failover (Sentinel, Cluster) does not end a watch once its first screen
- * is drawn: a listener whose connection fails is dropped, and the next
- * screen listens again where the client now routes (the new master); a
+ * is drawn: a listener whose connection fails is dropped, and so is the
+ * PSUBSCRIBE's listener when its server is no longer among the masters the
+ * client routes to (stopped or cut off, it reports no error); the next
+ * screen listens again where the client now routes (the new master). A
  * sample that fails is said on stderr in place of its screen and tried
  * again an interval later.
  *
@@ -146,16 +148,16 @@ static void forget_sharded(watch *w) {
 }
 
 /*
- * Drops listener i, whose connection failed (a master killed, a failover):
- * what it carried is subscribed again at the next screen, where the client
- * routes then -- the PSUBSCRIBE at the master, every shown lock's SSUBSCRIBE
- * at its shard (again also those on listeners still up: harmless).
+ * Drops listener i (why: said on stderr): what it carried is subscribed
+ * again at the next screen, where the client routes then -- the PSUBSCRIBE
+ * at the master, every shown lock's SSUBSCRIBE at its shard (again also
+ * those on listeners still up: harmless).
  */
-static void drop_listener(watch *w, int i, int status) {
+static void drop_listener(watch *w, int i, const char *why) {
     listener *l = &w->ls[i];
-    fputs("rlockctl: watch: a listener's connection failed: ", stderr);
-    ctl_put_str(stderr, rlock_last_error());
-    fprintf(stderr, " (%s); listening again at the next screen\n", rlock_status_name(status));
+    fputs("rlockctl: watch: ", stderr);
+    ctl_put_str(stderr, why);
+    fputs("; listening again at the next screen\n", stderr);
     redisFree(l->ctx);
     w->classic_lost |= l->classic;
     forget_sharded(w);
@@ -181,6 +183,23 @@ static int listen_classic(watch *w) {
     l->classic = 1;
     w->classic_lost = 0;
     return CTL_OK;
+}
+
+/* Drops the PSUBSCRIBE's listener if its server is no longer one the client routes to. */
+static void follow_masters(watch *w) {
+    rlock__inspect_node *masters[RLOCK__INSPECT_MAX_MASTERS];
+    int n = 0;
+    if (rlock__inspect_masters(w->c->client, masters, RLOCK__INSPECT_MAX_MASTERS, &n) != RLOCK_OK)
+        return;
+    for (int i = 0; i < w->nls; i++) {
+        if (!w->ls[i].classic)
+            continue;
+        for (int k = 0; k < n; k++)
+            if (masters[k] == w->ls[i].node)
+                return;
+        drop_listener(w, i, "the listener's server is no longer a master the client uses");
+        return;
+    }
 }
 
 static int ssubscribed(const watch *w, const char *ch, size_t len) {
@@ -267,7 +286,7 @@ static int listen_until(watch *w, int64_t deadline_ms) {
                 freeReplyObject(r);
             }
             if (status != RLOCK_BUSY)
-                drop_listener(w, i, status);
+                drop_listener(w, i, rlock_last_error());
         }
     }
     return CTL_OK;
@@ -405,6 +424,8 @@ int ctl_cmd_watch(ctl *c) {
     int64_t last = rlock__inspect_now_ms();
     for (long long screen = 1; status == CTL_OK && !interrupted; screen++) {
         ctl_locks locks;
+        if (screen > 1)
+            follow_masters(&w);
         if (w.classic_lost)
             (void)listen_classic(&w); /* said if it fails; tried again next screen */
         int rc = sample(&w, &locks);
