@@ -88,8 +88,11 @@ int rlock__enter_lock(rlock__guard *g, rlock *lock);
  * entered or allocated. rlock__leave_all leaves them (last first), frees
  * them, and makes sure an error status comes with a recorded message; its
  * _on_cancel form is a cancellation cleanup (arg: the rlock__guards).
- * rlock__enter_all_as (owner.c) also registers an explicit owner's call on
- * every handle, as an _as call on one lock does; the leaves end them.
+ * rlock__enter_all_for (owner.c) enters them for owner: RLOCK__CALLING_THREAD
+ * as rlock__enter_all, an explicit id also registered on every handle, as an
+ * _as call on one lock is; the leaves end the registrations.
+ * rlock__release_all_for: release(locks, n, owner) inside such guards, the
+ * unlock of a multi-lock or a Redlock.
  */
 typedef struct rlock__guards {
     rlock__guard *g;            /* owned, n entries */
@@ -97,7 +100,10 @@ typedef struct rlock__guards {
     size_t n;
 } rlock__guards;
 int rlock__enter_all(rlock__guards *gs, rlock *const *locks, size_t n);
-int rlock__enter_all_as(rlock__guards *gs, rlock *const *locks, size_t n, uint64_t owner);
+int rlock__enter_all_for(rlock__guards *gs, rlock *const *locks, size_t n, uint64_t owner);
+int rlock__release_all_for(rlock *const *locks, size_t n, uint64_t owner,
+                           int (*release)(rlock *const *locks, size_t n,
+                                          const rlock__owner *owner));
 int rlock__leave_all(rlock__guards *gs, int status);
 void rlock__leave_all_on_cancel(void *guards);
 /* Frees the client struct (its parts are released already). */

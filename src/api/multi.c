@@ -70,23 +70,19 @@ void rlock_multi_free(rlock_multi *m) {
     rlock__free(m);
 }
 
-/*
- * Enters every member's client for owner (RLOCK__CALLING_THREAD, or an
- * explicit id, registered on every member); nothing entered on failure.
- */
-static int enter(rlock_multi *m, uint64_t owner, rlock__guards *gs) {
+static int valid(const rlock_multi *m) {
     if (m == NULL || m->magic != RLOCK__MULTI_MAGIC)
         return rlock__fail(RLOCK_EINVAL, 0, "NULL or freed multi-lock");
-    if (owner == RLOCK__CALLING_THREAD)
-        return rlock__enter_all(gs, m->locks, m->n);
-    return rlock__enter_all_as(gs, m->locks, m->n, owner);
+    return RLOCK_OK;
 }
 
 static int acquire_for(rlock_multi *m, uint64_t owner_id, long long wait_ms, long long lease_ms) {
     rlock__guards gs;
     if (!rlock__valid_lease(lease_ms))
         return rlock__bad_lease(lease_ms);
-    int status = enter(m, owner_id, &gs);
+    int status = valid(m);
+    if (status == RLOCK_OK)
+        status = rlock__enter_all_for(&gs, m->locks, m->n, owner_id);
     if (status != RLOCK_OK)
         return status;
     rlock__owner owner = rlock__owner_of(owner_id);
@@ -97,12 +93,10 @@ static int acquire_for(rlock_multi *m, uint64_t owner_id, long long wait_ms, lon
 }
 
 static int release_for(rlock_multi *m, uint64_t owner_id) {
-    rlock__guards gs;
-    int status = enter(m, owner_id, &gs);
+    int status = valid(m);
     if (status != RLOCK_OK)
         return status;
-    rlock__owner owner = rlock__owner_of(owner_id);
-    return rlock__leave_all(&gs, rlock__multi_release(m->locks, m->n, &owner));
+    return rlock__release_all_for(m->locks, m->n, owner_id, rlock__multi_release);
 }
 
 int rlock_multi_lock(rlock_multi *m) {

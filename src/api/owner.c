@@ -17,7 +17,7 @@
  *
  * Threads: any application thread. Locking: client->mutex guards the
  * client's owner_calls chains; the entries live on the callers' stacks, or,
- * for a call on a group of locks (rlock__enter_all_as), in its guards.
+ * for a call on a group of locks (rlock__enter_all_for), in its guards.
  */
 #include <string.h>
 
@@ -76,9 +76,9 @@ void rlock__owner_call_end(rlock__owner_call *call) {
     call->client = NULL;
 }
 
-int rlock__enter_all_as(rlock__guards *gs, rlock *const *locks, size_t n, uint64_t owner) {
+int rlock__enter_all_for(rlock__guards *gs, rlock *const *locks, size_t n, uint64_t owner) {
     int status = rlock__enter_all(gs, locks, n);
-    if (status != RLOCK_OK)
+    if (status != RLOCK_OK || owner == RLOCK__CALLING_THREAD)
         return status;
     rlock__owner_call *as = rlock__calloc(n, sizeof(*as));
     status = as == NULL ? RLOCK_ENOMEM : RLOCK_OK;
@@ -86,4 +86,15 @@ int rlock__enter_all_as(rlock__guards *gs, rlock *const *locks, size_t n, uint64
         status = rlock__owner_call_begin(&as[i], locks[i], owner);
     gs->as = as; /* the leave ends those begun (calloc'd: the others are no-ops) */
     return status == RLOCK_OK ? RLOCK_OK : rlock__leave_all(gs, status);
+}
+
+int rlock__release_all_for(rlock *const *locks, size_t n, uint64_t owner,
+                           int (*release)(rlock *const *locks, size_t n,
+                                          const rlock__owner *owner)) {
+    rlock__guards gs;
+    int status = rlock__enter_all_for(&gs, locks, n, owner);
+    if (status != RLOCK_OK)
+        return status;
+    rlock__owner who = rlock__owner_of(owner);
+    return rlock__leave_all(&gs, release(locks, n, &who));
 }

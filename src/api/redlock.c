@@ -76,16 +76,10 @@ void rlock_redlock_free(rlock_redlock *rl) {
     rlock__free(rl);
 }
 
-/*
- * Enters every master's client for owner (RLOCK__CALLING_THREAD, or an
- * explicit id, registered on every master); nothing entered on failure.
- */
-static int enter(rlock_redlock *rl, uint64_t owner, rlock__guards *gs) {
+static int valid(const rlock_redlock *rl) {
     if (rl == NULL || rl->magic != RLOCK__REDLOCK_MAGIC)
         return rlock__fail(RLOCK_EINVAL, 0, "NULL or freed Redlock");
-    if (owner == RLOCK__CALLING_THREAD)
-        return rlock__enter_all(gs, rl->masters, rl->n);
-    return rlock__enter_all_as(gs, rl->masters, rl->n, owner);
+    return RLOCK_OK;
 }
 
 static int acquire_for(rlock_redlock *rl, uint64_t owner_id, long long wait_ms,
@@ -98,7 +92,9 @@ static int acquire_for(rlock_redlock *rl, uint64_t owner_id, long long wait_ms,
     if (lease_ms < MIN_LEASE_MS || lease_ms > RLOCK_MAX_LEASE_MS)
         return rlock__fail(RLOCK_EINVAL, 0, "lease_ms %lld: a Redlock's lease must be %d..%lld",
                            lease_ms, MIN_LEASE_MS, (long long)RLOCK_MAX_LEASE_MS);
-    int status = enter(rl, owner_id, &gs);
+    int status = valid(rl);
+    if (status == RLOCK_OK)
+        status = rlock__enter_all_for(&gs, rl->masters, rl->n, owner_id);
     if (status != RLOCK_OK)
         return status;
     rlock__owner owner = rlock__owner_of(owner_id);
@@ -112,12 +108,10 @@ static int acquire_for(rlock_redlock *rl, uint64_t owner_id, long long wait_ms,
 }
 
 static int release_for(rlock_redlock *rl, uint64_t owner_id) {
-    rlock__guards gs;
-    int status = enter(rl, owner_id, &gs);
+    int status = valid(rl);
     if (status != RLOCK_OK)
         return status;
-    rlock__owner owner = rlock__owner_of(owner_id);
-    return rlock__leave_all(&gs, rlock__redlock_release(rl->masters, rl->n, &owner));
+    return rlock__release_all_for(rl->masters, rl->n, owner_id, rlock__redlock_release);
 }
 
 int rlock_redlock_try_lock(rlock_redlock *rl, long long wait_ms, long long lease_ms,
