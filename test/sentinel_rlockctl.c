@@ -66,6 +66,10 @@ static void test_sentinel_url(void **state) {
     expect_listed(hs, name, pattern, rlock_client_id(c));
 
     h_server *promoted = h_sentinels_failover(hs);
+    /* rlockctl may ask any sentinel, and the old master answers as one until the sentinels
+     * demote it (seconds later): until every sentinel names the new master, rlockctl could
+     * unlock at the old one (CI saw it: the key came back from the new master). */
+    h_sentinels_wait_named(hs, promoted, 10000);
     H_WAIT_FOR(rlock_is_held_by_current_thread(l) == 1, 10000);
     redisContext *m = h_server_redis(promoted);
     assert_int_equal(h_exists(m, name, strlen(name)), 1);
