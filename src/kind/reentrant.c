@@ -168,8 +168,9 @@ void rlock__release_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
  * FAIR_RELEASE: RELEASE's arguments plus its queue keys and the wall clock
  * (fair_lua.c), the same answers.
  */
-static int send_release(const rlock *lock, int script, const rlock__owner *owner, long long expected, int64_t deadline_ms,
-                        rlock__exec_info *info, rlock__release_answer *answer) {
+static int send_release(const rlock *lock, int script, const rlock__owner *owner,
+                        long long expected, int64_t deadline_ms, rlock__exec_info *info,
+                        rlock__release_answer *answer) {
     rlock__lock_cmd plain;
     char now[24];
     rlock__release_cmd(&plain, lock, owner->id, expected);

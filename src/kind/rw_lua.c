@@ -258,12 +258,17 @@ const char rlock__rw_write_acquire_lua[] =
  */
 const char rlock__rw_read_release_lua[] =
     RW_PRELUDE_LUA
-    /* The PTTL of the latest read hold key of field (of its first `mine` holds when field is
-     * me), -2 when it has none: not a reader, or no hold left. */
-    "local function latest_key(name, field, count, me, mine)\n"
-    "  if field == me then count = mine end\n"
-    "  count = tonumber(count)\n"
-    "  if not count or count < 1 or string.sub(field, -6) == ':write' then return -2 end\n"
+    /* The read holds of a field whose value is value: `mine` for me (those left after this
+     * release), none for "mode" and a writer's field. */
+    "local function reads_of(field, value, me, mine)\n"
+    "  if string.sub(field, -6) == ':write' then return 0 end\n"
+    "  if field == me then return mine end\n"
+    "  return tonumber(value) or 0\n"
+    "end\n"
+    /* The PTTL of the latest read hold key of a field, -2 when it has none. */
+    "local function latest_key(name, field, value, me, mine)\n"
+    "  local count = reads_of(field, value, me, mine)\n"
+    "  if count < 1 then return -2 end\n"
     "  return redis.call('pttl', hold_key(name, field, count))\n"
     "end\n"
     /* Whether one of three fields drawn at random has a key of `enough` or more. Three
@@ -283,13 +288,9 @@ const char rlock__rw_read_release_lua[] =
     "  local longest = -2\n"
     "  local hash = redis.call('hgetall', name)\n"
     "  for i = 1, #hash, 2 do\n"
-    "    local count = tonumber(hash[i + 1])\n"
-    "    if hash[i] == me then count = mine end\n"
-    "    if count and string.sub(hash[i], -6) ~= ':write' then\n"
-    "      for k = count, 1, -1 do\n"
-    "        longest = math.max(longest, redis.call('pttl', hold_key(name, hash[i], k)))\n"
-    "        if longest >= enough then return longest end\n"
-    "      end\n"
+    "    for k = reads_of(hash[i], hash[i + 1], me, mine), 1, -1 do\n"
+    "      longest = math.max(longest, redis.call('pttl', hold_key(name, hash[i], k)))\n"
+    "      if longest >= enough then return longest end\n"
     "    end\n"
     "  end\n"
     "  return longest\n"

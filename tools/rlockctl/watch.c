@@ -63,7 +63,6 @@ typedef struct watch {
     size_t target_key_len;
     int refusal_said;        /* a refused subscription was reported */
     int sharded;             /* the deployment's locks use SPUBLISH */
-    int classic_lost;        /* no listener carries the PSUBSCRIBE: listen again */
     listener ls[MAX_LISTENERS];
     int nls;
     char **ssubscribed;      /* channels SSUBSCRIBEd so far */
@@ -159,7 +158,6 @@ static void drop_listener(watch *w, int i, const char *why) {
     ctl_put_str(stderr, why);
     fputs("; listening again at the next screen\n", stderr);
     redisFree(l->ctx);
-    w->classic_lost |= l->classic;
     forget_sharded(w);
     w->ls[i] = w->ls[--w->nls];
 }
@@ -181,7 +179,6 @@ static int listen_classic(watch *w) {
     if (status != RLOCK_OK)
         return ctl_redis_error("watch: PSUBSCRIBE", status);
     l->classic = 1;
-    w->classic_lost = 0;
     return CTL_OK;
 }
 
@@ -200,6 +197,14 @@ static void follow_masters(watch *w) {
         drop_listener(w, i, "the listener's server is no longer a master the client uses");
         return;
     }
+}
+
+/* Whether a listener carries the PSUBSCRIBE (none after its drop: listen again). */
+static int listening_classic(const watch *w) {
+    for (int i = 0; i < w->nls; i++)
+        if (w->ls[i].classic)
+            return 1;
+    return 0;
 }
 
 static int ssubscribed(const watch *w, const char *ch, size_t len) {
@@ -426,7 +431,7 @@ int ctl_cmd_watch(ctl *c) {
         ctl_locks locks;
         if (screen > 1)
             follow_masters(&w);
-        if (w.classic_lost)
+        if (!listening_classic(&w))
             (void)listen_classic(&w); /* said if it fails; tried again next screen */
         int rc = sample(&w, &locks);
         int64_t now = rlock__inspect_now_ms();
