@@ -31,7 +31,12 @@
 /* A server the client sends commands to; lives as long as the client. Opaque. */
 typedef struct rlock__node rlock__inspect_node;
 
-#define RLOCK__INSPECT_MAX_MASTERS 64
+/*
+ * The most masters rlockctl asks (or listens to) at once: Redis Cluster's own
+ * guidance is an upper bound of about 1000 masters. Was 64, which cut a
+ * larger cluster's answers short without saying so.
+ */
+#define RLOCK__INSPECT_MAX_MASTERS 1024
 
 /*
  * The masters serving keys now (one server; the master Sentinel names; each
