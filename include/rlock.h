@@ -103,7 +103,8 @@ RLOCK_EXTERN unsigned rlock_version_num(void);
  *   ENOTLOCK  the name holds a Redis hash that is not a lock (no TTL, or a
  *             field not of the form "<owner id>:<decimal thread id>"): acquire, unlock and
  *             force_unlock touch nothing
- *   EAUTH     Redis refused the credentials (WRONGPASS, NOAUTH)
+ *   EAUTH     Redis refused the credentials (WRONGPASS, NOAUTH, or a
+ *             password sent to a server that has none)
  *   ENOPERM   an ACL refused a command, key or channel (NOPERM); nothing
  *             was changed in Redis
  *   ENOREPL   replica_acks is set and fewer replicas acknowledged the write
@@ -1123,8 +1124,8 @@ RLOCK_EXTERN const char *rlock_last_error(void);
  *                  deprecated RedissonRedLock, done as the algorithm says).
  *
  * Both are immutable once made: thread-safe and shareable between threads.
- * The owner is the calling thread (there are no _as forms for explicit
- * owners yet). The design and the
+ * The owner is the calling thread, or an explicit owner in the _as forms
+ * (rlock_multi_try_lock_as, rlock_redlock_try_lock_as, ...). The design and the
  * safety arguments: docs/design.md section 12; what a Redlock does and does
  * not guarantee: docs/failure-modes.md.
  */
@@ -1293,6 +1294,9 @@ RLOCK_EXTERN int rlock_redlock_lock(rlock_redlock *rl, long long lease_ms,
  * meanwhile -- unless a master's clock jumped); RLOCK_ENOTOWNER (held on
  * fewer than a quorum at unlock -- its validity had run out, or masters
  * lost it -- or not at all; the holds that were left are released);
+ * RLOCK_ELOST (the same at an unlock that would have left the thread
+ * holding -- it held the Redlock more than once --: every hold it had left
+ * on the other masters is released, it holds nothing now);
  * RLOCK_EIO or a master's refusal (the first refusing master's, named in
  * the message) when so many masters did not answer or refused that another
  * owner could not take it yet: unlock again to complete it (each master's

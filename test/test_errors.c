@@ -83,6 +83,59 @@ static void test_password_required(void **state) {
     h_server_stop(srv);
 }
 
+/* A password sent to a server that has none is wrong credentials too: RLOCK_EAUTH. */
+static void test_password_not_configured(void **state) {
+    const char *at = h_url_host_port(h_url());
+    rlock_error_info info;
+    char url[256];
+    (void)state;
+
+    snprintf(url, sizeof url, "redis://:unneeded@%s", at);
+    H_ASSERT_RC(h_open_status(url, 0, &info), RLOCK_EAUTH);
+    assert_int_equal(strncmp(info.redis_error, "ERR AUTH", 8), 0);
+    assert_names(&info, "AUTH", at);
+}
+
+/* Each refused argument is named: not the last call's detail, not another argument. */
+static void test_refused_argument_named(void **state) {
+    rlock_client *c = h_open(30000, H_MS(2000));
+    rlock *l = NULL;
+    (void)state;
+
+    H_ASSERT_RC(rlock_get(c, "", &l), RLOCK_EINVAL); /* a detail the next calls must not keep */
+    H_ASSERT_RC(rlock_get(c, "x", NULL), RLOCK_EINVAL);
+    assert_non_null(strstr(rlock_last_error(), "NULL out pointer"));
+    H_ASSERT_RC(rlock_get(c, "x", &l), RLOCK_OK);
+    H_ASSERT_RC(rlock_remain_ttl(l, NULL), RLOCK_EINVAL);
+    assert_non_null(strstr(rlock_last_error(), "ttl_ms is NULL"));
+    rlock_free(l);
+    rlock_client_close(c);
+}
+
+/* A message quoting a name with control bytes stays one line, the bytes shown as \xNN. */
+static void test_message_one_line(void **state) {
+    redisContext *r = h_redis();
+    char name[64];
+    rlock_client *c = h_open(30000, H_MS(2000));
+    rlock *l;
+    (void)state;
+
+    snprintf(name, sizeof name, "evil\n\x1b[2J%d", (int)getpid());
+    h_cmd_ok(r, "HSET %s data 1", name); /* a hash without a TTL: not a lock */
+    H_ASSERT_RC(rlock_get(c, name, &l), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock(l), RLOCK_ENOTLOCK);
+    const char *message = rlock_last_error();
+    for (const char *p = message; *p != '\0'; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            H_FAIL("control byte 0x%02x in \"%s\"", (unsigned char)*p, message);
+    if (strstr(message, "\\x1b[2J") == NULL) /* (Redis turns the newline into a space) */
+        H_FAIL("message \"%s\" does not show the name's bytes", message);
+    h_cmd_ok(r, "DEL %s", name);
+    rlock_free(l);
+    rlock_client_close(c);
+    redisFree(r);
+}
+
 static void test_select_refused(void **state) {
     char url[256];
     rlock_error_info info;
@@ -133,6 +186,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_script_load_refused),
         cmocka_unit_test(test_password_required),
+        cmocka_unit_test(test_password_not_configured),
+        cmocka_unit_test(test_refused_argument_named),
+        cmocka_unit_test(test_message_one_line),
         cmocka_unit_test(test_select_refused),
         cmocka_unit_test(test_setup_timed_out),
         cmocka_unit_test(test_no_socket_file),

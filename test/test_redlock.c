@@ -211,6 +211,40 @@ static void test_reentrancy(void **state) {
     rl_close(&s);
 }
 
+/*
+ * A reentrant Redlock lost on a majority: the unlock that would have left the thread holding
+ * says RLOCK_ELOST and gives back the holds left on the minority; the next says ENOTOWNER.
+ */
+static void test_reentrant_lost_on_majority(void **state) {
+    const char *name = h_unique_name("redlock-lost2");
+    rl_set s;
+    long long validity;
+    (void)state;
+    rl_open(&s, 3, name);
+    H_ASSERT_RC(rlock_redlock_lock(s.rl, 10000, &validity), RLOCK_OK);
+    H_ASSERT_RC(rlock_redlock_lock(s.rl, 10000, &validity), RLOCK_OK);
+    for (int i = 0; i < 2; i++) {
+        redisContext *r = h_server_redis(srv[i]);
+        h_cmd_ok(r, "DEL %s", name);
+        redisFree(r);
+    }
+    H_ASSERT_RC(rlock_redlock_unlock(s.rl), RLOCK_ELOST);
+    for (int i = 0; i < 3; i++)
+        assert_master(i, name, s.c[i], 0);
+    H_ASSERT_RC(rlock_redlock_unlock(s.rl), RLOCK_ENOTOWNER);
+    /* Held once: the unlock is the last one, ENOTOWNER as before, nothing left either. */
+    H_ASSERT_RC(rlock_redlock_lock(s.rl, 10000, &validity), RLOCK_OK);
+    for (int i = 0; i < 2; i++) {
+        redisContext *r = h_server_redis(srv[i]);
+        h_cmd_ok(r, "DEL %s", name);
+        redisFree(r);
+    }
+    H_ASSERT_RC(rlock_redlock_unlock(s.rl), RLOCK_ENOTOWNER);
+    for (int i = 0; i < 3; i++)
+        assert_master(i, name, s.c[i], 0);
+    rl_close(&s);
+}
+
 /* An explicit owner's Redlock: "<client uuid>:<owner>" on every master, taken on one thread
  * and released on another; the calling thread's forms do not see it as theirs. */
 struct rl_as {
@@ -622,6 +656,7 @@ int main(void) {
         cmocka_unit_test(test_quorum_against_other_holders),
         cmocka_unit_test(test_two_redlocks),
         cmocka_unit_test(test_reentrancy),
+        cmocka_unit_test(test_reentrant_lost_on_majority),
         cmocka_unit_test(test_explicit_owner),
         cmocka_unit_test(test_masters_down_at_start),
         cmocka_unit_test(test_paused_master),

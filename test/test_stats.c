@@ -97,6 +97,12 @@ static void test_busy_and_errors(void **state) {
     assert_int_equal(st.errors[-RLOCK_ENOTOWNER], 1);
     assert_int_equal(st.errors[-RLOCK_EREDIS], 1);
     assert_int_equal(st.errors[-RLOCK_ELOST], 0);
+    /* Arguments refused before the call reaches the client are not counted. */
+    rlock *none;
+    H_ASSERT_RC(rlock_get(a, "", &none), RLOCK_EINVAL);
+    H_ASSERT_RC(rlock_get(a, NULL, &none), RLOCK_EINVAL);
+    H_ASSERT_RC(rlock_get(a, name, NULL), RLOCK_EINVAL);
+    assert_int_equal(h_stats(a).errors[-RLOCK_EINVAL], 0);
 
     /* b loses its hold behind its back (DEL): its next lock returns RLOCK_ELOST. */
     h_cmd_ok(r, "DEL %s", name);

@@ -113,17 +113,19 @@ static int get_handles(rlock_client *client, const rlock__kind *const *kinds, rl
     rlock__guard g;
     for (int i = 0; i < n; i++)
         if (outs[i] == NULL)
-            return RLOCK_EINVAL;
+            return rlock__fail(RLOCK_EINVAL, 0, "%s: NULL out pointer (where the handle goes)",
+                               n == 2 ? "rlock_get_rw" : "rlock_get");
     for (int i = 0; i < n; i++)
         *outs[i] = NULL;
     int status = rlock__enter(&g, client);
     if (status != RLOCK_OK)
         return status;
     size_t len = name != NULL ? strnlen(name, RLOCK_MAX_NAME_LEN + 1) : 0;
-    if (len == 0 || len > RLOCK_MAX_NAME_LEN)
-        return rlock__leave_status(
-            &g, rlock__fail(RLOCK_EINVAL, 0, "lock name: NULL, empty or longer than %d bytes",
-                            RLOCK_MAX_NAME_LEN));
+    if (len == 0 || len > RLOCK_MAX_NAME_LEN) { /* refused before the client: not counted */
+        rlock__leave(&g);
+        return rlock__fail(RLOCK_EINVAL, 0, "lock name: NULL, empty or longer than %d bytes",
+                           RLOCK_MAX_NAME_LEN);
+    }
     for (int i = 0; i < n && status == RLOCK_OK; i++)
         status = make_handle(client, kinds[i], name, len, outs[i]);
     if (status != RLOCK_OK) {

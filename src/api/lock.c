@@ -193,7 +193,7 @@ int rlock_hold_count_as(rlock *lock, uint64_t owner) {
 int rlock_remain_ttl(rlock *lock, long long *ttl_ms) {
     long long ttl = 0;
     if (ttl_ms == NULL)
-        return RLOCK_EINVAL;
+        return rlock__fail(RLOCK_EINVAL, 0, "rlock_remain_ttl: ttl_ms is NULL");
     int status = ask(lock, RLOCK__CALLING_THREAD, RLOCK__ASK_TTL, &ttl);
     if (status == RLOCK_OK)
         *ttl_ms = ttl;

@@ -36,6 +36,33 @@ static void append_detail(char *buf, size_t size, size_t n, const char *detail) 
 }
 
 /*
+ * The message is one line whatever it quotes (a lock name may hold any
+ * byte): a control byte becomes "\xNN", as in log lines; cut to fit.
+ */
+static void escape_controls(char *message, size_t size) {
+    char out[RLOCK__MESSAGE_MAX];
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)message; *p != '\0'; p++) {
+        int control = *p < 0x20 || *p == 0x7f;
+        if (o + (control ? 4 : 1) >= sizeof(out) || o + (control ? 4 : 1) >= size)
+            break;
+        if (control)
+            o += (size_t)snprintf(out + o, sizeof(out) - o, "\\x%02x", *p);
+        else
+            out[o++] = (char)*p;
+    }
+    out[o] = '\0';
+    memcpy(message, out, o + 1);
+}
+
+static int has_control(const char *s) {
+    for (; *s != '\0'; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return 1;
+    return 0;
+}
+
+/*
  * Formats into locals first: callers may pass the last message or Redis text
  * as an argument ("giving it back failed too (%s)"), and those live in the
  * very buffers being written.
@@ -50,6 +77,8 @@ static void record(int status, int sys_errno, const char *redis_error, int appen
         append_detail(message, sizeof(message), n, strerror(sys_errno));
     else if (redis_text[0] != '\0' && append_redis)
         append_detail(message, sizeof(message), n, redis_text);
+    if (has_control(message))
+        escape_controls(message, sizeof(message));
     last.status = status;
     last.sys_errno = sys_errno;
     last.host_not_found = 0;
@@ -87,6 +116,11 @@ int rlock__reply_status(const char *text) {
         return RLOCK_ENOPERM;
     if (strstr(text, "NOTALOCK") != NULL)
         return RLOCK_ENOTLOCK;
+    /* A password sent to a server that has none (requirepass unset): the
+     * credentials are wrong too ("ERR AUTH <password> called without any
+     * password configured ..."). */
+    if (strncmp(text, "ERR AUTH ", 9) == 0)
+        return RLOCK_EAUTH;
     return RLOCK_EREDIS;
 }
 

@@ -339,7 +339,13 @@ static int unlocked(const rlock *lock, size_t n, const size_t *did,
     return RLOCK_OK;
 }
 
-int rlock__redlock_release(rlock *const *masters, size_t n, const rlock__owner *owner) {
+/*
+ * One RELEASE on every master where owner has a hold (the fan-out): the
+ * unlock's status by what the masters did; *believed is the most holds the
+ * owner had on one master before it (0 if none was sent).
+ */
+static int release_round(rlock *const *masters, size_t n, const rlock__owner *owner,
+                         long long *believed) {
     size_t did[4] = {0, 0, 0, 0};
     int refusal = RLOCK_OK;
     rlock__error_detail first = {.status = RLOCK_OK};
@@ -365,6 +371,8 @@ int rlock__redlock_release(rlock *const *masters, size_t n, const rlock__owner *
                 continue;
             }
             long long expected = info.count;
+            if (expected > *believed)
+                *believed = expected;
             rlock__holds_begin_release(&lock->engine->holds, &key);
             rlock__release_cmd(&cmds[k], lock, owner->id, expected);
             plain[k] = cmds[k].cmd;
@@ -398,4 +406,39 @@ int rlock__redlock_release(rlock *const *masters, size_t n, const rlock__owner *
     rlock__free(plain);
     rlock__free(cmds);
     return status;
+}
+
+/* A lost Redlock's holds left on a minority of masters go in at most this many rounds. */
+#define MAX_LEFTOVER_ROUNDS 64
+
+/* Whether the holds tables still show a hold of owner on one of the masters. */
+static int held_somewhere(rlock *const *masters, size_t n, const rlock__owner *owner) {
+    for (size_t i = 0; i < n; i++) {
+        rlock__hold_key key = rlock__hold_of(masters[i], owner);
+        if (rlock__holds_expected(&masters[i]->engine->holds, &key) > 0)
+            return 1;
+    }
+    return 0;
+}
+
+/*
+ * An unlock that finds the hold on fewer than a quorum: the Redlock is
+ * lost. If the owner held it more than once (a reentrant hold), its holds
+ * left on the other masters are given back too, and the unlock says
+ * RLOCK_ELOST -- as a single lock's unlock that would have left its owner
+ * holding does -- so that an owner that stops unlocking leaves nothing
+ * behind for a lease.
+ */
+int rlock__redlock_release(rlock *const *masters, size_t n, const rlock__owner *owner) {
+    long long believed = 0, ignored = 0;
+    int status = release_round(masters, n, owner, &believed);
+    if (status != RLOCK_ENOTOWNER || believed < 2 || !held_somewhere(masters, n, owner))
+        return status;
+    for (int i = 0; i < MAX_LEFTOVER_ROUNDS && held_somewhere(masters, n, owner); i++)
+        release_round(masters, n, owner, &ignored);
+    return rlock__fail(RLOCK_ELOST, 0, "redlock '%.200s': held on fewer than a quorum of its %zu "
+                                       "masters at an unlock that would have left %lld holds (its "
+                                       "validity had run out, or masters lost it); the holds left "
+                                       "on the others are given back: it holds nothing now",
+                       masters[0]->name, n, believed - 1);
 }

@@ -248,8 +248,14 @@ static int run(int argc, char **argv) {
     if (strcmp(c.opt.argv[0], "help") == 0)
         return help_command(&c.opt);
     const command *cmd = find_command(c.opt.argv[0]);
-    if (cmd == NULL)
-        return ctl_usage(NULL, "unknown command");
+    if (cmd == NULL) {
+        char problem[100];
+        int n = snprintf(problem, sizeof(problem), "unknown command '%.64s'", c.opt.argv[0]);
+        for (int i = 0; i < n && i < (int)sizeof(problem) - 1; i++)
+            if ((unsigned char)problem[i] < 0x20 || problem[i] == 0x7f)
+                problem[i] = '?'; /* what was typed, not what a terminal would do with it */
+        return ctl_usage(NULL, problem);
+    }
     if (p.help) {
         ctl_help_command(stdout, cmd->name);
         return CTL_OK;
