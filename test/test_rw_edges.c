@@ -7,7 +7,8 @@
  *                renewals, after the write unlock
  *   stale field  a read hold whose lease ran out (its key gone, its field
  *                kept by other readers) is no read hold: asking for the write
- *                lock waits, it is no upgrade (RLOCK_EDEADLK)
+ *                lock waits, it is no upgrade (RLOCK_EDEADLK); its unlock is
+ *                RLOCK_ENOTOWNER and takes the field out, its hold count 0
  *   unlock cost  a read unlock reads a bounded number of hold keys, however
  *                many readers hold the lock, and unwinding a hold 1000 deep
  *                costs linear work; counts exact on the way
@@ -155,6 +156,62 @@ static void test_expired_read_hold_is_no_upgrade(void **state) {
     assert_int_equal(lock_keys(t.r, t.name), 0);
     h_actor_stop(act);
     two_close(&t);
+}
+
+/*
+ * The probe of an unlock after a lease ran out: threads A and B of one
+ * client read through one handle, B with the watchdog, A with a 200 ms
+ * lease that runs out while B keeps the hash. A's unlock is RLOCK_ENOTOWNER
+ * (its lease ran out), found by the client's clock (round 1: nothing asked
+ * before) and by Redis (round 2: rlock_is_held_by_current_thread dropped the
+ * table's entry first, so the unlock asks Redis, which finds A's field with
+ * no hold key left); A's hold count is 0; either way A's stale field is
+ * taken out of the hash. B's hold is untouched: held, renewed, never
+ * reported lost, and its unlock leaves nothing in Redis.
+ */
+static void test_expired_read_hold_unlock(void **state) {
+    long long wd = H_MS(900);
+    struct h_lost lost;
+    const char *name = h_unique_name("rwe-lease");
+    rlock_client *c = h_open_retries(h_url(), wd, 0, -1, -1, &lost);
+    redisContext *r = h_redis();
+    rlock *rd, *wr;
+    char field[128];
+    h_actor *b = h_actor_start();
+    (void)state;
+    H_ASSERT_RC(rlock_get_rw(c, name, &rd, &wr), RLOCK_OK);
+    snprintf(field, sizeof field, "%s", my_field(c));
+
+    H_ASSERT_RC(h_actor_call(b, h_op_lock, rd), RLOCK_OK);
+    for (int round = 1; round <= 2; round++) {
+        H_ASSERT_RC(rlock_lock_lease(rd, 200), RLOCK_OK);
+        assert_int_equal(h_hget_int(r, name, field), 1);
+        H_ASSERT_RC(rlock_hold_count(rd), 1);
+        h_sleep_ms(400);
+        assert_int_equal(h_hget_int(r, name, field), 1); /* B keeps the hash, A's field in it */
+        if (round == 2) {
+            H_ASSERT_RC(rlock_is_held_by_current_thread(rd), 0);
+            H_ASSERT_RC(rlock_hold_count(rd), 0);
+            H_ASSERT_RC(rlock_is_held_by_current_thread(rd), 0); /* asked of Redis now */
+        }
+        H_ASSERT_RC(rlock_unlock(rd), RLOCK_ENOTOWNER);
+        assert_int_equal(h_hget_int(r, name, field), 0); /* the stale field is gone */
+        H_ASSERT_RC(rlock_hold_count(rd), 0);
+        H_ASSERT_RC(rlock_unlock(rd), RLOCK_ENOTOWNER);
+        H_ASSERT_RC(h_actor_call(b, h_op_is_held, rd), 1);
+        H_ASSERT_RC(h_actor_call(b, h_op_hold_count, rd), 1);
+    }
+    H_ASSERT_RC(rlock_is_locked(rd), 1);
+    h_sleep_ms(wd); /* B's hold renewed: a stale field beside it is no loss of B's */
+    H_ASSERT_RC(h_actor_call(b, h_op_is_held, rd), 1);
+    H_ASSERT_RC(h_actor_call(b, h_op_unlock, rd), RLOCK_OK);
+    assert_int_equal(lock_keys(r, name), 0);
+    assert_int_equal(h_lost_count(&lost), 0);
+    h_actor_stop(b);
+    rlock_free(rd);
+    rlock_free(wr);
+    redisFree(r);
+    rlock_client_close(c);
 }
 
 /* ---- the cost of a read unlock ------------------------------------------------------ */
@@ -398,6 +455,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_downgrade_outlives_write_renewal),
         cmocka_unit_test(test_expired_read_hold_is_no_upgrade),
+        cmocka_unit_test(test_expired_read_hold_unlock),
         cmocka_unit_test(test_read_unlock_cost_is_flat),
         cmocka_unit_test(test_deep_reentrancy),
         cmocka_unit_test(test_reader_killed),

@@ -175,6 +175,14 @@ struct rlock__kind {
      * whose queue in Redis orders every waiter (the fair lock).
      */
     int local_queue;
+    /*
+     * A hold whose lease ran out may leave the owner's field in Redis (other
+     * holds keep the key alive: a read-write lock's reader): an unlock that
+     * finds the lease ran out by the client's clock still sends the release
+     * (expected 0: every hold), to take the field out, and answers
+     * RLOCK_ENOTOWNER whatever it finds. 0: that unlock asks nothing.
+     */
+    int release_expired;
 };
 
 /* reentrant.c: Redisson's RLock. */
@@ -270,6 +278,7 @@ enum {
     RLOCK__SCRIPT_RW_RENEW,
     RLOCK__SCRIPT_RW_RENEW_NODE,
     RLOCK__SCRIPT_RW_WRITE_LEAVE,
+    RLOCK__SCRIPT_RW_READ_HOLDS,
     RLOCK__SCRIPT_COUNT
 };
 extern const rlock__script rlock__scripts[RLOCK__SCRIPT_COUNT];
@@ -282,7 +291,7 @@ extern const char rlock__fenced_set_lua[];
 extern const char rlock__rw_read_acquire_lua[], rlock__rw_write_acquire_lua[],
     rlock__rw_read_release_lua[], rlock__rw_write_release_lua[], rlock__rw_force_unlock_lua[],
     rlock__rw_locked_lua[], rlock__rw_renew_lua[], rlock__rw_renew_node_lua[],
-    rlock__rw_write_leave_lua[];
+    rlock__rw_write_leave_lua[], rlock__rw_read_holds_lua[];
 /* The Lua text of a script (the bench baseline runs the very same). */
 const char *rlock__script_body(int script);
 

@@ -235,6 +235,7 @@ const rlock__script rlock__scripts[RLOCK__SCRIPT_COUNT] = {
     [RLOCK__SCRIPT_RW_RENEW] = {"RW_RENEW", rlock__rw_renew_lua},
     [RLOCK__SCRIPT_RW_RENEW_NODE] = {"RW_RENEW_NODE", rlock__rw_renew_node_lua},
     [RLOCK__SCRIPT_RW_WRITE_LEAVE] = {"RW_WRITE_LEAVE", rlock__rw_write_leave_lua},
+    [RLOCK__SCRIPT_RW_READ_HOLDS] = {"RW_READ_HOLDS", rlock__rw_read_holds_lua},
 };
 
 const char *rlock__script_body(int script) {

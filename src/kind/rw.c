@@ -158,16 +158,37 @@ static int force_unlock(const rlock *lock) {
     return status;
 }
 
+/* RW_LOCKED's and RW_READ_HOLDS's integer reply. */
 static int read_locked(const redisReply *reply, void *arg) {
     long long *value = arg;
     if (reply->type != REDIS_REPLY_INTEGER)
-        return rlock__fail_reply(reply, "RW_LOCKED");
+        return rlock__fail_reply(reply, "RW_LOCKED or RW_READ_HOLDS");
     *value = reply->integer;
     return RLOCK_OK;
 }
 
-/* Redisson's isLocked() of each handle (RW_LOCKED); the rest as every hash lock, with our field. */
+/*
+ * The read lock's hold count (RW_READ_HOLDS): its field's count if a key of
+ * its holds lives, else 0 (a field whose leases all ran out while other
+ * readers kept the hash is no hold).
+ */
+static int read_holds(const rlock *lock, const rlock__owner *owner, long long *value) {
+    char field[RLOCK__OWNER_MAX];
+    const char *argv[] = {lock->name, field};
+    size_t argvlen[] = {lock->name_len, rlock__owner_field(lock->client_id, owner->id, field)};
+    rlock__cmd cmd = {.script = RLOCK__SCRIPT_RW_READ_HOLDS, .argc = 2, .nkeys = 1, .argv = argv,
+                      .argvlen = argvlen};
+    return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, read_locked,
+                            value);
+}
+
+/*
+ * Redisson's isLocked() of each handle (RW_LOCKED); a reader's hold count and
+ * "held" by its keys (read_holds); the rest as every hash lock, with our field.
+ */
 static int ask(const rlock *lock, int question, const rlock__owner *owner, long long *value) {
+    if (!is_write(lock) && (question == RLOCK__ASK_HELD || question == RLOCK__ASK_COUNT))
+        return read_holds(lock, owner, value);
     if (question != RLOCK__ASK_LOCKED)
         return rlock__hash_ask(lock, question, owner, value);
     const char *mode = is_write(lock) ? "write" : "read";
@@ -237,7 +258,8 @@ const rlock__kind rlock__rw_read = {.name = "read", .attempt = attempt,
                                     .read_ahead = rlock__hash_read_ahead, .release = release,
                                     .force_unlock = force_unlock, .ask = ask, .wait = &read_wait,
                                     .renewer = &read_renewer, .channel_prefix = "redisson_rwlock",
-                                    .sibling = &rlock__rw_write, .local_queue = 1};
+                                    .sibling = &rlock__rw_write, .local_queue = 1,
+                                    .release_expired = 1};
 
 const rlock__kind rlock__rw_write = {.name = "write", .attempt = attempt,
                                      .read_ahead = rlock__hash_read_ahead, .release = release,

@@ -231,6 +231,12 @@ const char rlock__rw_write_acquire_lua[] =
  *   ARGV[4] = 'publish' or 'spublish'
  * -> RELEASE's answers (reentrant_lua.c): nil (not ours: nothing changed),
  *    the remaining count, or {count} (stale). The released holds' keys go.
+ *    A field whose hold keys are all gone (their leases ran out while other
+ *    readers kept the hash) is no hold: it is taken out of the hash (and
+ *    the lock with it, as by a last read hold, when it was the only reader)
+ *    and the answer is nil. Found from the DEL of the released keys'
+ *    reply, with the keys left read only when that DEL deleted nothing: the
+ *    common path reads no more keys than before.
  *    In write mode (the writer's own read holds) the lock and its TTL stay
  *    as they are (Redisson re-arms the TTL there too, which can cut the
  *    write hold's lease short). In read mode the last read hold deletes the
@@ -295,6 +301,14 @@ const char rlock__rw_read_release_lua[] =
     "  end\n"
     "  return longest\n"
     "end\n"
+    /* Whether a key of my holds 1..left lives (checked only once the released keys were
+     * found gone: never on the common path). */
+    "local function live_key(name, me, left)\n"
+    "  for k = left, 1, -1 do\n"
+    "    if redis.call('exists', hold_key(name, me, k)) == 1 then return true end\n"
+    "  end\n"
+    "  return false\n"
+    "end\n"
     "local me, expected = ARGV[1], tonumber(ARGV[2])\n"
     "local mode = redis.call('hget', KEYS[1], 'mode')\n"
     "local count = mode and tonumber(redis.call('hget', KEYS[1], me))\n"
@@ -344,10 +358,28 @@ const char rlock__rw_read_release_lua[] =
     "if no then return no end\n"
     "if free then\n"
     "  redis.call(ARGV[4], ARGV[3], '0')\n"
-    "  redis.call('del', KEYS[1], unpack(keys))\n"
+    /* Only the hash deleted: no key of mine was left (free with left > 0 means the keys
+     * left..1 are gone too): my field was no hold. */
+    "  if redis.call('del', KEYS[1], unpack(keys)) == 1 then return nil end\n"
     "  return left\n"
     "end\n"
-    "redis.call('del', unpack(keys))\n"
+    "if redis.call('del', unpack(keys)) == 0 and not live_key(KEYS[1], me, left) then\n"
+    /* My field is no hold (the DEL deleted nothing: Redis is unchanged so far). It goes,
+     * and the TTL rule's answer stands; with left > 0 the field was not going, and if it
+     * was the only reader, the lock goes as a last read hold's would. */
+    "  if left > 0 and mode ~= 'write' and redis.call('hlen', KEYS[1]) == 2 then\n"
+    "    no = refused(ARGV[4], ARGV[3], '0') or refused('del', KEYS[1])\n"
+    "    if no then return no end\n"
+    "    redis.call(ARGV[4], ARGV[3], '0')\n"
+    "    redis.call('del', KEYS[1])\n"
+    "    return nil\n"
+    "  end\n"
+    "  no = left > 0 and refused('hdel', KEYS[1], me)\n"
+    "  if no then return no end\n"
+    "  redis.call('hdel', KEYS[1], me)\n"
+    "  if ttl then redis.call('pexpire', KEYS[1], int(ttl)) end\n"
+    "  return nil\n"
+    "end\n"
     "if left > 0 then\n"
     "  redis.call('hset', KEYS[1], me, int(left))\n"
     "else\n"
@@ -420,6 +452,23 @@ const char rlock__rw_locked_lua[] =
     "  return redis.call('hlen', KEYS[1]) > 2 and 1 or 0\n"
     "end\n"
     "return mode == ARGV[1] and 1 or 0\n";
+
+/*
+ * RW_READ_HOLDS  KEYS[1] = name, ARGV[1] = reader field. Read-only.
+ * -> the field's read hold count if a key of its holds lives (the latest is
+ *    read first: one EXISTS for a live hold), else 0: a field whose keys are
+ *    all gone (leases ran out while other readers kept the hash) is no
+ *    hold. The read lock's hold count and "held" (rlock_hold_count,
+ *    rlock_is_held_by_current_thread); WRONGTYPE for a key that is not a
+ *    hash.
+ */
+const char rlock__rw_read_holds_lua[] =
+    RW_KEYS_LUA
+    "local count = tonumber(redis.call('hget', KEYS[1], ARGV[1])) or 0\n"
+    "for k = count, 1, -1 do\n"
+    "  if redis.call('exists', hold_key(KEYS[1], ARGV[1], k)) == 1 then return count end\n"
+    "end\n"
+    "return 0\n";
 
 /*
  * The renewal of both kinds of hold (the read and write renewers of rw.c).
