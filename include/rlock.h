@@ -689,7 +689,8 @@ RLOCK_EXTERN int rlock_get_fair(rlock_client *client, const char *name, rlock **
  * apply): every unlock releases, as Redisson does. A name must not be used
  * both for a read-write lock and with rlock_get() or rlock_get_fair(): a
  * read-write handle finds the other kind's lock busy, and the other kinds
- * answer RLOCK_ENOTLOCK while the read-write lock is held.
+ * answer RLOCK_ENOTLOCK while the read-write lock is held (also to the
+ * thread or owner that holds it, and touch nothing).
  *
  * Cluster: every key above must hash to the name's slot: as for
  * rlock_get_fair(), names without '{' or '}' and names with a non-empty

@@ -10,7 +10,9 @@
  *                releases the write lock and still reads)
  *   misuse       an upgrade is RLOCK_EDEADLK at once (from the holds table,
  *                and from Redis when the table does not know); unlocking with
- *                the wrong handle is RLOCK_ENOTOWNER with the hash untouched
+ *                the wrong handle is RLOCK_ENOTOWNER with the hash untouched;
+ *                a plain or fair handle of the name, used by the reader (or
+ *                downgrading writer) itself, is RLOCK_ENOTLOCK, untouched
  *   watchdog     many readers of one client renewed past several leases, one
  *                script entry re-arming the hash once for all of them; a
  *                reader whose hold key is lost, or whose lock is forced
@@ -583,6 +585,92 @@ static void test_other_kind_same_name(void **state) {
     rlock_free(plain);
     rw_close(&s);
     rlock_client_close(a);
+}
+
+/* Every key of name's lock in Redis (the hash, hold keys, the writers' set). */
+static long long keys_of(redisContext *r, const char *name) {
+    redisReply *rep = h_cmd(r, "KEYS *%s*", name);
+    long long n = (long long)rep->elements;
+    freeReplyObject(rep);
+    return n;
+}
+
+/*
+ * other (a plain or fair handle of the name, same client) while this thread
+ * holds the read-write lock: its reader field "<uuid>:<thread>" is the field
+ * other would own, but the hash is a read-write lock's. Acquire, unlock and
+ * force_unlock answer RLOCK_ENOTLOCK and change nothing.
+ */
+static void check_refused_by_own_rw(redisContext *r, const char *name, rlock *other) {
+    snapshot before = snap(r, name);
+    H_ASSERT_RC(rlock_try_lock(other, 0, RLOCK_LEASE_WATCHDOG), RLOCK_ENOTLOCK);
+    H_ASSERT_RC(rlock_try_lock(other, H_MS(200), 30000), RLOCK_ENOTLOCK);
+    H_ASSERT_RC(rlock_hold_count(other), 0);
+    /* Nothing known to the holds table: Redis decides, and it is not other's kind. */
+    H_ASSERT_RC(rlock_unlock(other), RLOCK_ENOTLOCK);
+    H_ASSERT_RC(rlock_force_unlock(other), RLOCK_ENOTLOCK);
+    assert_unchanged(r, name, &before);
+}
+
+/*
+ * The same thread holds the read lock (or the write and read locks: a
+ * downgrade) and uses a plain and a fair handle of the name: the other
+ * kinds' scripts must not take the reader's field for their own (they did:
+ * the plain try_lock "re-entered", its unlock deleted the read-write hash and
+ * the reader's hold was lost). Then a plain watchdog hold whose hash was
+ * replaced by this thread's read-write lock: its renewal must not renew the
+ * reader's field as its own (it is lost, once), and the read hold lives.
+ */
+static void test_other_kind_same_owner(void **state) {
+    struct h_lossrec rec;
+    long long wd = H_MS(900);
+    rw_set s = rw_open_recorded(1, h_unique_name("rw-mixown"), wd, &rec);
+    const char *name = s.name;
+    rlock *rd = s.rd[0], *wr = s.wr[0], *plain = h_get(s.c[0], name), *fair = NULL;
+    redisContext *r = s.redis;
+    (void)state;
+    H_ASSERT_RC(rlock_get_fair(s.c[0], name, &fair), RLOCK_OK);
+
+    /* Read mode. */
+    H_ASSERT_RC(rlock_lock(rd), RLOCK_OK);
+    check_refused_by_own_rw(r, name, plain);
+    check_refused_by_own_rw(r, name, fair);
+    H_ASSERT_RC(rlock_hold_count(rd), 1);
+    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
+    assert_int_equal(keys_of(r, name), 0);
+
+    /* A downgrade: write mode, the writer reads too. */
+    H_ASSERT_RC(rlock_lock(wr), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock(rd), RLOCK_OK);
+    check_refused_by_own_rw(r, name, plain);
+    check_refused_by_own_rw(r, name, fair);
+    assert_string_equal(mode_of(r, name), "write");
+    H_ASSERT_RC(rlock_unlock(wr), RLOCK_OK);
+    assert_string_equal(mode_of(r, name), "read");
+    check_refused_by_own_rw(r, name, plain);
+    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
+    assert_int_equal(keys_of(r, name), 0);
+    h_sleep_ms(wd); /* a renewal round or more: nothing was lost */
+    assert_int_equal(h_lossrec_lost(&rec, name) + h_lossrec_others(&rec, name), 0);
+
+    /* A plain hold whose hash went (deleted behind its back) while the thread reads. */
+    H_ASSERT_RC(rlock_lock(plain), RLOCK_OK);
+    h_cmd_ok(r, "DEL %s", name);
+    H_ASSERT_RC(rlock_lock(rd), RLOCK_OK);
+    H_WAIT_FOR(h_lossrec_lost(&rec, name) == 1, 3 * wd); /* the plain hold's, at its renewal */
+    h_sleep_ms(wd);
+    assert_int_equal(h_lossrec_lost(&rec, name), 1);
+    assert_string_equal(mode_of(r, name), "read");
+    H_ASSERT_RC(rlock_unlock(plain), RLOCK_ENOTOWNER); /* lost, told already */
+    H_ASSERT_RC(rlock_hold_count(rd), 1);
+    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
+    assert_int_equal(keys_of(r, name), 0);
+    assert_int_equal(h_lossrec_lost(&rec, name), 1);
+    assert_int_equal(h_lossrec_others(&rec, name), 0);
+
+    rlock_free(plain);
+    rlock_free(fair);
+    rw_close(&s);
 }
 
 /* ---- watchdog ------------------------------------------------------------------------ */
@@ -1201,6 +1289,7 @@ int main(void) {
         cmocka_unit_test(test_upgrade_is_edeadlk),
         cmocka_unit_test(test_wrong_handle_unlock),
         cmocka_unit_test(test_other_kind_same_name),
+        cmocka_unit_test(test_other_kind_same_owner),
         cmocka_unit_test(test_watchdog_renews_readers),
         cmocka_unit_test(test_reader_key_lost),
         cmocka_unit_test(test_reader_forced),

@@ -90,6 +90,9 @@ const char rlock__fair_acquire_lua[] =
     "if count == false and exists and not_a_lock(KEYS[1]) then\n"
     "  return not_a_lock_error(KEYS[1])\n"
     "end\n"
+    "if count ~= false then\n"
+    NOT_RW_LUA
+    "end\n"
     "local stale, head = stale_heads(now)\n"
     "local no = refused('hincrby', KEYS[1], me, '1') or refused('pexpire', KEYS[1], ARGV[1])\n"
     "  or refused('rpush', KEYS[2], me) or refused('zadd', KEYS[3], '0', me)\n"
@@ -146,7 +149,7 @@ const char rlock__fair_acquire_lua[] =
  */
 const char rlock__fair_release_lua[] =
     FAIR_PRELUDE_LUA
-    RELEASE_HEAD_LUA
+    RELEASE_HEAD_LUA(NOT_RW_LUA)
     "local stale, head = stale_heads(tonumber(ARGV[5]))\n"
     "local no = refused('del', KEYS[1]) or refused('lpop', KEYS[2]) or refused('zrem', KEYS[3], 'x')\n"
     "if not no and head then no = refused(ARGV[4], ARGV[3] .. ':' .. head, '0') end\n"

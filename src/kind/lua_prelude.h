@@ -47,13 +47,27 @@
     "end\n"
 
 /*
+ * The guard of the plain, fenced and fair scripts for a hash that has their
+ * owner field (KEYS[1] the lock): a read-write lock's hash (a "mode" field)
+ * has the same "<id>:<thread>" field for a reader, so finding one's own
+ * field does not make the hash one's own kind's. NOTALOCK, untouched. Only
+ * on the paths that found the field: a hash without it is checked by
+ * not_a_lock, whose pattern "mode" fails.
+ */
+#define NOT_RW_LUA                                                                                \
+    "if redis.call('hexists', KEYS[1], 'mode') == 1 then return not_a_lock_error(KEYS[1]) end\n"
+
+/*
  * The start of every release (KEYS[1] the lock, ARGV[1] the owner field,
  * ARGV[2] the holds the caller believes it has): not ours -> nil (NOTALOCK
  * for a hash that is not a lock); already released (a re-send) -> the count;
  * fewer than expected -> {count} (stale); more than one -> one fewer. What
- * follows runs only for the last hold (count == expected == 1).
+ * follows runs only for the last hold (count == expected == 1). `found` is
+ * Lua run when the owner field is there, before anything else: NOT_RW_LUA
+ * for the plain and fair kinds, "" for the read-write kind (whose hashes
+ * have "mode", and whose writer field ends in ":write").
  */
-#define RELEASE_HEAD_LUA                                                                          \
+#define RELEASE_HEAD_LUA(found)                                                                   \
     "local count = redis.call('hget', KEYS[1], ARGV[1])\n"                                        \
     "if count == false then\n"                                                                    \
     "  if redis.call('exists', KEYS[1]) == 1 and not_a_lock(KEYS[1]) then\n"                      \
@@ -61,6 +75,7 @@
     "  end\n"                                                                                     \
     "  return nil\n"                                                                              \
     "end\n"                                                                                       \
+    found                                                                                         \
     "count = tonumber(count)\n"                                                                   \
     "local expected = tonumber(ARGV[2])\n"                                                        \
     "if count == expected - 1 then\n"                                                             \

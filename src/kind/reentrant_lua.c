@@ -58,7 +58,10 @@
  *    {2, count}  the caller's expected count is stale (its hold was lost, or
  *                an earlier call's outcome is unknown): nothing changed; the
  *                caller decides (a loss, or a re-base and a new send).
- *    NOTALOCK    the key is a hash that is not a lock.
+ *    NOTALOCK    the key is a hash that is not a lock: also a read-write
+ *                lock's hash that has the caller's field (its reader
+ *                field is the same string), checked only when the field
+ *                is there (NOT_RW_LUA), off the fresh acquire's path.
  */
 static const char acquire_lua[] =
     PRELUDE_LUA
@@ -70,6 +73,7 @@ static const char acquire_lua[] =
     "  end\n"
     "  count = 0\n"
     "else\n"
+    NOT_RW_LUA
     "  count = tonumber(count)\n"
     "end\n"
     "local expected = tonumber(ARGV[3])\n"
@@ -106,7 +110,7 @@ static const char acquire_lua[] =
  */
 static const char release_lua[] =
     PRELUDE_LUA
-    RELEASE_HEAD_LUA
+    RELEASE_HEAD_LUA(NOT_RW_LUA)
     "local no = refused(ARGV[4], ARGV[3], '0') or refused('del', KEYS[1])\n"
     "if no then return no end\n"
     "redis.call(ARGV[4], ARGV[3], '0')\n"
@@ -129,6 +133,7 @@ static const char release_lua[] =
  *    counter (first write), a re-send answers it as it is.
  *    As for RELEASE, more holds than the caller believes (a lost acquisition
  *    of its own) are given up with the rest.
+ *    NOTALOCK: the hash is a read-write lock's (a "mode" field), untouched.
  * The receiver's field is written before the releaser's goes, so the key
  * never stops existing: on a Cluster node whose slot is migrating, a script
  * that touches a key it just deleted is refused ("non local key").
@@ -139,6 +144,7 @@ static const char transfer_lua[] =
     "  if KEYS[2] then return {1, redis.call('get', KEYS[2])} end\n"
     "  return 1\n"
     "end\n"
+    NOT_RW_LUA
     "if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then\n"
     "  if redis.call('hget', KEYS[1], ARGV[2]) == '1' then\n"
     "    return moved()\n"
@@ -157,13 +163,23 @@ static const char transfer_lua[] =
  * RENEW    KEYS = names, ARGV[1] = lease ms, ARGV[1 + i] = owner field of KEYS[i]
  * -> one 1/0 per key: 1 = our field is there and the TTL was reset; 0 = gone
  *    (never re-created). A key of another type counts as gone without failing
- *    the whole batch. One write per key: nothing to check first.
+ *    the whole batch, and so does a read-write lock's hash (a "mode" field:
+ *    the field is a reader's, not our hold). One write per key: nothing to
+ *    check first. held(name, field): HMGET's answer, 1 for our hold.
  */
+#define RENEW_HELD_LUA                                                                            \
+    "local function held(name, field)\n"                                                          \
+    "  local got = redis.pcall('hmget', name, field, 'mode')\n"                                   \
+    "  if got['err'] then return got end\n"                                                       \
+    "  if got[1] and not got[2] then return 1 end\n"                                              \
+    "  return 0\n"                                                                                \
+    "end\n"
+
 static const char renew_lua[] =
+    RENEW_HELD_LUA
     "local result = {}\n"
     "for i = 1, #KEYS do\n"
-    "  local held = redis.pcall('hexists', KEYS[i], ARGV[i + 1])\n"
-    "  if held == 1 then\n"
+    "  if held(KEYS[i], ARGV[i + 1]) == 1 then\n"
     "    redis.call('pexpire', KEYS[i], ARGV[1])\n"
     "    result[i] = 1\n"
     "  else\n"
@@ -184,13 +200,14 @@ static const char renew_lua[] =
  * key it does not serve is an error that pcall turns into -1.
  */
 static const char renew_node_lua[] =
+    RENEW_HELD_LUA
     "local result = {}\n"
     "local function renew(i, name, field)\n"
-    "  local held = redis.pcall('hexists', name, field)\n"
-    "  if held == 1 then\n"
+    "  local answer = held(name, field)\n"
+    "  if answer == 1 then\n"
     "    redis.call('pexpire', name, ARGV[1])\n"
     "    result[i] = 1\n"
-    "  elseif type(held) == 'table' and not string.find(held['err'], 'WRONGTYPE', 1, true) then\n"
+    "  elseif type(answer) == 'table' and not string.find(answer['err'], 'WRONGTYPE', 1, true) then\n"
     "    result[i] = -1\n"
     "  else\n"
     "    result[i] = 0\n"

@@ -405,7 +405,7 @@ const char rlock__rw_read_release_lua[] =
  */
 const char rlock__rw_write_release_lua[] =
     RW_PRELUDE_LUA
-    RELEASE_HEAD_LUA
+    RELEASE_HEAD_LUA("")
     "local writers = writers_key(KEYS[1])\n"
     "local no = refused('hdel', KEYS[1], ARGV[1]) or refused('hset', KEYS[1], 'mode', 'read')\n"
     "  or refused(ARGV[4], ARGV[3], '1') or refused('del', KEYS[1]) or refused('del', writers)\n"
