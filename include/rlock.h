@@ -647,6 +647,12 @@ RLOCK_EXTERN int rlock_get_fair(rlock_client *client, const char *name, rlock **
  *            readers. An owner that holds the write lock may take the read
  *            lock too (a downgrade, as Redisson allows): it then holds both,
  *            and after its last write unlock it still holds the read lock.
+ *            A write hold taken with a lease that its owner downgrades ends,
+ *            for the owner, when the lease does, but Redis cannot expire one
+ *            field of the lock while the owner's read holds keep it: the
+ *            lock stays in write mode until the owner unlocks the write hold
+ *            (RLOCK_ENOTOWNER after the lease, and the write part goes) or
+ *            its read holds end (as in Redisson).
  *     write: waits while any other owner holds either. An owner that holds
  *            the read lock and not the write lock gets RLOCK_EDEADLK at once,
  *            whatever wait_ms (an upgrade: it would wait for itself, and

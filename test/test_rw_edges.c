@@ -214,6 +214,46 @@ static void test_expired_read_hold_unlock(void **state) {
     rlock_client_close(c);
 }
 
+/*
+ * A writer with a lease that downgrades (takes the read lock, watchdog): its read holds
+ * keep the hash, so Redis keeps its writer field past the write lease. Its unlock of the
+ * write lock after the lease says RLOCK_ENOTOWNER and takes the field out: the lock is
+ * left in read mode to its read hold, other readers share it, and nothing is left after
+ * the read unlock (before, the writer field stayed and held the lock in write mode for
+ * up to a watchdog timeout after everything was unlocked).
+ */
+static void test_expired_write_hold_after_downgrade(void **state) {
+    long long wd = H_MS(3000);
+    struct h_lost lost;
+    const char *name = h_unique_name("rwe-wlease");
+    rlock_client *c = h_open_retries(h_url(), wd, 0, -1, -1, &lost);
+    redisContext *r = h_redis();
+    rlock *rd, *wr;
+    char writer[160];
+    h_actor *b = h_actor_start();
+    (void)state;
+    H_ASSERT_RC(rlock_get_rw(c, name, &rd, &wr), RLOCK_OK);
+    snprintf(writer, sizeof writer, "%s:write", my_field(c));
+
+    H_ASSERT_RC(rlock_try_lock(wr, 0, 200), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock(rd), RLOCK_OK); /* the downgrade, renewed by the watchdog */
+    h_sleep_ms(400);
+    assert_int_equal(h_hget_int(r, name, writer), 1); /* Redis cannot expire one field */
+    H_ASSERT_RC(rlock_unlock(wr), RLOCK_ENOTOWNER);   /* its lease ran out */
+    assert_int_equal(h_hget_int(r, name, writer), 0);
+    struct h_try now = {rd, 0, RLOCK_LEASE_WATCHDOG};
+    H_ASSERT_RC(h_actor_call(b, h_op_try_lock, &now), RLOCK_OK); /* read mode: shared */
+    H_ASSERT_RC(h_actor_call(b, h_op_unlock, rd), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
+    assert_int_equal(lock_keys(r, name), 0);
+    assert_int_equal(h_lost_count(&lost), 0);
+    h_actor_stop(b);
+    rlock_free(rd);
+    rlock_free(wr);
+    redisFree(r);
+    rlock_client_close(c);
+}
+
 /* ---- the cost of a read unlock ------------------------------------------------------ */
 
 #define MANY_READERS 16
@@ -456,6 +496,7 @@ int main(void) {
         cmocka_unit_test(test_downgrade_outlives_write_renewal),
         cmocka_unit_test(test_expired_read_hold_is_no_upgrade),
         cmocka_unit_test(test_expired_read_hold_unlock),
+        cmocka_unit_test(test_expired_write_hold_after_downgrade),
         cmocka_unit_test(test_read_unlock_cost_is_flat),
         cmocka_unit_test(test_deep_reentrancy),
         cmocka_unit_test(test_reader_killed),

@@ -177,7 +177,8 @@ struct rlock__kind {
     int local_queue;
     /*
      * A hold whose lease ran out may leave the owner's field in Redis (other
-     * holds keep the key alive: a read-write lock's reader): an unlock that
+     * holds keep the key alive: a read-write lock's reader, or a writer whose
+     * own read holds -- a downgrade -- keep the hash): an unlock that
      * finds the lease ran out by the client's clock still sends the release
      * (expected 0: every hold), to take the field out, and answers
      * RLOCK_ENOTOWNER whatever it finds. 0: that unlock asks nothing.

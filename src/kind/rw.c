@@ -266,4 +266,5 @@ const rlock__kind rlock__rw_write = {.name = "write", .attempt = attempt,
                                      .force_unlock = force_unlock, .ask = ask, .wait = &write_wait,
                                      .renewer = &write_renewer, .channel_prefix = "redisson_rwlock",
                                      .give_up = give_up, .self_deadlock = self_deadlock,
-                                     .sibling = &rlock__rw_read, .local_queue = 1};
+                                     .sibling = &rlock__rw_read, .local_queue = 1,
+                                     .release_expired = 1};
