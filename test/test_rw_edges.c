@@ -159,6 +159,39 @@ static void test_expired_read_hold_is_no_upgrade(void **state) {
 }
 
 /*
+ * One client's read and write handles of a fresh name, an on_lock_lost
+ * recorder, a second thread of the client (b) and a Redis connection: the
+ * expired-lease tests below.
+ */
+typedef struct lease_case {
+    const char *name;
+    struct h_lost lost;
+    rlock_client *c;
+    redisContext *r;
+    rlock *rd, *wr;
+    h_actor *b;
+} lease_case;
+
+static void lease_case_open(lease_case *t, const char *prefix, long long wd) {
+    t->name = h_unique_name(prefix);
+    t->c = h_open_retries(h_url(), wd, 0, -1, -1, &t->lost);
+    t->r = h_redis();
+    t->b = h_actor_start();
+    H_ASSERT_RC(rlock_get_rw(t->c, t->name, &t->rd, &t->wr), RLOCK_OK);
+}
+
+/* Nothing of the lock is left in Redis and nobody was told of a loss; then closes. */
+static void lease_case_close(lease_case *t) {
+    assert_int_equal(lock_keys(t->r, t->name), 0);
+    assert_int_equal(h_lost_count(&t->lost), 0);
+    h_actor_stop(t->b);
+    rlock_free(t->rd);
+    rlock_free(t->wr);
+    redisFree(t->r);
+    rlock_client_close(t->c);
+}
+
+/*
  * The probe of an unlock after a lease ran out: threads A and B of one
  * client read through one handle, B with the watchdog, A with a 200 ms
  * lease that runs out while B keeps the hash. A's unlock is RLOCK_ENOTOWNER
@@ -171,47 +204,36 @@ static void test_expired_read_hold_is_no_upgrade(void **state) {
  */
 static void test_expired_read_hold_unlock(void **state) {
     long long wd = H_MS(900);
-    struct h_lost lost;
-    const char *name = h_unique_name("rwe-lease");
-    rlock_client *c = h_open_retries(h_url(), wd, 0, -1, -1, &lost);
-    redisContext *r = h_redis();
-    rlock *rd, *wr;
+    lease_case t;
     char field[128];
-    h_actor *b = h_actor_start();
     (void)state;
-    H_ASSERT_RC(rlock_get_rw(c, name, &rd, &wr), RLOCK_OK);
-    snprintf(field, sizeof field, "%s", my_field(c));
+    lease_case_open(&t, "rwe-lease", wd);
+    snprintf(field, sizeof field, "%s", my_field(t.c));
 
-    H_ASSERT_RC(h_actor_call(b, h_op_lock, rd), RLOCK_OK);
+    H_ASSERT_RC(h_actor_call(t.b, h_op_lock, t.rd), RLOCK_OK);
     for (int round = 1; round <= 2; round++) {
-        H_ASSERT_RC(rlock_lock_lease(rd, 200), RLOCK_OK);
-        assert_int_equal(h_hget_int(r, name, field), 1);
-        H_ASSERT_RC(rlock_hold_count(rd), 1);
+        H_ASSERT_RC(rlock_lock_lease(t.rd, 200), RLOCK_OK);
+        assert_int_equal(h_hget_int(t.r, t.name, field), 1);
+        H_ASSERT_RC(rlock_hold_count(t.rd), 1);
         h_sleep_ms(400);
-        assert_int_equal(h_hget_int(r, name, field), 1); /* B keeps the hash, A's field in it */
+        assert_int_equal(h_hget_int(t.r, t.name, field), 1); /* B keeps the hash, A's field in it */
         if (round == 2) {
-            H_ASSERT_RC(rlock_is_held_by_current_thread(rd), 0);
-            H_ASSERT_RC(rlock_hold_count(rd), 0);
-            H_ASSERT_RC(rlock_is_held_by_current_thread(rd), 0); /* asked of Redis now */
+            H_ASSERT_RC(rlock_is_held_by_current_thread(t.rd), 0);
+            H_ASSERT_RC(rlock_hold_count(t.rd), 0);
+            H_ASSERT_RC(rlock_is_held_by_current_thread(t.rd), 0); /* asked of Redis now */
         }
-        H_ASSERT_RC(rlock_unlock(rd), RLOCK_ENOTOWNER);
-        assert_int_equal(h_hget_int(r, name, field), 0); /* the stale field is gone */
-        H_ASSERT_RC(rlock_hold_count(rd), 0);
-        H_ASSERT_RC(rlock_unlock(rd), RLOCK_ENOTOWNER);
-        H_ASSERT_RC(h_actor_call(b, h_op_is_held, rd), 1);
-        H_ASSERT_RC(h_actor_call(b, h_op_hold_count, rd), 1);
+        H_ASSERT_RC(rlock_unlock(t.rd), RLOCK_ENOTOWNER);
+        assert_int_equal(h_hget_int(t.r, t.name, field), 0); /* the stale field is gone */
+        H_ASSERT_RC(rlock_hold_count(t.rd), 0);
+        H_ASSERT_RC(rlock_unlock(t.rd), RLOCK_ENOTOWNER);
+        H_ASSERT_RC(h_actor_call(t.b, h_op_is_held, t.rd), 1);
+        H_ASSERT_RC(h_actor_call(t.b, h_op_hold_count, t.rd), 1);
     }
-    H_ASSERT_RC(rlock_is_locked(rd), 1);
+    H_ASSERT_RC(rlock_is_locked(t.rd), 1);
     h_sleep_ms(wd); /* B's hold renewed: a stale field beside it is no loss of B's */
-    H_ASSERT_RC(h_actor_call(b, h_op_is_held, rd), 1);
-    H_ASSERT_RC(h_actor_call(b, h_op_unlock, rd), RLOCK_OK);
-    assert_int_equal(lock_keys(r, name), 0);
-    assert_int_equal(h_lost_count(&lost), 0);
-    h_actor_stop(b);
-    rlock_free(rd);
-    rlock_free(wr);
-    redisFree(r);
-    rlock_client_close(c);
+    H_ASSERT_RC(h_actor_call(t.b, h_op_is_held, t.rd), 1);
+    H_ASSERT_RC(h_actor_call(t.b, h_op_unlock, t.rd), RLOCK_OK);
+    lease_case_close(&t);
 }
 
 /*
@@ -223,35 +245,24 @@ static void test_expired_read_hold_unlock(void **state) {
  * up to a watchdog timeout after everything was unlocked).
  */
 static void test_expired_write_hold_after_downgrade(void **state) {
-    long long wd = H_MS(3000);
-    struct h_lost lost;
-    const char *name = h_unique_name("rwe-wlease");
-    rlock_client *c = h_open_retries(h_url(), wd, 0, -1, -1, &lost);
-    redisContext *r = h_redis();
-    rlock *rd, *wr;
+    lease_case t;
     char writer[160];
-    h_actor *b = h_actor_start();
+    struct h_try now;
     (void)state;
-    H_ASSERT_RC(rlock_get_rw(c, name, &rd, &wr), RLOCK_OK);
-    snprintf(writer, sizeof writer, "%s:write", my_field(c));
+    lease_case_open(&t, "rwe-wlease", H_MS(3000));
+    snprintf(writer, sizeof writer, "%s:write", my_field(t.c));
 
-    H_ASSERT_RC(rlock_try_lock(wr, 0, 200), RLOCK_OK);
-    H_ASSERT_RC(rlock_lock(rd), RLOCK_OK); /* the downgrade, renewed by the watchdog */
+    H_ASSERT_RC(rlock_try_lock(t.wr, 0, 200), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock(t.rd), RLOCK_OK); /* the downgrade, renewed by the watchdog */
     h_sleep_ms(400);
-    assert_int_equal(h_hget_int(r, name, writer), 1); /* Redis cannot expire one field */
-    H_ASSERT_RC(rlock_unlock(wr), RLOCK_ENOTOWNER);   /* its lease ran out */
-    assert_int_equal(h_hget_int(r, name, writer), 0);
-    struct h_try now = {rd, 0, RLOCK_LEASE_WATCHDOG};
-    H_ASSERT_RC(h_actor_call(b, h_op_try_lock, &now), RLOCK_OK); /* read mode: shared */
-    H_ASSERT_RC(h_actor_call(b, h_op_unlock, rd), RLOCK_OK);
-    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
-    assert_int_equal(lock_keys(r, name), 0);
-    assert_int_equal(h_lost_count(&lost), 0);
-    h_actor_stop(b);
-    rlock_free(rd);
-    rlock_free(wr);
-    redisFree(r);
-    rlock_client_close(c);
+    assert_int_equal(h_hget_int(t.r, t.name, writer), 1); /* Redis cannot expire one field */
+    H_ASSERT_RC(rlock_unlock(t.wr), RLOCK_ENOTOWNER);       /* its lease ran out */
+    assert_int_equal(h_hget_int(t.r, t.name, writer), 0);
+    now = (struct h_try){t.rd, 0, RLOCK_LEASE_WATCHDOG};
+    H_ASSERT_RC(h_actor_call(t.b, h_op_try_lock, &now), RLOCK_OK); /* read mode: shared */
+    H_ASSERT_RC(h_actor_call(t.b, h_op_unlock, t.rd), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(t.rd), RLOCK_OK);
+    lease_case_close(&t);
 }
 
 /* ---- the cost of a read unlock ------------------------------------------------------ */
