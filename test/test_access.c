@@ -67,6 +67,9 @@ static void test_least_privilege_acl(void **state) {
     lb = h_get(b, name);
     t = (struct h_try){lb, H_MS(5000), 10000};
     H_ASSERT_RC(rlock_lock(la), RLOCK_OK);
+    /* The queries and the watchdog's RENEW use only the commands above (no HMGET). */
+    H_ASSERT_RC(rlock_hold_count(la), 1);
+    H_ASSERT_RC(rlock_is_held_by_current_thread(la), 1);
     h_actor_post(waiter, h_op_try_lock, &t);
     H_WAIT_FOR(h_numsub(r, name, strlen(name)) == 1, 2000);
     H_ASSERT_RC(rlock_unlock(la), RLOCK_OK);

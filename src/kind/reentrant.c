@@ -325,42 +325,39 @@ static int read_number(const redisReply *reply, void *arg) {
     return RLOCK_OK;
 }
 
-/*
- * HMGET field mode: the owner's hold count, 0 when the hash has "mode" (a
- * read-write lock's, whose reader field looks like ours: not our hold).
- */
-static int read_count_not_rw(const redisReply *reply, void *arg) {
-    query *q = arg;
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2)
-        return rlock__fail_reply(reply, q->verb);
-    if (reply->element[1]->type != REDIS_REPLY_NIL) {
-        *q->value = 0;
-        return RLOCK_OK;
-    }
-    return read_number(reply->element[0], arg);
+/* HLEN (WRONGTYPE for a key that is not a hash), HEXISTS, HGET, PTTL, as asked. */
+static int ask_redis(const rlock *lock, const char *verb, const char *field, size_t field_len,
+                     long long *value) {
+    query q = {verb, value};
+    const char *argv[] = {verb, lock->name, field};
+    size_t argvlen[] = {strlen(verb), lock->name_len, field_len};
+    rlock__cmd cmd = {.script = -1, .argc = field != NULL ? 3 : 2, .argv = argv,
+                      .argvlen = argvlen};
+    return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, read_number, &q);
 }
 
 /*
- * HLEN (WRONGTYPE for a key that is not a hash), HEXISTS, HGET, PTTL; the
- * field is the kind's. The hash kinds (plain, fenced, fair) ask for the
- * owner's field with HMGET field mode instead: a read-write lock's reader
- * field is the same string, and is no hold of theirs.
+ * The read-only questions; the owner's field is the kind's. For the hash
+ * kinds (plain, fenced, fair) a field found in a hash that has "mode" is a
+ * read-write lock's reader (the same string), no hold of theirs: 0. Plain
+ * commands the least-privilege ACL has (docs/failure-modes.md), the second
+ * only when the field is there.
  */
 int rlock__hash_ask(const rlock *lock, int question, const rlock__owner *owner, long long *value) {
     static const char *const verbs[] = {[RLOCK__ASK_LOCKED] = "HLEN", [RLOCK__ASK_HELD] = "HEXISTS",
                                         [RLOCK__ASK_COUNT] = "HGET", [RLOCK__ASK_TTL] = "PTTL"};
     char field[RLOCK__OWNER_MAX];
-    int with_owner = question == RLOCK__ASK_HELD || question == RLOCK__ASK_COUNT;
-    int not_rw = with_owner && lock->kind->renewer == &rlock__hash_renewer;
-    query q = {not_rw ? "HMGET" : verbs[question], value};
-    const char *argv[] = {q.verb, lock->name, field, "mode"};
-    size_t argvlen[] = {strlen(q.verb), lock->name_len, 0, 4};
-    if (with_owner)
-        argvlen[2] = lock->kind->renewer->owner_field(lock->client_id, owner->id, field);
-    rlock__cmd cmd = {.script = -1, .argc = not_rw ? 4 : with_owner ? 3 : 2, .argv = argv,
-                      .argvlen = argvlen};
-    return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL,
-                            not_rw ? read_count_not_rw : read_number, &q);
+    if (question != RLOCK__ASK_HELD && question != RLOCK__ASK_COUNT)
+        return ask_redis(lock, verbs[question], NULL, 0, value);
+    size_t len = lock->kind->renewer->owner_field(lock->client_id, owner->id, field);
+    int status = ask_redis(lock, verbs[question], field, len, value);
+    long long rw = 0;
+    if (status != RLOCK_OK || *value == 0 || lock->kind->renewer != &rlock__hash_renewer)
+        return status;
+    status = ask_redis(lock, "HEXISTS", "mode", 4, &rw);
+    if (status == RLOCK_OK && rw)
+        *value = 0;
+    return status;
 }
 
 static const rlock__wait_ops reentrant_wait = {.send_ahead = send_ahead};

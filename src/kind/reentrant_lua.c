@@ -165,14 +165,14 @@ static const char transfer_lua[] =
  *    (never re-created). A key of another type counts as gone without failing
  *    the whole batch, and so does a read-write lock's hash (a "mode" field:
  *    the field is a reader's, not our hold). One write per key: nothing to
- *    check first. held(name, field): HMGET's answer, 1 for our hold.
+ *    check first. held(name, field): 1 for our hold (HEXISTS of the field, then of
+ *    "mode": commands the least-privilege ACL of docs/failure-modes.md has).
  */
 #define RENEW_HELD_LUA                                                                            \
     "local function held(name, field)\n"                                                          \
-    "  local got = redis.pcall('hmget', name, field, 'mode')\n"                                   \
-    "  if got['err'] then return got end\n"                                                       \
-    "  if got[1] and not got[2] then return 1 end\n"                                              \
-    "  return 0\n"                                                                                \
+    "  local got = redis.pcall('hexists', name, field)\n"                                         \
+    "  if type(got) == 'table' or got == 0 then return got end\n"                                 \
+    "  return 1 - redis.call('hexists', name, 'mode')\n"                                          \
     "end\n"
 
 static const char renew_lua[] =
