@@ -35,31 +35,33 @@ static void append_detail(char *buf, size_t size, size_t n, const char *detail) 
     buf[n] = '\0';
 }
 
+static int is_control(unsigned char c) {
+    return c < 0x20 || c == 0x7f;
+}
+
 /*
  * The message is one line whatever it quotes (a lock name may hold any
  * byte): a control byte becomes "\xNN", as in log lines; cut to fit.
  */
-static void escape_controls(char *message, size_t size) {
+static void escape_controls(char message[RLOCK__MESSAGE_MAX]) {
     char out[RLOCK__MESSAGE_MAX];
     size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)message; *p != '\0'; p++) {
-        int control = *p < 0x20 || *p == 0x7f;
-        if (o + (control ? 4 : 1) >= sizeof(out) || o + (control ? 4 : 1) >= size)
+    const unsigned char *p = (const unsigned char *)message;
+    while (*p != '\0' && !is_control(*p))
+        p++;
+    if (*p == '\0')
+        return; /* the common case: nothing to escape */
+    for (p = (const unsigned char *)message; *p != '\0'; p++) {
+        size_t width = is_control(*p) ? 4 : 1;
+        if (o + width >= sizeof(out))
             break;
-        if (control)
+        if (width == 4)
             o += (size_t)snprintf(out + o, sizeof(out) - o, "\\x%02x", *p);
         else
             out[o++] = (char)*p;
     }
     out[o] = '\0';
     memcpy(message, out, o + 1);
-}
-
-static int has_control(const char *s) {
-    for (; *s != '\0'; s++)
-        if ((unsigned char)*s < 0x20 || *s == 0x7f)
-            return 1;
-    return 0;
 }
 
 /*
@@ -77,8 +79,7 @@ static void record(int status, int sys_errno, const char *redis_error, int appen
         append_detail(message, sizeof(message), n, strerror(sys_errno));
     else if (redis_text[0] != '\0' && append_redis)
         append_detail(message, sizeof(message), n, redis_text);
-    if (has_control(message))
-        escape_controls(message, sizeof(message));
+    escape_controls(message);
     last.status = status;
     last.sys_errno = sys_errno;
     last.host_not_found = 0;
