@@ -373,6 +373,36 @@ typedef struct rlock_config {
     /* The least important level logged: RLOCK_LOG_ERROR..RLOCK_LOG_DEBUG.
      * Default RLOCK_LOG_WARN. (Appended in 0.5.) */
     int log_level;
+    /*
+     * Shared read holds: 0 (default) or 1..1000 ms. 0: every reader of a
+     * read-write lock takes a Redis hold of its own (a field per thread, as
+     * Redisson's readers do). N: the threads of this client that read-lock
+     * one read-write lock (its name) with the watchdog lease -- rlock_lock()
+     * and rlock_try_lock(..., RLOCK_LEASE_WATCHDOG) on a read handle --
+     * share ONE Redis read hold: the first takes it (a round trip, waiting
+     * as its call says), those that come within N ms after it was taken
+     * join it without a round trip, and the last of them to unlock
+     * releases it (a round trip). A thread that already holds it joins it
+     * again at any time (re-entry). Readers that come later, or while it
+     * is being taken or released, take holds of their own, as with 0 (they
+     * wait while an rlock writer waits: writers first). So a writer waits
+     * at most N ms longer than with 0, and 8 threads that read one lock
+     * take few round trips (docs/design.md section 13, figures). What other
+     * processes see: one reader "<client id>:<id>" with hold count 1, <id>
+     * a fresh rlock_owner_new() id per shared hold (on_event's LOCK_LOST
+     * and RENEWAL_FAILED name that id). The header's read-lock rules hold
+     * per thread: hold counts, rlock_is_held_by_current_thread(), an
+     * upgrade's RLOCK_EDEADLK, a downgrade (a thread that holds the write
+     * lock takes a read hold of its own). Differences: a loss of the shared
+     * hold (found by the watchdog, or by the last unlock) is told to each
+     * joined thread at its next lock or unlock of that lock (RLOCK_ELOST:
+     * it holds none of its joined holds now); the lock stays held until
+     * the last joined thread unlocks, and a joined thread that exits
+     * without unlocking leaves the hold to its lease once the others have
+     * left (as a thread's own hold). _as calls, leases, multi-locks and
+     * Redlocks never join. (Appended in 0.5.)
+     */
+    int shared_reads_ms;
 } rlock_config;
 
 /* rlock_config.log_level and the level passed to rlock_config.log */
@@ -691,8 +721,13 @@ RLOCK_EXTERN int rlock_get_fair(rlock_client *client, const char *name, rlock **
  *     the caller's (or owner's: _as) holds of the handle's kind.
  *   rlock_remain_ttl
  *     the lock's (one TTL for both handles).
+ * Shared reads: with rlock_config.shared_reads_ms > 0, the client's
+ * threads that read-lock one name share one Redis read hold (see that
+ * field): fewer round trips, one reader in Redis per client.
  * Never an in-process hand-off (rlock_config.local_handoffs does not
- * apply): every unlock releases, as Redisson does. A name must not be used
+ * apply): every unlock releases, as Redisson does (with shared reads, the
+ * last joined thread's unlock gives the shared hold back, or the client's
+ * releaser does). A name must not be used
  * both for a read-write lock and with rlock_get() or rlock_get_fair(): a
  * read-write handle finds the other kind's lock busy, and the other kinds
  * answer RLOCK_ENOTLOCK while the read-write lock is held (also to the

@@ -138,6 +138,7 @@ void rlock__leave_all_on_cancel(void *guards) {
  * (close only); events queued are still delivered.
  */
 static void stop_threads(rlock_client *c, int drain_calls) {
+    rlock__shared_read_stop(c); /* it releases idle holds: before the network goes */
     rlock__waiters_stop(&c->engine);
     rlock__net_abort(&c->net);
     rlock__watchdog_stop(&c->engine);
@@ -157,6 +158,7 @@ static void release_layers(rlock_client *c) {
 }
 
 void rlock__client_free(rlock_client *c) {
+    rlock__shared_read_free_all(c);
     pthread_cond_destroy(&c->idle);
     pthread_mutex_destroy(&c->mutex);
     c->magic = 0;
@@ -194,6 +196,8 @@ static int client_build(rlock_client *c, const rlock_config *cfg) {
                              RLOCK__SCRIPT_COUNT);
     if (status == RLOCK_OK)
         status = rlock__engine_start(&c->engine, c->id);
+    if (status == RLOCK_OK && c->settings.shared_reads_ms > 0)
+        status = rlock__shared_read_start(c);
     if (status == RLOCK_OK && c->settings.register_client)
         status = rlock__register_client(c, url);
     if (status == RLOCK_OK)

@@ -86,6 +86,11 @@ int rlock__settings_from(const rlock_config *cfg, rlock__settings *s) {
         return RLOCK_EINVAL;
     if (observing_from(cfg, &defaults, s) != RLOCK_OK)
         return RLOCK_EINVAL;
+    s->shared_reads_ms = defaults.shared_reads_ms;
+    if (has_field(cfg, offsetof(rlock_config, shared_reads_ms), sizeof(int)))
+        s->shared_reads_ms = cfg->shared_reads_ms;
+    if (!in_range(s->shared_reads_ms, 0, 1000, "shared_reads_ms"))
+        return RLOCK_EINVAL;
     s->watchdog_timeout_ms = cfg->watchdog_timeout_ms;
     s->connect_timeout_ms = cfg->connect_timeout_ms;
     s->command_timeout_ms = cfg->command_timeout_ms;

@@ -13,7 +13,7 @@
 
 #include "api.h"
 
-static void free_handle(rlock *lock) {
+void rlock__handle_free(rlock *lock) {
     lock->magic = 0;
     rlock__free(lock->name);
     rlock__free(lock->channel);
@@ -24,8 +24,7 @@ static void free_handle(rlock *lock) {
     rlock__free(lock);
 }
 
-/* A handle of kind for name (its length checked by the caller); NULL if out of memory. */
-static rlock *new_handle(rlock_client *c, const rlock__kind *kind, const char *name, size_t len) {
+rlock *rlock__handle_new(rlock_client *c, const rlock__kind *kind, const char *name, size_t len) {
     rlock *lock = rlock__calloc(1, sizeof(*lock));
     if (lock == NULL)
         return NULL;
@@ -45,7 +44,7 @@ static rlock *new_handle(rlock_client *c, const rlock__kind *kind, const char *n
         (kind == &rlock__fair && (lock->queue == NULL || lock->timeouts == NULL)) ||
         (kind == &rlock__fenced && lock->token_key == NULL) ||
         ((kind == &rlock__rw_read || kind == &rlock__rw_write) && lock->writers == NULL)) {
-        free_handle(lock);
+        rlock__handle_free(lock);
         return NULL;
     }
     lock->magic = RLOCK__LOCK_MAGIC;
@@ -92,12 +91,12 @@ static int check_slots(rlock_client *c, const rlock *lock) {
 /* A handle of kind for name (len checked), its names checked for the Cluster; or an error. */
 static int make_handle(rlock_client *c, const rlock__kind *kind, const char *name, size_t len,
                        rlock **out) {
-    rlock *lock = new_handle(c, kind, name, len);
+    rlock *lock = rlock__handle_new(c, kind, name, len);
     if (lock == NULL)
         return RLOCK_ENOMEM;
     int status = check_slots(c, lock);
     if (status != RLOCK_OK) {
-        free_handle(lock);
+        rlock__handle_free(lock);
         return status;
     }
     *out = lock;
@@ -128,10 +127,12 @@ static int get_handles(rlock_client *client, const rlock__kind *const *kinds, rl
     }
     for (int i = 0; i < n && status == RLOCK_OK; i++)
         status = make_handle(client, kinds[i], name, len, outs[i]);
+    if (status == RLOCK_OK && kinds[0] == &rlock__rw_read)
+        status = rlock__shared_read_attach(client, *outs[0], *outs[1]);
     if (status != RLOCK_OK) {
         for (int i = 0; i < n; i++) {
             if (*outs[i] != NULL)
-                free_handle(*outs[i]);
+                rlock__handle_free(*outs[i]);
             *outs[i] = NULL;
         }
         return rlock__leave_status(&g, status);
@@ -176,9 +177,12 @@ void rlock_free(rlock *lock) {
         return;
     rlock_client *c = lock->client;
     int last = 0;
-    free_handle(lock);
-    if (rlock__inherited(c))
-        return; /* the parent's client is not ours to touch */
+    if (rlock__inherited(c)) { /* the parent's client is not ours to touch */
+        rlock__handle_free(lock);
+        return;
+    }
+    rlock__shared_read_detach(lock);
+    rlock__handle_free(lock);
     pthread_mutex_lock(&c->mutex);
     c->handles--;
     last = c->handles == 0 && atomic_load(&c->state) == RLOCK__CLOSED;

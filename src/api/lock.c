@@ -79,6 +79,11 @@ int rlock__lock_call(rlock *lock, uint64_t owner, long long wait_ms, long long l
         return status;
     rlock__call call = {.cancel_state = lc.guard.cancel_state, .on_cancel = end_on_cancel,
                         .arg = &lc, .token = token};
+    if (lock->shared_read != NULL && owner == RLOCK__CALLING_THREAD) {
+        status = rlock__shared_read_lock(lock, &lc.owner, wait_ms, lease_ms, &call);
+        if (status != RLOCK__NOT_SHARED)
+            return end(&lc, status);
+    }
     return end(&lc, rlock__acquire(lock, &lc.owner, wait_ms, lease_ms, &call));
 }
 
@@ -109,6 +114,11 @@ static int unlock_call(rlock *lock, uint64_t owner) {
     int status = begin(&lc, lock, owner);
     if (status != RLOCK_OK)
         return status;
+    if (lock->shared_read != NULL && owner == RLOCK__CALLING_THREAD) {
+        status = rlock__shared_read_unlock(lock, &lc.owner);
+        if (status != RLOCK__NOT_SHARED)
+            return end(&lc, status);
+    }
     return end(&lc, rlock__release(lock, &lc.owner));
 }
 
@@ -149,15 +159,29 @@ int rlock_is_locked(rlock *lock) {
     return status != RLOCK_OK ? status : fields > 0;
 }
 
+/* The calling thread's joined holds of its client's shared read hold of lock (in a guard). */
+static long long joined_holds(rlock *lock, uint64_t owner_id, uint64_t *holder) {
+    if (owner_id != RLOCK__CALLING_THREAD || lock->shared_read == NULL)
+        return 0;
+    return rlock__shared_read_joined(lock, rlock__thread_id(), holder);
+}
+
 static int is_held(rlock *lock, uint64_t owner_id) {
     rlock__guard g;
     long long held = 0;
+    uint64_t holder = 0;
     int status = rlock__enter_lock(&g, lock);
     if (status != RLOCK_OK)
         return status;
     rlock__owner owner = rlock__owner_of(owner_id);
+    long long joined = joined_holds(lock, owner_id, &holder);
     int known = rlock__known_not_held(lock, &owner);
     rlock__leave(&g);
+    if (joined > 0) { /* Redis must still show the shared hold */
+        status = ask(lock, holder, RLOCK__ASK_HELD, &held);
+        if (status != RLOCK_OK || held)
+            return status != RLOCK_OK ? status : 1;
+    }
     if (known)
         return 0;
     status = ask(lock, owner_id, RLOCK__ASK_HELD, &held);
@@ -174,10 +198,16 @@ int rlock_is_held_by(rlock *lock, uint64_t owner) {
 }
 
 static int hold_count(rlock *lock, uint64_t owner) {
+    rlock__guard g;
     long long count = 0;
+    uint64_t holder = 0;
     int status = ask(lock, owner, RLOCK__ASK_COUNT, &count);
+    if (status == RLOCK_OK)
+        status = rlock__enter_lock(&g, lock);
     if (status != RLOCK_OK)
         return status;
+    count += joined_holds(lock, owner, &holder);
+    rlock__leave(&g);
     return count > INT_MAX ? INT_MAX : (int)count;
 }
 

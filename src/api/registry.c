@@ -40,8 +40,10 @@ void rlock__registry_remove(rlock_client *c) {
 
 static void thread_exited(uint64_t thread_id) {
     pthread_mutex_lock(&registry_mutex);
-    for (rlock_client *c = registry; c != NULL; c = c->registry_next)
+    for (rlock_client *c = registry; c != NULL; c = c->registry_next) {
+        rlock__shared_read_thread_gone(c, thread_id);
         rlock__holds_owner_gone(&c->engine.holds, thread_id);
+    }
     pthread_mutex_unlock(&registry_mutex);
 }
 

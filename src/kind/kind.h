@@ -57,6 +57,8 @@ struct rlock {
     size_t token_key_len;
     char *writers;              /* read-write lock: owned "rlock_rwlock_writers:{name}"; else NULL */
     size_t writers_len;
+    struct rlock__shared_read *shared_read; /* read-write lock of a client with shared reads:
+                                   the API layer's (api/shared_read.c), counted; else NULL */
 };
 
 /* ---- layout.c: Redisson's names ----------------------------------------------- */
