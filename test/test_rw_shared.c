@@ -92,26 +92,34 @@ static int key_exists(redisContext *r, const char *key) {
  */
 typedef struct holder {
     rlock *lock;
+    int reentries;              /* locks taken after the first (then as many unlocks) */
     atomic_int locked, release, done;
-    int lock_rc, unlock_rc, count_while_held, held_while_held;
+    int lock_rc, unlock_rc, last_unlock_rc, count_while_held, held_while_held;
 } holder;
 
 static void *holder_main(void *arg) {
     holder *h = arg;
     h->lock_rc = rlock_lock(h->lock);
+    for (int i = 0; i < h->reentries && h->lock_rc == RLOCK_OK; i++)
+        h->lock_rc = rlock_lock(h->lock);
     h->count_while_held = rlock_hold_count(h->lock);
     h->held_while_held = rlock_is_held_by_current_thread(h->lock);
     atomic_store(&h->locked, 1);
     while (!atomic_load(&h->release))
         h_sleep_ms(1);
     h->unlock_rc = h->lock_rc == RLOCK_OK ? rlock_unlock(h->lock) : RLOCK_OK;
+    h->last_unlock_rc = h->unlock_rc;
+    for (int i = 0; i < h->reentries && h->lock_rc == RLOCK_OK; i++)
+        h->last_unlock_rc = rlock_unlock(h->lock);
     atomic_store(&h->done, 1);
     return NULL;
 }
 
 static void holder_spawn(holder *h, pthread_t *th, rlock *lock) {
+    int reentries = h->reentries;
     memset(h, 0, sizeof *h);
     h->lock = lock;
+    h->reentries = reentries;
     assert_int_equal(pthread_create(th, NULL, holder_main, h), 0);
 }
 
@@ -134,7 +142,7 @@ static void test_joined_readers_share_one_hold(void **state) {
     redisContext *r = h_redis();
     rlock *rd, *wr;
     char field[256], own[256], key[512];
-    holder b;
+    holder b = {0};
     pthread_t th;
     H_ASSERT_RC(rlock_get_rw(c, name, &rd, &wr), RLOCK_OK);
 
@@ -216,7 +224,7 @@ static void test_writer_waits_for_joined_threads(void **state) {
     rlock_client *c = open_shared(50, 30000, NULL), *w = h_open(30000, 0);
     redisContext *r = h_redis();
     rlock *rd, *wr, *wrd, *wwr;
-    holder b, late, writer;
+    holder b = {0}, late = {0}, writer = {0};
     pthread_t th, lth, wth;
     H_ASSERT_RC(rlock_get_rw(c, name, &rd, &wr), RLOCK_OK);
     H_ASSERT_RC(rlock_get_rw(w, name, &wrd, &wwr), RLOCK_OK);
@@ -334,21 +342,25 @@ static void test_loss_told_to_each_thread(void **state) {
     struct h_lost lost;
     rlock_client *c = open_shared(1000, 300, &lost), *o = h_open(30000, 0);
     rlock *rd, *wr, *ord, *owr;
-    holder b;
+    holder b = {0};
     pthread_t th;
     H_ASSERT_RC(rlock_get_rw(c, name, &rd, &wr), RLOCK_OK);
     H_ASSERT_RC(rlock_get_rw(o, name, &ord, &owr), RLOCK_OK);
 
     H_ASSERT_RC(rlock_lock(rd), RLOCK_OK);
+    b.reentries = 1;
     holder_start(&b, &th, rd);
     assert_int_equal(rlock_force_unlock(ord), 1); /* another client forces it away */
     H_WAIT_FOR(h_lost_count(&lost) >= 1, 10000);  /* the watchdog finds it gone */
     assert_int_equal(rlock_hold_count(rd), 0);
     assert_int_equal(rlock_is_held_by_current_thread(rd), 0);
-    H_ASSERT_RC(rlock_unlock(rd), RLOCK_ELOST);
+    /* As for holds of its own: the next lock is ELOST (nothing acquired), and so is an
+     * unlock that would leave the thread holding; then it holds nothing. */
+    H_ASSERT_RC(rlock_lock(rd), RLOCK_ELOST);
     H_ASSERT_RC(rlock_unlock(rd), RLOCK_ENOTOWNER);
     holder_finish(&b, th);
     H_ASSERT_RC(b.unlock_rc, RLOCK_ELOST);
+    H_ASSERT_RC(b.last_unlock_rc, RLOCK_ENOTOWNER);
     /* Afterwards a new shared hold. */
     H_ASSERT_RC(rlock_lock(rd), RLOCK_OK);
     assert_int_equal(rlock_is_locked(ord), 1);

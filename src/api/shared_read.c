@@ -63,6 +63,8 @@ struct rlock__shared_read {
     pthread_mutex_t mutex;      /* guards the fields below */
     int phase;                  /* SHARED_* */
     uint64_t holder;            /* the explicit owner id of the hold taken last */
+    int holder_unsure;          /* its last acquire's outcome is unknown (RLOCK_EIO): the
+                                   next take re-sends it for the same owner */
     int64_t joins_until_ms;     /* its join time's end (monotonic ms) */
     long long count;            /* joined holds of all threads: the sum of readers' counts */
     joined *readers;            /* owned list */
@@ -271,7 +273,8 @@ static int take(rlock *lock, rlock__shared_read *s, const rlock__owner *thread, 
         return RLOCK__NOT_SHARED;
     }
     s->phase = SHARED_TAKING;
-    s->holder = rlock__owner_id_new();
+    if (!s->holder_unsure) /* else the same owner: a re-sent acquire is idempotent */
+        s->holder = rlock__owner_id_new();
     rlock__owner holder = holder_of(s);
     pthread_mutex_unlock(&s->mutex);
 
@@ -284,6 +287,7 @@ static int take(rlock *lock, rlock__shared_read *s, const rlock__owner *thread, 
     int64_t until = 0;
     pthread_mutex_lock(&s->mutex);
     s->phase = SHARED_FREE;
+    s->holder_unsure = status == RLOCK_EIO; /* it may hold in Redis */
     if (status == RLOCK_OK) {
         me->thread = thread->id;
         me->count = 1;
@@ -378,13 +382,15 @@ int rlock__shared_read_unlock(rlock *lock, const rlock__owner *thread) {
         pthread_mutex_unlock(&s->mutex);
         return RLOCK__NOT_SHARED;
     }
-    if (holder_lost(s)) {
+    if (holder_lost(s)) { /* as for a hold of its own: ELOST unless this was its last */
+        long long had = (*link)->count;
         drop(s, link);
         forget_lost_if_empty(s);
         pthread_mutex_unlock(&s->mutex);
-        return rlock__fail(RLOCK_ELOST, 0, "read-write lock '%.200s': the client's shared read "
-                                           "hold was lost; this thread's joined holds are gone",
-                           lock->name);
+        return rlock__fail(had >= 2 ? RLOCK_ELOST : RLOCK_ENOTOWNER, 0,
+                           "read-write lock '%.200s': the client's shared read hold was lost "
+                           "(reported); this thread's %lld joined holds are gone", lock->name,
+                           had);
     }
     long long left = --(*link)->count;
     s->count--;
@@ -398,13 +404,7 @@ int rlock__shared_read_unlock(rlock *lock, const rlock__owner *thread) {
     }
     s->phase = SHARED_RELEASING;
     pthread_mutex_unlock(&s->mutex);
-    int status = give_back(s, thread->id, &kept);
-    if (status == RLOCK_OK || kept)
-        return status;
-    /* Found gone at the release: this thread believed it held it. */
-    return rlock__fail(RLOCK_ELOST, 0, "read-write lock '%.200s': the client's shared read hold "
-                                       "was gone at its last unlock (%s)", lock->name,
-                       rlock_strerror(status));
+    return give_back(s, thread->id, &kept); /* its last joined hold: the release's answer */
 }
 
 /* ---- queries, thread exit ---------------------------------------------------------------- */
