@@ -231,6 +231,49 @@ class ReadWriteLockTest extends InteropTest {
     }
 
     /**
+     * C readers sharing one hold (rlock_config.shared_reads_ms): Java sees ONE
+     * reader of the C process (count 1, one hold key) however many C threads
+     * read, reads along, cannot write, and a Java writer waiting goes when the
+     * last C reader's unlock (or, when that unlock falls in the join time, the
+     * releaser at its end) gives the hold back.
+     */
+    @Test
+    void cSharedReadersJavaWriterWaits() throws Exception {
+        Actor c = actorSharedReads(30_000, 50);
+        String name = Interop.name("rw-shared");
+        RReadWriteLock rw = redisson.getReadWriteLock(name);
+        try (JavaThread j = javaThread(); JavaThread w = javaThread()) {
+            assertEquals("OK", c.call(0, "read lock " + name).status());
+            assertEquals("OK", c.call(1, "read lock " + name).status());
+            assertEquals("OK", c.call(1, "read lock " + name).status());
+            String field = fieldOf(name, c.clientId);
+            assertEquals(Map.of("mode", "read", field, "1"), Interop.hash(redisson, name));
+            assertTrue(exists(holdKey(name, field, 1)) && !exists(holdKey(name, field, 2)));
+            assertEquals(1L, c.call(0, "read count " + name).value());
+            assertEquals(2L, c.call(1, "read count " + name).value());
+            assertTrue(j.call(() -> rw.readLock().tryLock())); // shared with Java
+            j.run(() -> rw.readLock().unlock());
+            assertFalse(w.call(() -> rw.writeLock().tryLock()));
+            Future<Long> wrote = w.submit(() -> {
+                assertTrue(rw.writeLock().tryLock(10, TimeUnit.SECONDS));
+                return Interop.nowUs();
+            });
+            awaitSubscribers(name, 1);
+            Thread.sleep(100); // past the join time: the last unlock gives the hold back
+            assertEquals("OK", c.call(0, "read unlock " + name).status());
+            assertEquals("OK", c.call(1, "read unlock " + name).status());
+            Thread.sleep(50);
+            assertFalse(wrote.isDone(), "Java wrote while a C thread reads");
+            Actor.Reply u = c.call(1, "read unlock " + name);
+            assertEquals("OK", u.status());
+            double[] writer = {(wrote.get(5, TimeUnit.SECONDS) - u.startUs()) / 1000.0};
+            WakeUpTest.check("last shared C read unlock -> Java writer returns", writer);
+            assertEquals("write", Interop.hash(redisson, name).get("mode"));
+            w.run(() -> rw.writeLock().unlock());
+        }
+    }
+
+    /**
      * C downgrades (writes, reads, releases the write lock): the lock stays in
      * read mode for its read hold, and rlock publishes "1" on that switch
      * (Redisson does not), so a Java reader waiting behind the writer goes at
