@@ -53,6 +53,38 @@ static rlock_client *open_shared(int ms, long long watchdog_ms, struct h_lost *l
     return h_open_config(&cfg);
 }
 
+/*
+ * A test's lock: the read and write handles of a client with shared reads
+ * (c), of another client without them when asked (o), and a raw connection.
+ */
+typedef struct fixture {
+    const char *name;
+    rlock_client *c, *o;
+    rlock *rd, *wr, *ord, *owr;
+    redisContext *r;
+} fixture;
+
+static fixture fixture_open(const char *prefix, int ms, long long watchdog_ms,
+                            struct h_lost *lost, int other) {
+    fixture f = {.name = h_unique_name(prefix), .c = open_shared(ms, watchdog_ms, lost),
+                 .r = h_redis()};
+    H_ASSERT_RC(rlock_get_rw(f.c, f.name, &f.rd, &f.wr), RLOCK_OK);
+    if (other) {
+        f.o = h_open(30000, 0);
+        H_ASSERT_RC(rlock_get_rw(f.o, f.name, &f.ord, &f.owr), RLOCK_OK);
+    }
+    return f;
+}
+
+static void fixture_close(fixture *f) {
+    rlock *handles[] = {f->rd, f->wr, f->ord, f->owr};
+    for (size_t i = 0; i < sizeof handles / sizeof handles[0]; i++)
+        rlock_free(handles[i]); /* NULL: a no-op */
+    rlock_client_close(f->c);
+    rlock_client_close(f->o);
+    redisFree(f->r);
+}
+
 /* The reader fields (not "mode", not a writer's) of name's hash: how many; the first in *first. */
 static int reader_fields(redisContext *r, const char *name, char *first, size_t size) {
     redisReply *rep = h_cmd(r, "HKEYS %s", name);
@@ -137,82 +169,70 @@ static void holder_finish(holder *h, pthread_t th) {
 
 static void test_joined_readers_share_one_hold(void **state) {
     (void)state;
-    const char *name = h_unique_name("rws-join");
-    rlock_client *c = open_shared(1000, 30000, NULL);
-    redisContext *r = h_redis();
-    rlock *rd, *wr;
+    fixture f = fixture_open("rws-join", 1000, 30000, NULL, 0);
     char field[256], own[256], key[512];
     holder b = {0};
     pthread_t th;
-    H_ASSERT_RC(rlock_get_rw(c, name, &rd, &wr), RLOCK_OK);
 
-    H_ASSERT_RC(rlock_lock(rd), RLOCK_OK);
-    holder_start(&b, &th, rd);
+    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
+    holder_start(&b, &th, f.rd);
     H_ASSERT_RC(b.lock_rc, RLOCK_OK);
     /* One reader in Redis, not the thread's own field: the shared hold's. */
-    assert_int_equal(reader_fields(r, name, field, sizeof field), 1);
-    owner_field(c, rlock_thread_owner(), own, sizeof own);
+    assert_int_equal(reader_fields(f.r, f.name, field, sizeof field), 1);
+    owner_field(f.c, rlock_thread_owner(), own, sizeof own);
     assert_string_not_equal(field, own);
-    assert_int_equal(strncmp(field, rlock_client_id(c), 36), 0);
-    assert_int_equal(hget(r, name, field), 1);
-    snprintf(key, sizeof key, "{%s}:%s:rwlock_timeout:1", name, field);
-    assert_int_equal(key_exists(r, key), 1);
+    assert_int_equal(strncmp(field, rlock_client_id(f.c), 36), 0);
+    assert_int_equal(hget(f.r, f.name, field), 1);
+    snprintf(key, sizeof key, "{%s}:%s:rwlock_timeout:1", f.name, field);
+    assert_int_equal(key_exists(f.r, key), 1);
     /* Each thread's view is its own. */
-    assert_int_equal(rlock_hold_count(rd), 1);
-    assert_int_equal(rlock_is_held_by_current_thread(rd), 1);
+    assert_int_equal(rlock_hold_count(f.rd), 1);
+    assert_int_equal(rlock_is_held_by_current_thread(f.rd), 1);
     assert_int_equal(b.count_while_held, 1);
     assert_int_equal(b.held_while_held, 1);
-    assert_int_equal(rlock_hold_count(wr), 0);
-    H_ASSERT_RC(rlock_lock(rd), RLOCK_OK); /* re-entry joins again */
-    assert_int_equal(rlock_hold_count(rd), 2);
-    assert_int_equal(hget(r, name, field), 1);
-    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
-    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
-    assert_int_equal(rlock_hold_count(rd), 0);
-    assert_int_equal(rlock_is_held_by_current_thread(rd), 0);
-    H_ASSERT_RC(rlock_unlock(rd), RLOCK_ENOTOWNER);
+    assert_int_equal(rlock_hold_count(f.wr), 0);
+    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK); /* re-entry joins again */
+    assert_int_equal(rlock_hold_count(f.rd), 2);
+    assert_int_equal(hget(f.r, f.name, field), 1);
+    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
+    assert_int_equal(rlock_hold_count(f.rd), 0);
+    assert_int_equal(rlock_is_held_by_current_thread(f.rd), 0);
+    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_ENOTOWNER);
     holder_finish(&b, th);
     H_ASSERT_RC(b.unlock_rc, RLOCK_OK);
     /* Idle now: given back by the releaser when its join time (1 s) ends. */
-    H_WAIT_FOR(key_exists(r, name) == 0 && key_exists(r, key) == 0, 10000);
-    rlock_free(rd);
-    rlock_free(wr);
-    rlock_client_close(c);
-    redisFree(r);
+    H_WAIT_FOR(key_exists(f.r, f.name) == 0 && key_exists(f.r, key) == 0, 10000);
+    fixture_close(&f);
 }
 
 /* An idle hold is kept through its join time (a lock+unlock is one round trip), given back after. */
 static void test_idle_hold_given_back(void **state) {
     (void)state;
-    const char *name = h_unique_name("rws-idle");
-    rlock_client *c = open_shared(1000, 30000, NULL);
-    redisContext *r = h_redis();
-    rlock *rd, *wr;
-    H_ASSERT_RC(rlock_get_rw(c, name, &rd, &wr), RLOCK_OK);
+    fixture f = fixture_open("rws-idle", 1000, 30000, NULL, 0);
 
     long long t0 = h_now_ms();
-    H_ASSERT_RC(rlock_lock(rd), RLOCK_OK);
-    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
-    int kept = key_exists(r, name);
-    long long checked = h_now_ms() - t0;
-    if (checked < 800) /* not slowed down past the join time (valgrind) */
+    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
+    int kept = key_exists(f.r, f.name);
+    if (h_now_ms() - t0 < 800) /* not slowed down past the join time (valgrind) */
         assert_int_equal(kept, 1);
     for (int i = 0; i < 100; i++) { /* joins of the idle hold: no new hold */
-        H_ASSERT_RC(rlock_lock(rd), RLOCK_OK);
-        H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
+        H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
+        H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
     }
-    H_WAIT_FOR(key_exists(r, name) == 0, 10000);
+    H_WAIT_FOR(key_exists(f.r, f.name) == 0, 10000);
     assert_true(h_now_ms() - t0 >= 1000);
     /* Given back at close, without waiting for the join time. */
-    H_ASSERT_RC(rlock_lock(rd), RLOCK_OK);
-    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
-    rlock_free(rd);
-    rlock_free(wr);
+    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
+    redisContext *r = f.r;
+    f.r = h_redis();
     t0 = h_now_ms();
-    rlock_client_close(c);
+    fixture_close(&f);
     if (h_now_ms() - t0 < 800)
-        assert_int_equal(key_exists(r, name), 0);
-    H_WAIT_FOR(key_exists(r, name) == 0, 2000);
+        assert_int_equal(key_exists(r, f.name), 0);
+    H_WAIT_FOR(key_exists(r, f.name) == 0, 2000);
     redisFree(r);
 }
 
@@ -220,41 +240,36 @@ static void test_idle_hold_given_back(void **state) {
 
 static void test_writer_waits_for_joined_threads(void **state) {
     (void)state;
-    const char *name = h_unique_name("rws-writer");
-    rlock_client *c = open_shared(50, 30000, NULL), *w = h_open(30000, 0);
-    redisContext *r = h_redis();
-    rlock *rd, *wr, *wrd, *wwr;
+    fixture f = fixture_open("rws-writer", 50, 30000, NULL, 1);
     holder b = {0}, late = {0}, writer = {0};
     pthread_t th, lth, wth;
-    H_ASSERT_RC(rlock_get_rw(c, name, &rd, &wr), RLOCK_OK);
-    H_ASSERT_RC(rlock_get_rw(w, name, &wrd, &wwr), RLOCK_OK);
 
-    H_ASSERT_RC(rlock_lock(rd), RLOCK_OK);
-    holder_start(&b, &th, rd);
-    holder_spawn(&writer, &wth, wwr);
+    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
+    holder_start(&b, &th, f.rd);
+    holder_spawn(&writer, &wth, f.owr);
     h_sleep_ms(200); /* past the join time (50 ms), the writer waiting */
     assert_false(atomic_load(&writer.locked));
     /* A joined thread re-enters; a thread not in the hold is held back (writers first). */
-    H_ASSERT_RC(rlock_lock(rd), RLOCK_OK);
-    assert_int_equal(rlock_hold_count(rd), 2);
-    H_ASSERT_RC(rlock_try_lock(rd, 0, RLOCK_LEASE_WATCHDOG), RLOCK_OK); /* re-entry again */
-    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
-    struct h_timed_try newcomer = {.lock = rd, .wait_ms = 0, .lease_ms = RLOCK_LEASE_WATCHDOG};
+    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
+    assert_int_equal(rlock_hold_count(f.rd), 2);
+    H_ASSERT_RC(rlock_try_lock(f.rd, 0, RLOCK_LEASE_WATCHDOG), RLOCK_OK); /* re-entry again */
+    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
+    struct h_timed_try newcomer = {.lock = f.rd, .wait_ms = 0, .lease_ms = RLOCK_LEASE_WATCHDOG};
     assert_int_equal(pthread_create(&lth, NULL, h_timed_try_main, &newcomer), 0);
     assert_int_equal(pthread_join(lth, NULL), 0);
     H_ASSERT_RC(newcomer.rc, RLOCK_BUSY);
     /* The joined threads leave: the writer gets in. */
-    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
-    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
     h_sleep_ms(50);
     assert_false(atomic_load(&writer.locked)); /* b still reads */
     holder_finish(&b, th);
     H_ASSERT_RC(b.unlock_rc, RLOCK_OK);
     H_WAIT_FOR(atomic_load(&writer.locked), 10000);
     H_ASSERT_RC(writer.lock_rc, RLOCK_OK);
-    assert_int_equal(reader_fields(r, name, NULL, 0), 0);
+    assert_int_equal(reader_fields(f.r, f.name, NULL, 0), 0);
     /* A reader of the shared client waits for the writer, then takes a new hold. */
-    holder_spawn(&late, &lth, rd);
+    holder_spawn(&late, &lth, f.rd);
     h_sleep_ms(50);
     assert_false(atomic_load(&late.locked));
     holder_finish(&writer, wth);
@@ -263,116 +278,87 @@ static void test_writer_waits_for_joined_threads(void **state) {
     H_ASSERT_RC(late.lock_rc, RLOCK_OK);
     holder_finish(&late, lth);
     H_ASSERT_RC(late.unlock_rc, RLOCK_OK);
-    rlock_free(rd);
-    rlock_free(wr);
-    rlock_free(wrd);
-    rlock_free(wwr);
-    rlock_client_close(c);
-    rlock_client_close(w);
-    redisFree(r);
+    fixture_close(&f);
 }
 
 /* ---- per thread ------------------------------------------------------------------- */
 
 static void test_upgrade_refused(void **state) {
     (void)state;
-    const char *name = h_unique_name("rws-upgrade");
-    rlock_client *c = open_shared(100, 30000, NULL);
-    rlock *rd, *wr;
-    H_ASSERT_RC(rlock_get_rw(c, name, &rd, &wr), RLOCK_OK);
-    H_ASSERT_RC(rlock_lock(rd), RLOCK_OK);
-    H_ASSERT_RC(rlock_try_lock(wr, 0, RLOCK_LEASE_WATCHDOG), RLOCK_EDEADLK);
-    H_ASSERT_RC(rlock_lock(wr), RLOCK_EDEADLK);
-    H_ASSERT_RC(rlock_try_lock(wr, 1000, 5000), RLOCK_EDEADLK);
-    assert_int_equal(rlock_hold_count(rd), 1);
-    H_ASSERT_RC(rlock_unlock(wr), RLOCK_ENOTOWNER);
-    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
+    fixture f = fixture_open("rws-upgrade", 100, 30000, NULL, 0);
+    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
+    H_ASSERT_RC(rlock_try_lock(f.wr, 0, RLOCK_LEASE_WATCHDOG), RLOCK_EDEADLK);
+    H_ASSERT_RC(rlock_lock(f.wr), RLOCK_EDEADLK);
+    H_ASSERT_RC(rlock_try_lock(f.wr, 1000, 5000), RLOCK_EDEADLK);
+    assert_int_equal(rlock_hold_count(f.rd), 1);
+    H_ASSERT_RC(rlock_unlock(f.wr), RLOCK_ENOTOWNER);
+    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
     /* With no read hold left the write lock is the thread's to take. */
-    H_ASSERT_RC(rlock_try_lock(wr, 5000, RLOCK_LEASE_WATCHDOG), RLOCK_OK);
-    H_ASSERT_RC(rlock_unlock(wr), RLOCK_OK);
-    rlock_free(rd);
-    rlock_free(wr);
-    rlock_client_close(c);
+    H_ASSERT_RC(rlock_try_lock(f.wr, 5000, RLOCK_LEASE_WATCHDOG), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(f.wr), RLOCK_OK);
+    fixture_close(&f);
 }
 
 /* A downgrade, a lease and an _as call take holds of their own (the thread's or owner's field). */
 static void test_own_holds(void **state) {
     (void)state;
-    const char *name = h_unique_name("rws-own");
-    rlock_client *c = open_shared(100, 30000, NULL);
-    redisContext *r = h_redis();
-    rlock *rd, *wr;
-    char own[256];
-    H_ASSERT_RC(rlock_get_rw(c, name, &rd, &wr), RLOCK_OK);
+    fixture f = fixture_open("rws-own", 100, 30000, NULL, 0);
+    char own[256], as[256];
 
-    owner_field(c, rlock_thread_owner(), own, sizeof own);
-    H_ASSERT_RC(rlock_lock(wr), RLOCK_OK);
-    H_ASSERT_RC(rlock_lock(rd), RLOCK_OK); /* downgrade */
-    assert_int_equal(hget(r, name, own), 1);
-    H_ASSERT_RC(rlock_unlock(wr), RLOCK_OK);
-    assert_int_equal(rlock_is_held_by_current_thread(rd), 1);
-    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
-    assert_int_equal(key_exists(r, name), 0);
+    owner_field(f.c, rlock_thread_owner(), own, sizeof own);
+    H_ASSERT_RC(rlock_lock(f.wr), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK); /* downgrade */
+    assert_int_equal(hget(f.r, f.name, own), 1);
+    H_ASSERT_RC(rlock_unlock(f.wr), RLOCK_OK);
+    assert_int_equal(rlock_is_held_by_current_thread(f.rd), 1);
+    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
+    assert_int_equal(key_exists(f.r, f.name), 0);
 
-    H_ASSERT_RC(rlock_try_lock(rd, 0, 5000), RLOCK_OK); /* a lease */
-    assert_int_equal(hget(r, name, own), 1);
-    assert_int_equal(reader_fields(r, name, NULL, 0), 1);
-    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
-    assert_int_equal(key_exists(r, name), 0);
+    H_ASSERT_RC(rlock_try_lock(f.rd, 0, 5000), RLOCK_OK); /* a lease */
+    assert_int_equal(hget(f.r, f.name, own), 1);
+    assert_int_equal(reader_fields(f.r, f.name, NULL, 0), 1);
+    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
+    assert_int_equal(key_exists(f.r, f.name), 0);
 
     uint64_t owner = rlock_owner_new();
-    char as[256];
-    owner_field(c, owner, as, sizeof as);
-    H_ASSERT_RC(rlock_lock_as(rd, owner, RLOCK_LEASE_WATCHDOG), RLOCK_OK);
-    assert_int_equal(hget(r, name, as), 1);
-    assert_int_equal(rlock_hold_count(rd), 0); /* the thread holds nothing */
-    H_ASSERT_RC(rlock_unlock_as(rd, owner), RLOCK_OK);
-    assert_int_equal(key_exists(r, name), 0);
-    rlock_free(rd);
-    rlock_free(wr);
-    rlock_client_close(c);
-    redisFree(r);
+    owner_field(f.c, owner, as, sizeof as);
+    H_ASSERT_RC(rlock_lock_as(f.rd, owner, RLOCK_LEASE_WATCHDOG), RLOCK_OK);
+    assert_int_equal(hget(f.r, f.name, as), 1);
+    assert_int_equal(rlock_hold_count(f.rd), 0); /* the thread holds nothing */
+    H_ASSERT_RC(rlock_unlock_as(f.rd, owner), RLOCK_OK);
+    assert_int_equal(key_exists(f.r, f.name), 0);
+    fixture_close(&f);
 }
 
 /* ---- faults ------------------------------------------------------------------------ */
 
 static void test_loss_told_to_each_thread(void **state) {
     (void)state;
-    const char *name = h_unique_name("rws-lost");
     struct h_lost lost;
-    rlock_client *c = open_shared(1000, 300, &lost), *o = h_open(30000, 0);
-    rlock *rd, *wr, *ord, *owr;
-    holder b = {0};
+    fixture f = fixture_open("rws-lost", 1000, 300, &lost, 1);
+    holder b = {.reentries = 1};
     pthread_t th;
-    H_ASSERT_RC(rlock_get_rw(c, name, &rd, &wr), RLOCK_OK);
-    H_ASSERT_RC(rlock_get_rw(o, name, &ord, &owr), RLOCK_OK);
 
-    H_ASSERT_RC(rlock_lock(rd), RLOCK_OK);
-    b.reentries = 1;
-    holder_start(&b, &th, rd);
-    assert_int_equal(rlock_force_unlock(ord), 1); /* another client forces it away */
-    H_WAIT_FOR(h_lost_count(&lost) >= 1, 10000);  /* the watchdog finds it gone */
-    assert_int_equal(rlock_hold_count(rd), 0);
-    assert_int_equal(rlock_is_held_by_current_thread(rd), 0);
+    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
+    holder_start(&b, &th, f.rd);
+    assert_int_equal(rlock_force_unlock(f.ord), 1); /* another client forces it away */
+    H_WAIT_FOR(h_lost_count(&lost) >= 1, 10000);    /* the watchdog finds it gone */
+    assert_int_equal(rlock_hold_count(f.rd), 0);
+    assert_int_equal(rlock_is_held_by_current_thread(f.rd), 0);
     /* As for holds of its own: the next lock is ELOST (nothing acquired), and so is an
      * unlock that would leave the thread holding; then it holds nothing. */
-    H_ASSERT_RC(rlock_lock(rd), RLOCK_ELOST);
-    H_ASSERT_RC(rlock_unlock(rd), RLOCK_ENOTOWNER);
+    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_ELOST);
+    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_ENOTOWNER);
     holder_finish(&b, th);
     H_ASSERT_RC(b.unlock_rc, RLOCK_ELOST);
     H_ASSERT_RC(b.last_unlock_rc, RLOCK_ENOTOWNER);
     /* Afterwards a new shared hold. */
-    H_ASSERT_RC(rlock_lock(rd), RLOCK_OK);
-    assert_int_equal(rlock_is_locked(ord), 1);
-    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
+    assert_int_equal(rlock_is_locked(f.ord), 1);
+    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
     h_sleep_ms(400); /* renewals of the new hold: no further loss */
     assert_int_equal(h_lost_count(&lost), 1);
-    rlock_free(rd);
-    rlock_free(wr);
-    rlock_free(ord);
-    rlock_free(owr);
-    rlock_client_close(c);
-    rlock_client_close(o);
+    fixture_close(&f);
 }
 
 static void *lock_and_exit(void *arg) {
@@ -383,57 +369,39 @@ static void *lock_and_exit(void *arg) {
 /* A joined thread that exits without unlocking: its holds go with it, the hold is given back. */
 static void test_joined_thread_exits(void **state) {
     (void)state;
-    const char *name = h_unique_name("rws-exit");
-    rlock_client *c = open_shared(100, 30000, NULL);
-    redisContext *r = h_redis();
-    rlock *rd, *wr;
+    fixture f = fixture_open("rws-exit", 100, 30000, NULL, 0);
     pthread_t th;
-    H_ASSERT_RC(rlock_get_rw(c, name, &rd, &wr), RLOCK_OK);
-    H_ASSERT_RC(rlock_lock(rd), RLOCK_OK);
-    assert_int_equal(pthread_create(&th, NULL, lock_and_exit, rd), 0);
+    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
+    assert_int_equal(pthread_create(&th, NULL, lock_and_exit, f.rd), 0);
     assert_int_equal(pthread_join(th, NULL), 0);
-    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
-    H_WAIT_FOR(key_exists(r, name) == 0, 10000);
+    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
+    H_WAIT_FOR(key_exists(f.r, f.name) == 0, 10000);
     /* and alone in it */
-    assert_int_equal(pthread_create(&th, NULL, lock_and_exit, rd), 0);
+    assert_int_equal(pthread_create(&th, NULL, lock_and_exit, f.rd), 0);
     assert_int_equal(pthread_join(th, NULL), 0);
-    H_WAIT_FOR(key_exists(r, name) == 0, 10000);
-    rlock_free(rd);
-    rlock_free(wr);
-    rlock_client_close(c);
-    redisFree(r);
+    H_WAIT_FOR(key_exists(f.r, f.name) == 0, 10000);
+    fixture_close(&f);
 }
 
 /* The thread taking the shared hold is cancelled while it waits: the next reader takes it. */
 static void test_taker_cancelled(void **state) {
     (void)state;
     H_SKIP_CANCEL_UNDER_ASAN();
-    const char *name = h_unique_name("rws-cancel");
-    rlock_client *c = open_shared(100, 30000, NULL), *w = h_open(30000, 0);
-    redisContext *r = h_redis();
-    rlock *rd, *wr, *wrd, *wwr;
+    fixture f = fixture_open("rws-cancel", 100, 30000, NULL, 1);
     char field[256], own[256];
     pthread_t th;
-    H_ASSERT_RC(rlock_get_rw(c, name, &rd, &wr), RLOCK_OK);
-    H_ASSERT_RC(rlock_get_rw(w, name, &wrd, &wwr), RLOCK_OK);
-    H_ASSERT_RC(rlock_lock(wwr), RLOCK_OK);
-    assert_int_equal(pthread_create(&th, NULL, lock_and_exit, rd), 0);
+    H_ASSERT_RC(rlock_lock(f.owr), RLOCK_OK);
+    assert_int_equal(pthread_create(&th, NULL, lock_and_exit, f.rd), 0);
     h_sleep_ms(100); /* waiting for the writer */
     assert_int_equal(pthread_cancel(th), 0);
     assert_int_equal(pthread_join(th, NULL), 0);
-    H_ASSERT_RC(rlock_unlock(wwr), RLOCK_OK);
-    H_ASSERT_RC(rlock_try_lock(rd, 5000, RLOCK_LEASE_WATCHDOG), RLOCK_OK);
-    assert_int_equal(reader_fields(r, name, field, sizeof field), 1);
-    owner_field(c, rlock_thread_owner(), own, sizeof own);
+    H_ASSERT_RC(rlock_unlock(f.owr), RLOCK_OK);
+    H_ASSERT_RC(rlock_try_lock(f.rd, 5000, RLOCK_LEASE_WATCHDOG), RLOCK_OK);
+    assert_int_equal(reader_fields(f.r, f.name, field, sizeof field), 1);
+    owner_field(f.c, rlock_thread_owner(), own, sizeof own);
     assert_string_not_equal(field, own); /* the shared hold's, not a hold of its own */
-    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
-    rlock_free(rd);
-    rlock_free(wr);
-    rlock_free(wrd);
-    rlock_free(wwr);
-    rlock_client_close(c);
-    rlock_client_close(w);
-    redisFree(r);
+    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
+    fixture_close(&f);
 }
 
 /* ---- exclusion --------------------------------------------------------------------- */
