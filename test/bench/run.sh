@@ -328,13 +328,13 @@ cmd "$(cmd_of "$mem")"
 section "8. Replicated: a master, 2 replicas, 3 sentinels of its own (1 thread, uncontended)"
 so=$(get "$sent" single_ops) se=$(get "$sent" sentinel_ops)
 wb=$(get "$sent" wait_base_ops) wo=$(get "$sent" wait_ops)
-rs=$(ratio "$se" "$so") rw=$(ratio "$wo" "$wb")
+rs=$(ratio "$se" "$so") rwait=$(ratio "$wo" "$wb")
 row "redis:// to the master: cycles/s" "$so" "" ""
 row "redis-sentinel://: cycles/s" "$se" "" ""
 row "Sentinel ratio to redis:// (same run)" "$rs" ">= 0.95" "$(verdict "$rs" '>=' 0.95)"
 row "raw EVALSHA + WAIT 1 pipelined: cycles/s" "$wb" "" ""
 row "replica_acks 1: cycles/s" "$wo" "" ""
-row "replica_acks 1: ratio to raw EVALSHA + WAIT" "$rw" ">= 0.90" "$(verdict "$rw" '>=' 0.90)"
+row "replica_acks 1: ratio to raw EVALSHA + WAIT" "$rwait" ">= 0.90" "$(verdict "$rwait" '>=' 0.90)"
 row "replica_acks 1: p50 ms" "$(get "$sent" wait_p50_ms)" "" ""
 row "replica_acks 1: p99 ms" "$(get "$sent" wait_p99_ms)" "" ""
 row "replica_acks 0: p50 ms" "$(get "$sent" nowait_p50_ms)" "" ""
