@@ -386,7 +386,9 @@ typedef struct rlock_config {
      * again at any time (re-entry). Readers that come later, or while it
      * is being taken or released, take holds of their own, as with 0 (they
      * wait while an rlock writer waits: writers first). So a writer waits
-     * at most N ms longer than with 0, and 8 threads that read one lock
+     * at most N ms longer than with 0 (a writer of this client ends the
+     * join time at once, and an idle shared hold goes before its attempt),
+     * and 8 threads that read one lock
      * take few round trips (docs/design.md section 13, figures). What other
      * processes see: one reader "<client id>:<id>" with hold count 1, <id>
      * a fresh rlock_owner_new() id per shared hold (on_event's LOCK_LOST

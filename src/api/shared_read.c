@@ -339,6 +339,28 @@ static int refuse_upgrade(rlock *lock, long long count) {
                                          "for itself", lock->name, count);
 }
 
+/*
+ * A thread of this client asks for the write lock (s->mutex held; unlocks).
+ * Nobody joins any more, and an idle hold goes now: the writer would
+ * otherwise wait for its own client's hold that no thread uses.
+ */
+static int writer_comes(rlock *lock, rlock__shared_read *s, long long mine) {
+    int kept;
+    if (mine > 0) {
+        pthread_mutex_unlock(&s->mutex);
+        return refuse_upgrade(lock, mine);
+    }
+    s->joins_until_ms = 0;
+    if (s->phase != SHARED_HELD || s->count > 0) {
+        pthread_mutex_unlock(&s->mutex);
+        return RLOCK__NOT_SHARED;
+    }
+    s->phase = SHARED_RELEASING;
+    pthread_mutex_unlock(&s->mutex);
+    (void)give_back(s, 0, &kept); /* if kept, the writer waits for it as for any reader */
+    return RLOCK__NOT_SHARED;
+}
+
 int rlock__shared_read_lock(rlock *lock, const rlock__owner *thread, long long wait_ms,
                             long long lease_ms, const rlock__call *call) {
     rlock__shared_read *s = lock->shared_read;
@@ -346,10 +368,10 @@ int rlock__shared_read_lock(rlock *lock, const rlock__owner *thread, long long w
     pthread_mutex_lock(&s->mutex);
     joined **link = find(s, thread->id);
     long long mine = *link != NULL ? (*link)->count : 0;
-    if (lock->kind == &rlock__rw_write || lease_ms != RLOCK_LEASE_WATCHDOG) {
+    if (lock->kind == &rlock__rw_write)
+        return writer_comes(lock, s, mine); /* unlocks */
+    if (lease_ms != RLOCK_LEASE_WATCHDOG) {
         pthread_mutex_unlock(&s->mutex);
-        if (lock->kind == &rlock__rw_write && mine > 0)
-            return refuse_upgrade(lock, mine);
         return RLOCK__NOT_SHARED;
     }
     int status = RLOCK__NOT_SHARED;
