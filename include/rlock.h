@@ -379,30 +379,43 @@ typedef struct rlock_config {
      * Redisson's readers do). N: the threads of this client that read-lock
      * one read-write lock (its name) with the watchdog lease -- rlock_lock()
      * and rlock_try_lock(..., RLOCK_LEASE_WATCHDOG) on a read handle --
-     * share ONE Redis read hold: the first takes it (a round trip, waiting
-     * as its call says), those that come within N ms after it was taken
-     * join it without a round trip, and the last of them to unlock
-     * releases it (a round trip). A thread that already holds it joins it
-     * again at any time (re-entry). Readers that come later, or while it
-     * is being taken or released, take holds of their own, as with 0 (they
-     * wait while an rlock writer waits: writers first). So a writer waits
-     * at most N ms longer than with 0 (a writer of this client ends the
-     * join time at once, and an idle shared hold goes before its attempt),
-     * and 8 threads that read one lock
-     * take few round trips (docs/design.md section 13, figures). What other
-     * processes see: one reader "<client id>:<id>" with hold count 1, <id>
-     * a fresh rlock_owner_new() id per shared hold (on_event's LOCK_LOST
-     * and RENEWAL_FAILED name that id). The header's read-lock rules hold
-     * per thread: hold counts, rlock_is_held_by_current_thread(), an
-     * upgrade's RLOCK_EDEADLK, a downgrade (a thread that holds the write
-     * lock takes a read hold of its own). Differences: a loss of the shared
-     * hold (found by the watchdog, or by the last unlock) is told to each
-     * joined thread at its next lock or unlock of that lock (RLOCK_ELOST:
-     * it holds none of its joined holds now); the lock stays held until
-     * the last joined thread unlocks, and a joined thread that exits
-     * without unlocking leaves the hold to its lease once the others have
-     * left (as a thread's own hold). _as calls, leases, multi-locks and
-     * Redlocks never join. (Appended in 0.5.)
+     * share ONE Redis read hold. The first takes it (a round trip, waiting
+     * as its call says); threads that come within N ms after it was taken
+     * (its join time) join it without a round trip, also after an unlock
+     * left it unused; a thread already in it re-enters at any time. Its
+     * last joined thread's unlock after the join time gives it back (a
+     * round trip); one left unused is given back at the join time's end by
+     * the client's releaser thread, and at rlock_client_close(). Readers
+     * that come after the join time, or while it is being taken or given
+     * back, or that hold the write lock or a read hold of their own, take
+     * holds of their own, as with 0 (they wait while an rlock writer waits:
+     * writers first). So a writer of another client waits at most N ms
+     * longer than with 0; a writer of this client ends the join time at
+     * once and an unused shared hold goes before its attempt. 8 threads
+     * reading one lock take few round trips (docs/design.md section 13,
+     * figures). What other processes (Redisson, rlockctl) see: one reader
+     * "<client id>:<id>" with hold count 1, <id> a fresh rlock_owner_new()
+     * id per shared hold (on_event's LOCK_LOST and RENEWAL_FAILED name that
+     * id). The header's read-lock rules hold per thread (and for the _as
+     * calls with the thread's id, rlock_thread_owner()): hold counts,
+     * rlock_is_held_by_current_thread() (asks Redis for the shared hold),
+     * an upgrade's RLOCK_EDEADLK, a downgrade. Differences:
+     * - a join does not ask Redis: a loss of the shared hold (forced away,
+     *   expired, a failover) is found by the watchdog, within a third of
+     *   watchdog_timeout_ms, or by the release; until then joins succeed;
+     *   after it each joined thread is told at its next lock or unlock of
+     *   that lock, as for a hold of its own (RLOCK_ELOST from a lock or from
+     *   an unlock that would leave it holding, else RLOCK_ENOTOWNER; it
+     *   holds none of its joined holds then);
+     * - a joined thread that exits without unlocking leaves the hold; if it
+     *   was the last, the releaser gives the hold back (a thread's own hold
+     *   stays until its lease ends);
+     * - an unlock whose give-back fails (RLOCK_EIO, RLOCK_ENOPERM, ...)
+     *   leaves the thread holding one joined hold, as for a hold of its own;
+     *   nobody joins the hold until a give-back succeeds (the next lock
+     *   call or the releaser, every 100 ms, tries again).
+     * Explicit owners (other ids), leases and multi-locks take holds of
+     * their own. (Appended in 0.5.)
      */
     int shared_reads_ms;
 } rlock_config;

@@ -13,7 +13,8 @@
  *   per thread   an upgrade is RLOCK_EDEADLK; a downgrade, a lease and an
  *                _as call take holds of their own
  *   faults       the shared hold forced away: one loss report, RLOCK_ELOST
- *                to each joined thread, a new hold afterwards; a joined
+ *                to each joined thread, a new hold afterwards; its give-back
+ *                refused (ACL) and done once allowed; a busy take; a joined
  *                thread that exits without unlocking; the thread taking it
  *                cancelled while it waits
  *   exclusion    readers of two shared-read clients and one plain client
@@ -332,6 +333,61 @@ static void test_own_holds(void **state) {
     assert_int_equal(rlock_hold_count(f.rd), 0); /* the thread holds nothing */
     H_ASSERT_RC(rlock_unlock_as(f.rd, owner), RLOCK_OK);
     assert_int_equal(key_exists(f.r, f.name), 0);
+
+    /* The _as calls with the thread's own id are the thread's: same joined hold. */
+    uint64_t self = rlock_thread_owner();
+    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
+    assert_int_equal(reader_fields(f.r, f.name, NULL, 0), 1);
+    assert_int_equal(hget(f.r, f.name, own), -1); /* joined, not a hold of its own */
+    assert_int_equal(rlock_hold_count_as(f.rd, self), 1);
+    assert_int_equal(rlock_is_held_by(f.rd, self), 1);
+    H_ASSERT_RC(rlock_try_lock_as(f.wr, self, 300, RLOCK_LEASE_WATCHDOG), RLOCK_EDEADLK);
+    H_ASSERT_RC(rlock_lock_as(f.rd, self, RLOCK_LEASE_WATCHDOG), RLOCK_OK); /* re-entry */
+    assert_int_equal(rlock_hold_count(f.rd), 2);
+    H_ASSERT_RC(rlock_unlock_as(f.rd, self), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
+    assert_int_equal(rlock_hold_count_as(f.rd, self), 0);
+    H_ASSERT_RC(rlock_unlock_as(f.rd, self), RLOCK_ENOTOWNER);
+    fixture_close(&f);
+}
+
+/* A thread with a read hold of its own re-enters at once while a writer waits (no deadlock). */
+static void test_own_hold_reentry_with_writer_waiting(void **state) {
+    (void)state;
+    fixture f = fixture_open("rws-reenter", 50, 30000, NULL, 1);
+    holder writer = {0};
+    pthread_t wth;
+    H_ASSERT_RC(rlock_lock(f.wr), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK); /* a downgrade: a hold of its own */
+    H_ASSERT_RC(rlock_unlock(f.wr), RLOCK_OK);
+    h_sleep_ms(100); /* no shared hold, none in its join time */
+    holder_spawn(&writer, &wth, f.owr);
+    h_sleep_ms(100);
+    assert_false(atomic_load(&writer.locked));
+    long long t0 = h_now_ms();
+    H_ASSERT_RC(rlock_try_lock(f.rd, h_scaled(5000), RLOCK_LEASE_WATCHDOG), RLOCK_OK);
+    assert_true(h_now_ms() - t0 < h_scaled(1000));
+    assert_int_equal(rlock_hold_count(f.rd), 2);
+    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
+    H_WAIT_FOR(atomic_load(&writer.locked), 10000);
+    H_ASSERT_RC(writer.lock_rc, RLOCK_OK);
+    holder_finish(&writer, wth);
+    H_ASSERT_RC(writer.unlock_rc, RLOCK_OK);
+    fixture_close(&f);
+}
+
+/* A taker that finds the lock busy for its whole wait returns RLOCK_BUSY after that wait, once. */
+static void test_busy_take_waits_once(void **state) {
+    (void)state;
+    fixture f = fixture_open("rws-busy", 50, 30000, NULL, 1);
+    H_ASSERT_RC(rlock_lock(f.owr), RLOCK_OK);
+    long long t0 = h_now_ms();
+    H_ASSERT_RC(rlock_try_lock(f.rd, 500, RLOCK_LEASE_WATCHDOG), RLOCK_BUSY);
+    long long took = h_now_ms() - t0;
+    H_ASSERT_BETWEEN(took, 450, 500 + h_scaled(300));
+    assert_int_equal(h_stats(f.c).busy, 1);
+    H_ASSERT_RC(rlock_unlock(f.owr), RLOCK_OK);
     fixture_close(&f);
 }
 
@@ -363,6 +419,50 @@ static void test_loss_told_to_each_thread(void **state) {
     H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
     h_sleep_ms(400); /* renewals of the new hold: no further loss */
     assert_int_equal(h_lost_count(&lost), 1);
+    fixture_close(&f);
+}
+
+/*
+ * The give-back refused (an ACL without PUBLISH on the lock's channel): the
+ * hold stays, nobody joins it, readers take holds of their own, and the
+ * releaser gives it back once the ACL allows it (then a writer gets in).
+ */
+static void test_give_back_refused(void **state) {
+    (void)state;
+    const char *base = h_url();
+    if (strncmp(base, "redis://", 8) != 0 || strchr(base + 8, '@') || strchr(base + 8, '/'))
+        skip(); /* needs the suite's plain server to make a user on */
+    fixture f = fixture_open("rws-acl", 50, 30000, NULL, 1);
+    char user[64], url[512], field[256], own[256];
+    snprintf(user, sizeof user, "rws-acl-%ld-%lld", (long)getpid(), h_now_us());
+    h_cmd_ok(f.r, "ACL SETUSER %s on >pw ~* resetchannels +@all", user);
+    rlock_config cfg;
+    h_config(&cfg);
+    cfg.url = h_url_auth(url, sizeof url, base, user, "pw");
+    cfg.shared_reads_ms = 50;
+    rlock_client *c = h_open_config(&cfg);
+    rlock *rd, *wr;
+    H_ASSERT_RC(rlock_get_rw(c, f.name, &rd, &wr), RLOCK_OK);
+
+    H_ASSERT_RC(rlock_lock(rd), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK); /* idle: the releaser's give-back is refused */
+    h_sleep_ms(300);
+    assert_int_equal(reader_fields(f.r, f.name, field, sizeof field), 1);
+    /* Nobody joins it: a reader takes a hold of its own beside it. */
+    H_ASSERT_RC(rlock_lock(rd), RLOCK_OK);
+    owner_field(c, rlock_thread_owner(), own, sizeof own);
+    assert_int_equal(hget(f.r, f.name, own), 1);
+    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
+    H_ASSERT_RC(rlock_try_lock(f.owr, 0, RLOCK_LEASE_WATCHDOG), RLOCK_BUSY);
+    /* Allowed again: the releaser's next try gives it back. */
+    h_cmd_ok(f.r, "ACL SETUSER %s allchannels", user);
+    H_WAIT_FOR(key_exists(f.r, f.name) == 0, 5000);
+    H_ASSERT_RC(rlock_try_lock(f.owr, 0, RLOCK_LEASE_WATCHDOG), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(f.owr), RLOCK_OK);
+    rlock_free(rd);
+    rlock_free(wr);
+    rlock_client_close(c);
+    h_cmd_ok(f.r, "ACL DELUSER %s", user);
     fixture_close(&f);
 }
 
@@ -504,7 +604,10 @@ int main(void) {
         cmocka_unit_test(test_writer_waits_for_joined_threads),
         cmocka_unit_test(test_upgrade_refused),
         cmocka_unit_test(test_own_holds),
+        cmocka_unit_test(test_own_hold_reentry_with_writer_waiting),
+        cmocka_unit_test(test_busy_take_waits_once),
         cmocka_unit_test(test_loss_told_to_each_thread),
+        cmocka_unit_test(test_give_back_refused),
         cmocka_unit_test(test_joined_thread_exits),
         cmocka_unit_test(test_taker_cancelled),
         cmocka_unit_test(test_exclusion_mixed_clients),

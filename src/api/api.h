@@ -24,6 +24,8 @@
 #ifndef RLOCK_API_H
 #define RLOCK_API_H
 
+#include <limits.h>
+
 #include "../kind/kind.h"
 
 #define RLOCK__CLIENT_MAGIC 0x726c636bu /* "rlck" */
@@ -161,8 +163,8 @@ void rlock__handle_free(rlock *lock);
 
 /* ---- shared_read.c ---------------------------------------------------------------------- */
 
-/* What the shared-read calls answer for a call that is not theirs: take a hold of one's own. */
-#define RLOCK__NOT_SHARED 1
+/* What the shared-read calls answer for a call that is not theirs (no status's value). */
+#define RLOCK__NOT_SHARED INT_MIN
 
 /*
  * Points both handles of a read-write lock at the client's shared-read
@@ -173,17 +175,18 @@ int rlock__shared_read_attach(rlock_client *c, rlock *read_lock, rlock *write_lo
 /* The handle goes: drops its reference (the state goes with the last). */
 void rlock__shared_read_detach(rlock *lock);
 /*
- * A lock call of the calling thread on a handle with a shared-read state:
- * a read with the watchdog lease joins or takes the shared hold; a write
- * by a thread with joined holds is RLOCK_EDEADLK (an upgrade). Anything
- * else is RLOCK__NOT_SHARED.
+ * A lock call of owner (a thread, or an explicit id: one with joined holds
+ * is a thread's id) on a handle with a shared-read state: a read with the
+ * watchdog lease joins or takes the shared hold (explicit ids only
+ * re-enter); a write by an owner with joined holds is RLOCK_EDEADLK (an
+ * upgrade). Anything else is RLOCK__NOT_SHARED: the generic path.
  */
-int rlock__shared_read_lock(rlock *lock, const rlock__owner *thread, long long wait_ms,
+int rlock__shared_read_lock(rlock *lock, const rlock__owner *owner, long long wait_ms,
                             long long lease_ms, const rlock__call *call);
-/* A read unlock of the calling thread: one of its joined holds, or RLOCK__NOT_SHARED. */
-int rlock__shared_read_unlock(rlock *lock, const rlock__owner *thread);
-/* The thread's joined holds (0 after a loss), and the shared hold's owner id in *holder. */
-long long rlock__shared_read_joined(rlock *lock, uint64_t thread, uint64_t *holder);
+/* A read unlock of owner: one of its joined holds, or RLOCK__NOT_SHARED. */
+int rlock__shared_read_unlock(rlock *lock, const rlock__owner *owner);
+/* owner's joined holds (0 after a loss), and the shared hold's owner id in *holder. */
+long long rlock__shared_read_joined(rlock *lock, uint64_t owner, uint64_t *holder);
 /* A thread exits: its joined holds on c's locks are gone. */
 void rlock__shared_read_thread_gone(rlock_client *c, uint64_t thread);
 /*
@@ -194,7 +197,8 @@ void rlock__shared_read_thread_gone(rlock_client *c, uint64_t thread);
  */
 int rlock__shared_read_start(rlock_client *c);
 void rlock__shared_read_stop(rlock_client *c);
-/* Frees the states left (their handles gone while they held): the client's last moment. */
+/* Frees the states left (their handles gone while they held) and the releaser's
+ * mutex and condition: the client's last moment. */
 void rlock__shared_read_free_all(rlock_client *c);
 
 /* ---- config.c ------------------------------------------------------------------------ */

@@ -14,7 +14,7 @@
  * checks the state after counting, so close never frees what a call uses.
  *
  * Threads: any application thread. Locking: client->mutex guards state
- * transitions and the handle count.
+ * transitions and the handle count (and shared_read.c's chains).
  */
 #include <uuid/uuid.h>
 

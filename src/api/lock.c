@@ -79,7 +79,7 @@ int rlock__lock_call(rlock *lock, uint64_t owner, long long wait_ms, long long l
         return status;
     rlock__call call = {.cancel_state = lc.guard.cancel_state, .on_cancel = end_on_cancel,
                         .arg = &lc, .token = token};
-    if (lock->shared_read != NULL && owner == RLOCK__CALLING_THREAD) {
+    if (lock->shared_read != NULL) {
         status = rlock__shared_read_lock(lock, &lc.owner, wait_ms, lease_ms, &call);
         if (status != RLOCK__NOT_SHARED)
             return end(&lc, status);
@@ -114,7 +114,7 @@ static int unlock_call(rlock *lock, uint64_t owner) {
     int status = begin(&lc, lock, owner);
     if (status != RLOCK_OK)
         return status;
-    if (lock->shared_read != NULL && owner == RLOCK__CALLING_THREAD) {
+    if (lock->shared_read != NULL) {
         status = rlock__shared_read_unlock(lock, &lc.owner);
         if (status != RLOCK__NOT_SHARED)
             return end(&lc, status);
@@ -159,11 +159,9 @@ int rlock_is_locked(rlock *lock) {
     return status != RLOCK_OK ? status : fields > 0;
 }
 
-/* The calling thread's joined holds of its client's shared read hold of lock (in a guard). */
-static long long joined_holds(rlock *lock, uint64_t owner_id, uint64_t *holder) {
-    if (owner_id != RLOCK__CALLING_THREAD || lock->shared_read == NULL)
-        return 0;
-    return rlock__shared_read_joined(lock, rlock__thread_id(), holder);
+/* owner's joined holds of its client's shared read hold of lock (in a guard). */
+static long long joined_holds(rlock *lock, const rlock__owner *owner, uint64_t *holder) {
+    return lock->shared_read != NULL ? rlock__shared_read_joined(lock, owner->id, holder) : 0;
 }
 
 static int is_held(rlock *lock, uint64_t owner_id) {
@@ -174,7 +172,7 @@ static int is_held(rlock *lock, uint64_t owner_id) {
     if (status != RLOCK_OK)
         return status;
     rlock__owner owner = rlock__owner_of(owner_id);
-    long long joined = joined_holds(lock, owner_id, &holder);
+    long long joined = joined_holds(lock, &owner, &holder);
     int known = rlock__known_not_held(lock, &owner);
     rlock__leave(&g);
     if (joined > 0) { /* Redis must still show the shared hold */
@@ -197,17 +195,20 @@ int rlock_is_held_by(rlock *lock, uint64_t owner) {
     return status != RLOCK_OK ? status : is_held(lock, owner);
 }
 
-static int hold_count(rlock *lock, uint64_t owner) {
+static int hold_count(rlock *lock, uint64_t owner_id) {
     rlock__guard g;
     long long count = 0;
     uint64_t holder = 0;
-    int status = ask(lock, owner, RLOCK__ASK_COUNT, &count);
-    if (status == RLOCK_OK)
-        status = rlock__enter_lock(&g, lock);
+    int status = rlock__enter_lock(&g, lock);
     if (status != RLOCK_OK)
         return status;
-    count += joined_holds(lock, owner, &holder);
-    rlock__leave(&g);
+    rlock__owner owner = rlock__owner_of(owner_id);
+    status = lock->kind->ask(lock, RLOCK__ASK_COUNT, &owner, &count);
+    if (status == RLOCK_OK)
+        count += joined_holds(lock, &owner, &holder);
+    status = rlock__leave_status(&g, status);
+    if (status != RLOCK_OK)
+        return status;
     return count > INT_MAX ? INT_MAX : (int)count;
 }
 

@@ -11,7 +11,9 @@
  *
  * Threads: any application thread (open, close); exiting threads; the
  * forking thread (atfork handlers). Locking: registry_mutex guards the list;
- * it may be held while taking a client's holds mutex, never the reverse.
+ * it may be held while taking a client's holds mutex, or its client->mutex
+ * and shared-read states' (a thread's exit, shared_read.c), never the
+ * reverse.
  */
 #include "api.h"
 

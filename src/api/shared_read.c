@@ -1,16 +1,17 @@
 /*
  * shared_read.c - shared read holds (rlock_config.shared_reads_ms): the
- * calling threads of one client that read-lock one read-write lock share
- * one Redis read hold, taken for an explicit owner id of its own (fresh for
- * every hold). The first reader takes it; for shared_reads_ms after that
- * (its join time) readers join it with a local count, and it stays taken
- * while idle (no joined holds) so that the next reader joins too; after
- * the join time only the threads in it re-enter, and the last to leave
- * gives it back -- or, if it is idle at that time, the releaser thread
- * does. Everything else -- a lease, an _as call, a reader that comes while
- * the hold is being taken or given back, or after its join time -- takes a
- * hold of its own through the generic path, so a waiting writer holds new
- * readers back after at most shared_reads_ms (docs/design.md section 13).
+ * threads of one client that read-lock one read-write lock share one Redis
+ * read hold, taken for an explicit owner id of its own (fresh for every
+ * hold). The first reader takes it; for shared_reads_ms after that (its
+ * join time) readers join it with a local count, and it stays taken while
+ * idle (no joined holds) so that the next reader joins too; after the join
+ * time only the threads in it re-enter, and the last to leave gives it
+ * back -- or, if it is idle at that time, the releaser thread does.
+ * Everything else -- a lease, an explicit owner, a reader that comes while
+ * the hold is being taken or given back, or after its join time, or that
+ * holds a hold of its own already -- takes a hold of its own through the
+ * generic path, so a waiting writer holds new readers back after at most
+ * shared_reads_ms (docs/design.md section 13).
  *
  * Why: a read cycle in Redisson's layout writes a key per hold and reads
  * the mode and the writers' set on the server's one thread, two round trips
@@ -21,17 +22,19 @@
  * on the state's own read handle: this file only decides who goes to Redis
  * and counts the joined holds per thread, so that each thread's hold count,
  * its "held" answer, its upgrade's RLOCK_EDEADLK and its RLOCK_ELOST stay
- * its own.
+ * its own (also through the _as calls with the thread's id).
  *
  * One state per (client, lock name), pointed to by both handles of every
- * rlock_get_rw() pair of that name, freed with the last of them.
+ * rlock_get_rw() pair of that name; freed with the last of them, or, if it
+ * still holds then, by the releaser's pass that gives its hold back.
  *
  * Threads: application threads (lock, unlock, queries), exiting threads
  * (thread_gone, through registry.c), the client's releaser thread.
  * Locking: client->mutex guards the client's chains and each state's refs;
  * s->mutex guards the rest of a state; the releaser's mutex guards
  * releaser_due_ms. Order: registry mutex, client->mutex, s->mutex, then the
- * holds table's or the releaser's. No mutex is held across a Redis call.
+ * holds table's; the releaser's mutex is taken with none of them held. No
+ * mutex is held across a Redis call.
  */
 #include <string.h>
 
@@ -44,7 +47,7 @@ enum {
     SHARED_RELEASING  /* being given back: other readers take their own */
 };
 
-/* How long the releaser waits to try again after a release that failed. */
+/* How long to wait before giving back again an idle hold whose release failed. */
 #define RELEASE_RETRY_MS 100
 
 /* A thread's joined holds of the shared hold. */
@@ -63,12 +66,17 @@ struct rlock__shared_read {
     pthread_mutex_t mutex;      /* guards the fields below */
     int phase;                  /* SHARED_* */
     uint64_t holder;            /* the explicit owner id of the hold taken last */
-    int holder_unsure;          /* its last acquire's outcome is unknown (RLOCK_EIO): the
-                                   next take re-sends it for the same owner */
+    int take_unsure;            /* the last take's outcome is unknown (RLOCK_EIO, cancelled):
+                                   the next take re-sends it for the same owner */
+    int release_failed;         /* HELD: its last give-back failed or its outcome is unknown:
+                                   nobody joins; the next lock call or the releaser re-sends it */
     int64_t joins_until_ms;     /* its join time's end (monotonic ms) */
+    int64_t retry_ms;           /* release_failed: the releaser tries again then */
     long long count;            /* joined holds of all threads: the sum of readers' counts */
     joined *readers;            /* owned list */
 };
+
+/* ---- the client's states -------------------------------------------------------------- */
 
 static rlock__shared_read **bucket(rlock_client *c, const char *name, size_t len) {
     uint32_t h = 2166136261u; /* FNV-1a */
@@ -147,16 +155,6 @@ static void unref(rlock_client *c, rlock__shared_read *s) {
         free_state(s);
 }
 
-void rlock__shared_read_free_all(rlock_client *c) {
-    for (size_t i = 0; i < RLOCK__SHARED_READ_BUCKETS; i++) {
-        while (c->shared_reads[i] != NULL) {
-            rlock__shared_read *s = c->shared_reads[i];
-            c->shared_reads[i] = s->next;
-            free_state(s);
-        }
-    }
-}
-
 void rlock__shared_read_detach(rlock *lock) {
     rlock__shared_read *s = lock->shared_read;
     if (s == NULL)
@@ -165,11 +163,22 @@ void rlock__shared_read_detach(rlock *lock) {
     unref(lock->client, s);
 }
 
-/* ---- the state's bookkeeping (s->mutex held) ---------------------------------------------- */
+void rlock__shared_read_free_all(rlock_client *c) {
+    for (size_t i = 0; i < RLOCK__SHARED_READ_BUCKETS; i++) {
+        while (c->shared_reads[i] != NULL) {
+            rlock__shared_read *s = c->shared_reads[i];
+            c->shared_reads[i] = s->next;
+            free_state(s);
+        }
+    }
+    rlock__worker_destroy(&c->releaser);
+}
 
-static joined **find(rlock__shared_read *s, uint64_t thread) {
+/* ---- a state's bookkeeping (s->mutex held) ---------------------------------------------- */
+
+static joined **find(rlock__shared_read *s, uint64_t owner) {
     joined **link = &s->readers;
-    while (*link != NULL && (*link)->thread != thread)
+    while (*link != NULL && (*link)->thread != owner)
         link = &(*link)->next;
     return link;
 }
@@ -181,7 +190,8 @@ static rlock__owner holder_of(const rlock__shared_read *s) {
 /* Whether the shared hold is known lost (reported once, by rlock__known_hold). */
 static int holder_lost(const rlock__shared_read *s) {
     rlock__owner holder = holder_of(s);
-    return rlock__known_hold(s->reader, &rlock__rw_read, &holder) == RLOCK__HOLD_LOST;
+    return s->phase == SHARED_HELD &&
+           rlock__known_hold(s->reader, &rlock__rw_read, &holder) == RLOCK__HOLD_LOST;
 }
 
 /* Takes *link's thread out of the shared hold: all its joined holds. */
@@ -203,37 +213,51 @@ static void forget_lost_if_empty(rlock__shared_read *s) {
     s->phase = SHARED_FREE;
 }
 
-/* Whether the thread holds the write lock by the holds table (a downgrade's reader). */
-static int may_hold_write(const rlock__shared_read *s, const rlock__owner *thread) {
-    return rlock__known_hold(s->reader, &rlock__rw_write, thread) == RLOCK__HOLD_HELD;
+/*
+ * The thread's own holds of the lock, by the holds table: a reader that
+ * holds the write lock (a downgrade) or a read hold of its own must not
+ * wait behind the shared owner's acquire (a waiting writer would hold it
+ * back, and the writer waits for the thread): its call goes the generic way.
+ */
+static int holds_own(const rlock__shared_read *s, const rlock__owner *owner) {
+    return rlock__known_hold(s->reader, &rlock__rw_write, owner) == RLOCK__HOLD_HELD ||
+           rlock__known_hold(s->reader, &rlock__rw_read, owner) == RLOCK__HOLD_HELD;
 }
 
-/* Tells the releaser to look at the state no later than due_ms. */
+/* Tells the releaser to look at the states no later than due_ms (no-op once it stopped). */
 static void wake_releaser(rlock_client *c, int64_t due_ms) {
-    pthread_mutex_lock(&c->releaser.mutex);
-    if (c->releaser_due_ms == 0 || c->releaser_due_ms > due_ms) {
+    rlock__worker *w = &c->releaser;
+    pthread_mutex_lock(&w->mutex);
+    if (!w->stop && (c->releaser_due_ms == 0 || c->releaser_due_ms > due_ms)) {
         c->releaser_due_ms = due_ms;
-        pthread_cond_signal(&c->releaser.wake);
+        pthread_cond_signal(&w->wake);
     }
-    pthread_mutex_unlock(&c->releaser.mutex);
+    pthread_mutex_unlock(&w->mutex);
 }
 
-/* ---- giving back --------------------------------------------------------------------------- */
+/* ---- giving back ------------------------------------------------------------------------- */
 
 /*
  * Gives the shared hold back (s is SHARED_RELEASING, its mutex NOT held).
- * A failure that leaves it in Redis keeps it: thread (0: none, an idle
- * hold) gets one joined hold back and may unlock again, as after a failed
- * unlock of a hold of its own; an idle one waits for the next reader or
- * the releaser. Returns the release's status; *kept 1 if kept.
+ * What the holds table says afterwards decides: the hold is gone (released,
+ * or found lost), or Redis may still have it (a refusal, or an unknown
+ * outcome). Then it is kept, marked release_failed, so that nobody joins a
+ * hold that may be gone; thread (0: none, an idle hold) gets one joined
+ * hold back and may unlock again, as after a failed unlock of a hold of its
+ * own; an idle one is given back by the next lock call or by the releaser
+ * (woken for it). Returns the release's status.
  */
-static int give_back(rlock__shared_read *s, uint64_t thread, int *kept) {
+static int give_back(rlock_client *c, rlock__shared_read *s, uint64_t thread) {
     rlock__owner holder = holder_of(s);
     int status = rlock__release(s->reader, &holder);
-    *kept = status != RLOCK_OK && status != RLOCK_ELOST && status != RLOCK_ENOTOWNER;
+    int kept = status != RLOCK_OK &&
+               rlock__known_hold(s->reader, &rlock__rw_read, &holder) == RLOCK__HOLD_HELD;
+    int64_t retry_ms = rlock__now_ms() + RELEASE_RETRY_MS;
     pthread_mutex_lock(&s->mutex);
-    s->phase = *kept ? SHARED_HELD : SHARED_FREE;
-    if (*kept && thread != 0) {
+    s->phase = kept ? SHARED_HELD : SHARED_FREE;
+    s->release_failed = kept;
+    s->retry_ms = retry_ms;
+    if (kept && thread != 0) {
         joined **link = find(s, thread);
         if (*link == NULL && (*link = rlock__calloc(1, sizeof(**link))) != NULL)
             (*link)->thread = thread;
@@ -242,11 +266,14 @@ static int give_back(rlock__shared_read *s, uint64_t thread, int *kept) {
             s->count++;
         } /* else: idle, as if the thread had unlocked */
     }
+    int idle = kept && s->count == 0;
     pthread_mutex_unlock(&s->mutex);
+    if (idle)
+        wake_releaser(c, retry_ms);
     return status;
 }
 
-/* ---- taking, joining ------------------------------------------------------------------- */
+/* ---- taking, joining --------------------------------------------------------------------- */
 
 /* A taking thread cancelled in its wait: the state is free again, then the call's own cleanup. */
 typedef struct taking {
@@ -259,43 +286,38 @@ static void taking_cancelled(void *arg) {
     taking *t = arg;
     pthread_mutex_lock(&t->s->mutex);
     t->s->phase = SHARED_FREE;
+    t->s->take_unsure = 1; /* an attempt may have been sent */
     pthread_mutex_unlock(&t->s->mutex);
     rlock__free(t->me);
     t->call->on_cancel(t->call->arg);
 }
 
-/* The state is SHARED_FREE and its mutex held: takes the shared hold for the thread (unlocks). */
-static int take(rlock *lock, rlock__shared_read *s, const rlock__owner *thread, long long wait_ms,
+/* Takes the shared hold for the thread (s is SHARED_TAKING, its mutex NOT held). */
+static int take(rlock *lock, rlock__shared_read *s, uint64_t thread, long long wait_ms,
                 const rlock__call *call) {
     joined *me = rlock__calloc(1, sizeof(*me));
-    if (me == NULL) {
-        pthread_mutex_unlock(&s->mutex);
-        return RLOCK__NOT_SHARED;
+    int status = RLOCK_ENOMEM;
+    if (me != NULL) {
+        rlock__owner holder = holder_of(s);
+        taking t = {s, me, call};
+        rlock__call mine = *call;
+        mine.on_cancel = taking_cancelled;
+        mine.arg = &t;
+        status = rlock__acquire(s->reader, &holder, wait_ms, RLOCK_LEASE_WATCHDOG, &mine);
     }
-    s->phase = SHARED_TAKING;
-    if (!s->holder_unsure) /* else the same owner: a re-sent acquire is idempotent */
-        s->holder = rlock__owner_id_new();
-    rlock__owner holder = holder_of(s);
-    pthread_mutex_unlock(&s->mutex);
-
-    taking t = {s, me, call};
-    rlock__call mine = *call;
-    mine.on_cancel = taking_cancelled;
-    mine.arg = &t;
-    int status = rlock__acquire(s->reader, &holder, wait_ms, RLOCK_LEASE_WATCHDOG, &mine);
-
-    int64_t until = 0;
+    int64_t until = rlock__now_ms() + lock->client->settings.shared_reads_ms;
     pthread_mutex_lock(&s->mutex);
     s->phase = SHARED_FREE;
-    s->holder_unsure = status == RLOCK_EIO; /* it may hold in Redis */
+    s->take_unsure = status == RLOCK_EIO; /* it may hold in Redis */
     if (status == RLOCK_OK) {
-        me->thread = thread->id;
+        me->thread = thread;
         me->count = 1;
         me->next = s->readers;
         s->readers = me;
         s->count = 1;
         s->phase = SHARED_HELD;
-        until = s->joins_until_ms = rlock__now_ms() + lock->client->settings.shared_reads_ms;
+        s->release_failed = 0;
+        s->joins_until_ms = until;
         me = NULL;
     }
     pthread_mutex_unlock(&s->mutex);
@@ -305,25 +327,13 @@ static int take(rlock *lock, rlock__shared_read *s, const rlock__owner *thread, 
     return status;
 }
 
-/* The state is SHARED_HELD and its mutex held: one more joined hold of the thread. */
-static int join(rlock *lock, rlock__shared_read *s, joined **link, uint64_t thread) {
-    if (holder_lost(s)) {
-        s->joins_until_ms = 0;
-        if (*link == NULL) {
-            forget_lost_if_empty(s);
-            return RLOCK__NOT_SHARED;
-        }
-        drop(s, link);
-        forget_lost_if_empty(s);
-        return rlock__fail(RLOCK_ELOST, 0, "read-write lock '%.200s': the client's shared read "
-                                           "hold was lost; this thread's joined holds are gone, "
-                                           "nothing acquired", lock->name);
-    }
+/* The state is SHARED_HELD and its mutex held: one more joined hold of owner. */
+static int join(rlock *lock, rlock__shared_read *s, joined **link, uint64_t owner) {
     if (*link == NULL) {
         *link = rlock__calloc(1, sizeof(**link));
         if (*link == NULL)
             return RLOCK__NOT_SHARED;
-        (*link)->thread = thread;
+        (*link)->thread = owner;
     }
     (*link)->count++;
     s->count++;
@@ -331,76 +341,126 @@ static int join(rlock *lock, rlock__shared_read *s, joined **link, uint64_t thre
     return RLOCK_OK;
 }
 
-/* An upgrade: a thread with joined read holds asks for the write lock. */
+/* The shared hold is lost (s->mutex held): owner, if in it, is told (ELOST) and leaves it. */
+static int learn_loss(rlock *lock, rlock__shared_read *s, joined **link) {
+    s->joins_until_ms = 0;
+    if (*link == NULL) {
+        forget_lost_if_empty(s);
+        return RLOCK__NOT_SHARED;
+    }
+    drop(s, link);
+    forget_lost_if_empty(s);
+    return rlock__fail(RLOCK_ELOST, 0, "read-write lock '%.200s': the client's shared read hold "
+                                       "was lost; the caller's joined holds are gone, nothing "
+                                       "acquired", lock->name);
+}
+
+/* What a read lock call does, decided under the state's mutex. */
+enum { DO_OWN, DO_DONE, DO_TAKE, DO_GIVE_BACK_THEN_TAKE };
+
+/*
+ * Decides a read lock call of owner (s->mutex held): joins (DO_DONE with
+ * *status), or leaves the state TAKING or RELEASING for the caller to act
+ * on, or sends it the generic way (DO_OWN).
+ */
+static int decide_read(rlock *lock, rlock__shared_read *s, const rlock__owner *owner,
+                       int *status) {
+    joined **link = find(s, owner->id);
+    if (holder_lost(s)) {
+        *status = learn_loss(lock, s, link);
+        return *status == RLOCK__NOT_SHARED ? DO_OWN : DO_DONE;
+    }
+    int open = *link != NULL || (owner->is_thread && rlock__now_ms() < s->joins_until_ms);
+    if (s->phase == SHARED_HELD && !s->release_failed && open) {
+        *status = join(lock, s, link, owner->id);
+        return *status == RLOCK__NOT_SHARED ? DO_OWN : DO_DONE;
+    }
+    if (!owner->is_thread || holds_own(s, owner))
+        return DO_OWN; /* explicit owners never take it; see holds_own */
+    if (s->phase == SHARED_HELD && s->count == 0) { /* idle past its join time */
+        s->phase = SHARED_RELEASING;
+        return DO_GIVE_BACK_THEN_TAKE;
+    }
+    if (s->phase != SHARED_FREE)
+        return DO_OWN;
+    s->phase = SHARED_TAKING;
+    if (!s->take_unsure) /* else the same owner: a re-sent acquire is idempotent */
+        s->holder = rlock__owner_id_new();
+    return DO_TAKE;
+}
+
+/* An upgrade: an owner with joined read holds asks for the write lock. */
 static int refuse_upgrade(rlock *lock, long long count) {
-    return rlock__fail(RLOCK_EDEADLK, 0, "read-write lock '%.200s': the calling thread holds its "
-                                         "read lock (%lld joined holds of the client's shared "
-                                         "read hold) and asks for its write lock: it would wait "
-                                         "for itself", lock->name, count);
+    return rlock__fail(RLOCK_EDEADLK, 0, "read-write lock '%.200s': the caller holds its read "
+                                         "lock (%lld joined holds of the client's shared read "
+                                         "hold) and asks for its write lock: it would wait for "
+                                         "itself", lock->name, count);
 }
 
 /*
- * A thread of this client asks for the write lock (s->mutex held; unlocks).
- * Nobody joins any more, and an idle hold goes now: the writer would
+ * Decides a write lock call (s->mutex held): an upgrade is refused; else
+ * nobody joins any more, and an idle hold goes now (DO_GIVE_BACK_THEN_TAKE
+ * here means "give it back, then go the generic way"): the writer would
  * otherwise wait for its own client's hold that no thread uses.
  */
-static int writer_comes(rlock *lock, rlock__shared_read *s, long long mine) {
-    int kept;
-    if (mine > 0) {
-        pthread_mutex_unlock(&s->mutex);
-        return refuse_upgrade(lock, mine);
+static int decide_write(rlock *lock, rlock__shared_read *s, const rlock__owner *owner,
+                        int *status) {
+    joined **link = find(s, owner->id);
+    if (*link != NULL && holder_lost(s)) {
+        *status = learn_loss(lock, s, link);
+        return DO_DONE;
+    }
+    if (*link != NULL) {
+        *status = refuse_upgrade(lock, (*link)->count);
+        return DO_DONE;
     }
     s->joins_until_ms = 0;
-    if (s->phase != SHARED_HELD || s->count > 0) {
-        pthread_mutex_unlock(&s->mutex);
-        return RLOCK__NOT_SHARED;
-    }
+    if (s->phase != SHARED_HELD || s->count > 0)
+        return DO_OWN;
     s->phase = SHARED_RELEASING;
-    pthread_mutex_unlock(&s->mutex);
-    (void)give_back(s, 0, &kept); /* if kept, the writer waits for it as for any reader */
-    return RLOCK__NOT_SHARED;
+    return DO_GIVE_BACK_THEN_TAKE;
 }
 
-int rlock__shared_read_lock(rlock *lock, const rlock__owner *thread, long long wait_ms,
+int rlock__shared_read_lock(rlock *lock, const rlock__owner *owner, long long wait_ms,
                             long long lease_ms, const rlock__call *call) {
     rlock__shared_read *s = lock->shared_read;
-    int kept;
-    pthread_mutex_lock(&s->mutex);
-    joined **link = find(s, thread->id);
-    long long mine = *link != NULL ? (*link)->count : 0;
-    if (lock->kind == &rlock__rw_write)
-        return writer_comes(lock, s, mine); /* unlocks */
-    if (lease_ms != RLOCK_LEASE_WATCHDOG) {
-        pthread_mutex_unlock(&s->mutex);
+    int write = lock->kind == &rlock__rw_write, status = RLOCK__NOT_SHARED;
+    if (!write && lease_ms != RLOCK_LEASE_WATCHDOG)
         return RLOCK__NOT_SHARED;
-    }
-    int status = RLOCK__NOT_SHARED;
-    if (s->phase == SHARED_HELD && (mine > 0 || rlock__now_ms() < s->joins_until_ms)) {
-        status = join(lock, s, link, thread->id);
-    } else if (s->phase == SHARED_HELD && s->count == 0) {
-        /* Idle past its join time, the releaser not there yet: give it back, take anew. */
-        s->phase = SHARED_RELEASING;
-        pthread_mutex_unlock(&s->mutex);
-        (void)give_back(s, 0, &kept);
+    /* Armed before it can join: its exit must drop its joined holds. */
+    if (owner->is_thread && rlock__thread_watch_exit() != RLOCK_OK)
+        return RLOCK__NOT_SHARED;
+    pthread_mutex_lock(&s->mutex);
+    int action = write ? decide_write(lock, s, owner, &status) : decide_read(lock, s, owner, &status);
+    pthread_mutex_unlock(&s->mutex);
+    if (action == DO_GIVE_BACK_THEN_TAKE) {
+        (void)give_back(lock->client, s, 0); /* if kept, the caller waits for it as for any */
+        if (write)
+            return RLOCK__NOT_SHARED;
         pthread_mutex_lock(&s->mutex);
-    }
-    if (status == RLOCK__NOT_SHARED && s->phase == SHARED_FREE && !may_hold_write(s, thread))
-        status = take(lock, s, thread, wait_ms, call); /* unlocks */
-    else
+        action = decide_read(lock, s, owner, &status);
         pthread_mutex_unlock(&s->mutex);
-    if (status == RLOCK_OK)
-        (void)rlock__thread_watch_exit(); /* its joined holds end when it exits */
-    return status;
+        if (action == DO_GIVE_BACK_THEN_TAKE) { /* kept again: leave it to the releaser */
+            pthread_mutex_lock(&s->mutex);
+            s->phase = SHARED_HELD;
+            pthread_mutex_unlock(&s->mutex);
+            action = DO_OWN;
+        }
+    }
+    if (action == DO_TAKE)
+        return take(lock, s, owner->id, wait_ms, call);
+    return action == DO_DONE ? status : RLOCK__NOT_SHARED;
 }
 
-/* ---- unlocking --------------------------------------------------------------------------- */
+/* ---- unlocking ----------------------------------------------------------------------------- */
 
-int rlock__shared_read_unlock(rlock *lock, const rlock__owner *thread) {
+int rlock__shared_read_unlock(rlock *lock, const rlock__owner *owner) {
     rlock__shared_read *s = lock->shared_read;
-    int kept;
+    if (lock->kind != &rlock__rw_read)
+        return RLOCK__NOT_SHARED;
     pthread_mutex_lock(&s->mutex);
-    joined **link = find(s, thread->id);
-    if (lock->kind != &rlock__rw_read || *link == NULL) {
+    joined **link = find(s, owner->id);
+    if (*link == NULL) {
         pthread_mutex_unlock(&s->mutex);
         return RLOCK__NOT_SHARED;
     }
@@ -411,7 +471,7 @@ int rlock__shared_read_unlock(rlock *lock, const rlock__owner *thread) {
         pthread_mutex_unlock(&s->mutex);
         return rlock__fail(had >= 2 ? RLOCK_ELOST : RLOCK_ENOTOWNER, 0,
                            "read-write lock '%.200s': the client's shared read hold was lost "
-                           "(reported); this thread's %lld joined holds are gone", lock->name,
+                           "(reported); the caller's %lld joined holds are gone", lock->name,
                            had);
     }
     long long left = --(*link)->count;
@@ -419,25 +479,25 @@ int rlock__shared_read_unlock(rlock *lock, const rlock__owner *thread) {
     if (left == 0)
         drop(s, link);
     /* Still joined by others, or idle in its join time (the releaser comes at its end). */
-    if (s->count > 0 || rlock__now_ms() < s->joins_until_ms) {
+    if (s->count > 0 || (!s->release_failed && rlock__now_ms() < s->joins_until_ms)) {
         pthread_mutex_unlock(&s->mutex);
         rlock__count_released(lock, left, 0);
         return RLOCK_OK;
     }
     s->phase = SHARED_RELEASING;
     pthread_mutex_unlock(&s->mutex);
-    return give_back(s, thread->id, &kept); /* its last joined hold: the release's answer */
+    return give_back(lock->client, s, owner->id); /* its last joined hold: the release's answer */
 }
 
-/* ---- queries, thread exit ---------------------------------------------------------------- */
+/* ---- queries, thread exit ------------------------------------------------------------------ */
 
-long long rlock__shared_read_joined(rlock *lock, uint64_t thread, uint64_t *holder) {
+long long rlock__shared_read_joined(rlock *lock, uint64_t owner, uint64_t *holder) {
     rlock__shared_read *s = lock->shared_read;
     long long count = 0;
     if (s == NULL || lock->kind != &rlock__rw_read)
         return 0;
     pthread_mutex_lock(&s->mutex);
-    joined **link = find(s, thread);
+    joined **link = find(s, owner);
     if (*link != NULL && !holder_lost(s)) {
         count = (*link)->count;
         *holder = s->holder;
@@ -448,6 +508,8 @@ long long rlock__shared_read_joined(rlock *lock, uint64_t thread, uint64_t *hold
 
 void rlock__shared_read_thread_gone(rlock_client *c, uint64_t thread) {
     int idle = 0;
+    if (c->settings.shared_reads_ms == 0)
+        return;
     pthread_mutex_lock(&c->mutex);
     for (size_t i = 0; i < RLOCK__SHARED_READ_BUCKETS; i++) {
         for (rlock__shared_read *s = c->shared_reads[i]; s != NULL; s = s->next) {
@@ -465,50 +527,67 @@ void rlock__shared_read_thread_gone(rlock_client *c, uint64_t thread) {
         wake_releaser(c, rlock__now_ms());
 }
 
-/* ---- the releaser ------------------------------------------------------------------------ */
+/* ---- the releaser -------------------------------------------------------------------------- */
+
+/* When an idle hold of s is due to go (0: s holds no idle hold, nor may soon). */
+static int64_t due_of(const rlock__shared_read *s) {
+    if (s->phase != SHARED_HELD)
+        return 0;
+    if (s->release_failed)
+        return s->retry_ms;
+    return s->joins_until_ms > 0 ? s->joins_until_ms : 1;
+}
 
 /*
- * One pass: gives back the idle holds past their join time (every idle
- * hold if all), one at a time, each referenced while its mutexes are let
- * go. Returns when the next one is due (0: none known).
+ * Finds in bucket i an idle hold due by now (every idle one if all), marks
+ * it RELEASING and references it; returns it, or NULL. *next: the earliest
+ * later due time seen.
+ */
+static rlock__shared_read *claim_due(rlock_client *c, size_t i, int all, int64_t now,
+                                     int64_t *next) {
+    rlock__shared_read *due = NULL;
+    pthread_mutex_lock(&c->mutex);
+    for (rlock__shared_read *s = c->shared_reads[i]; s != NULL && due == NULL; s = s->next) {
+        pthread_mutex_lock(&s->mutex);
+        int64_t at = due_of(s);
+        if (at != 0 && s->count == 0 && (all || at <= now)) {
+            s->phase = SHARED_RELEASING;
+            s->refs++;
+            due = s;
+        } else if (at > now && (*next == 0 || at < *next)) {
+            *next = at;
+        }
+        pthread_mutex_unlock(&s->mutex);
+    }
+    pthread_mutex_unlock(&c->mutex);
+    return due;
+}
+
+/*
+ * One pass over the client's states: gives back the idle holds that are
+ * due (every idle hold if all: closing, when one that cannot be given back
+ * is left to its lease). Returns when the next is due (0: none known).
  */
 static int64_t release_idle(rlock_client *c, int all) {
     int64_t next = 0;
-    for (;;) {
-        rlock__shared_read *due = NULL;
-        int64_t now = rlock__now_ms();
-        next = 0;
-        pthread_mutex_lock(&c->mutex);
-        for (size_t i = 0; i < RLOCK__SHARED_READ_BUCKETS && due == NULL; i++) {
-            for (rlock__shared_read *s = c->shared_reads[i]; s != NULL && due == NULL;
-                 s = s->next) {
+    for (size_t i = 0; i < RLOCK__SHARED_READ_BUCKETS; i++) {
+        rlock__shared_read *s;
+        while ((s = claim_due(c, i, all, rlock__now_ms(), &next)) != NULL) {
+            (void)give_back(c, s, 0);
+            if (all) { /* not renewed any more if kept: it ends with its lease */
                 pthread_mutex_lock(&s->mutex);
-                if (s->phase == SHARED_HELD && s->count == 0 && (all || now >= s->joins_until_ms)) {
-                    s->phase = SHARED_RELEASING;
-                    s->refs++;
-                    due = s;
-                } else if (s->phase == SHARED_HELD && now < s->joins_until_ms &&
-                           (next == 0 || s->joins_until_ms < next)) {
-                    next = s->joins_until_ms;
+                if (s->phase == SHARED_HELD) {
+                    rlock__holds_owner_gone(&s->reader->engine->holds, s->holder);
+                    s->phase = SHARED_FREE;
                 }
                 pthread_mutex_unlock(&s->mutex);
+            } else if (s->release_failed) {
+                next = next == 0 || s->retry_ms < next ? s->retry_ms : next;
             }
+            unref(c, s);
         }
-        pthread_mutex_unlock(&c->mutex);
-        if (due == NULL)
-            return next;
-        int kept;
-        (void)give_back(due, 0, &kept);
-        if (kept && all) { /* closing: not renewed any more, it ends with its lease */
-            pthread_mutex_lock(&due->mutex);
-            rlock__holds_owner_gone(&due->reader->engine->holds, due->holder);
-            due->phase = SHARED_FREE;
-            pthread_mutex_unlock(&due->mutex);
-        }
-        unref(c, due);
-        if (kept && !all)
-            return now + RELEASE_RETRY_MS;
     }
+    return next;
 }
 
 static void *releaser_main(void *arg) {
@@ -546,6 +625,6 @@ int rlock__shared_read_start(rlock_client *c) {
 }
 
 void rlock__shared_read_stop(rlock_client *c) {
+    /* Destroyed by rlock__shared_read_free_all: calls still in flight may wake it. */
     rlock__worker_stop(&c->releaser);
-    rlock__worker_destroy(&c->releaser);
 }

@@ -1,6 +1,6 @@
 /*
  * worker.c - the lifecycle shared by the library's own threads (watchdog,
- * subscriber, events): start one with every signal blocked, and stop it
+ * subscriber, events, the shared-read releaser): start one with every signal blocked, and stop it
  * (flag, wake, join), then release its mutex and condition.
  *
  * A worker that sleeps somewhere other than its condition variable (the
