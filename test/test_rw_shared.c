@@ -224,6 +224,9 @@ static void test_idle_hold_given_back(void **state) {
     }
     H_WAIT_FOR(key_exists(f.r, f.name) == 0, 10000);
     assert_true(h_now_ms() - t0 >= 1000);
+    rlock_stats st = h_stats(f.c); /* the releaser's give-back is no unlock call */
+    assert_int_equal(st.acquired_immediately, 101);
+    assert_int_equal(st.unlocks, 101);
     /* A writer of the client ends the join time: the idle hold goes at once. */
     H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
     H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);

@@ -250,6 +250,8 @@ static void wake_releaser(rlock_client *c, int64_t due_ms) {
 static int give_back(rlock_client *c, rlock__shared_read *s, uint64_t thread) {
     rlock__owner holder = holder_of(s);
     int status = rlock__release(s->reader, &holder);
+    if (status == RLOCK_OK && thread == 0) /* no unlock call of the application's: */
+        rlock__count(&c->events.stats, RLOCK__COUNT_UNLOCKS, (unsigned long long)-1); /* uncounted */
     int kept = status != RLOCK_OK &&
                rlock__known_hold(s->reader, &rlock__rw_read, &holder) == RLOCK__HOLD_HELD;
     int64_t retry_ms = rlock__now_ms() + RELEASE_RETRY_MS;
