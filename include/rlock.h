@@ -414,8 +414,8 @@ typedef struct rlock_config {
      *   leaves the thread holding one joined hold, as for a hold of its own;
      *   nobody joins the hold until a give-back succeeds (the next lock
      *   call or the releaser, every 100 ms, tries again).
-     * Explicit owners (other ids), leases and multi-locks take holds of
-     * their own. (Appended in 0.5.)
+     * Explicit owners (other ids) and leases take holds of their own.
+     * (Appended in 0.5.)
      */
     int shared_reads_ms;
 } rlock_config;
