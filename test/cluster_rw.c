@@ -12,6 +12,9 @@
  *              locks on all three masters, renewed together by the
  *              watchdog's per-node scripts for several leases: nothing lost,
  *              every hold's key re-armed on its master
+ *   shared     shared reads (rlock_config.shared_reads_ms): three threads
+ *              of a client read through one hold on each master, renewed
+ *              by the per-node scripts; a writer goes at the last unlock
  *   names      names whose keys would span slots ("a}b", "a{b", "a{}b",
  *              "}{", "{}") are refused with RLOCK_EINVAL, before any command
  *
@@ -220,6 +223,77 @@ static void test_renewal(void **state) {
     h_cseen_free(seen);
 }
 
+/*
+ * Shared reads (rlock_config.shared_reads_ms): on each master, three threads
+ * of one client read a lock through ONE hold (one field, its hold key on the
+ * name's master), renewed by the per-node scripts for several leases; a
+ * writer of another client goes at the last read unlock.
+ */
+static void test_shared_reads(void **state) {
+    h_cluster *hc = *state;
+    long long wd = H_MS(1500);
+    h_server *masters[H_CLUSTER_NODES];
+    h_cseen *seen = h_cseen_new("S");
+    rlock_config cfg;
+    h_cluster_config(hc, &cfg, wd, RLOCK_PUBSUB_AUTO, seen);
+    cfg.shared_reads_ms = 200;
+    rlock_client *c = h_open_config(&cfg), *w = h_cluster_open(hc, H_MS(10000),
+                                                               RLOCK_PUBSUB_AUTO, NULL);
+    rlock *rd[3], *wr[3], *wrd[3], *wwr[3];
+    char name[3][128];
+    h_actor *t[3][READERS];
+    assert_int_equal(h_cluster_masters(hc, masters), 3);
+
+    for (int m = 0; m < 3; m++) {
+        h_cluster_name_on(hc, masters[m], h_unique_name("rws"), name[m], 128);
+        H_ASSERT_RC(rlock_get_rw(c, name[m], &rd[m], &wr[m]), RLOCK_OK);
+        H_ASSERT_RC(rlock_get_rw(w, name[m], &wrd[m], &wwr[m]), RLOCK_OK);
+        for (int i = 0; i < READERS; i++) {
+            t[m][i] = h_actor_start();
+            H_ASSERT_RC(h_actor_call(t[m][i], h_op_lock, rd[m]), RLOCK_OK);
+        }
+    }
+    h_sleep_ms(3 * wd);
+    for (int m = 0; m < 3; m++) {
+        redisContext *node = h_server_redis(masters[m]);
+        assert_int_equal(h_cmd_int(node, "HLEN %s", name[m]), 2); /* mode + one reader */
+        char *key = first_hold_key(node, name[m], rlock_client_id(c));
+        assert_non_null(key);
+        assert_true(h_cluster_pttl(masters[m], key, strlen(key)) > wd / 2);
+        free(key);
+        redisFree(node);
+        H_ASSERT_RC(rlock_try_lock(wwr[m], 0, RLOCK_LEASE_WATCHDOG), RLOCK_BUSY);
+        h_actor *writer = h_actor_start();
+        struct h_try wt = {.lock = wwr[m], .wait_ms = H_MS(10000),
+                           .lease_ms = RLOCK_LEASE_WATCHDOG};
+        h_actor_post(writer, op_try, &wt);
+        for (int i = 0; i < READERS - 1; i++)
+            H_ASSERT_RC(h_actor_call(t[m][i], h_op_unlock, rd[m]), RLOCK_OK);
+        h_sleep_ms(100);
+        assert_false(h_actor_done(writer));
+        long long unlocked = h_now_ms();
+        H_ASSERT_RC(h_actor_call(t[m][READERS - 1], h_op_unlock, rd[m]), RLOCK_OK);
+        H_ASSERT_RC(h_actor_wait(writer, 5000), RLOCK_OK);
+        long long took = h_actor_finished_ms(writer) - unlocked;
+        printf("      %s: shared read hold renewed on :%d; the writer %lld ms after the last "
+               "read unlock\n", name[m], h_server_port(masters[m]), took);
+        assert_true(took < H_MS(1000));
+        H_ASSERT_RC(h_actor_call(writer, h_op_unlock, wwr[m]), RLOCK_OK);
+        h_actor_stop(writer);
+        for (int i = 0; i < READERS; i++)
+            h_actor_stop(t[m][i]);
+    }
+    assert_int_equal(h_cseen_lost(seen), 0);
+    for (int m = 0; m < 3; m++) {
+        rlock *handles[] = {rd[m], wr[m], wrd[m], wwr[m]};
+        for (int k = 0; k < 4; k++)
+            rlock_free(handles[k]);
+    }
+    rlock_client_close(c);
+    rlock_client_close(w);
+    h_cseen_free(seen);
+}
+
 static void test_names(void **state) {
     h_cluster *hc = *state;
     h_cseen *seen = h_cseen_new("A");
@@ -247,6 +321,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         H_CLUSTER_TEST(test_wake_ups),
         H_CLUSTER_TEST(test_renewal),
+        H_CLUSTER_TEST(test_shared_reads),
         H_CLUSTER_TEST(test_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
