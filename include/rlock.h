@@ -411,9 +411,13 @@ typedef struct rlock_config {
      *   was the last, the releaser gives the hold back (a thread's own hold
      *   stays until its lease ends);
      * - an unlock whose give-back fails (RLOCK_EIO, RLOCK_ENOPERM, ...)
-     *   leaves the thread holding one joined hold, as for a hold of its own;
-     *   nobody joins the hold until a give-back succeeds (the next lock
-     *   call or the releaser, every 100 ms, tries again).
+     *   leaves the thread holding one joined hold, as for a hold of its own:
+     *   its next unlock tries again, its next lock asks Redis whether the
+     *   hold is still there (and joins it if so); no other thread joins it
+     *   meanwhile; once unused it is tried again by the next lock call or
+     *   by the releaser, every 100 ms;
+     * - a thread already in the shared hold re-enters it also with a lease
+     *   (the lease does not apply to that joined hold).
      * Explicit owners (other ids) and leases take holds of their own.
      * (Appended in 0.5.)
      */

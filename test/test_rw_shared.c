@@ -263,6 +263,10 @@ static void test_writer_waits_for_joined_threads(void **state) {
     assert_int_equal(rlock_hold_count(f.rd), 2);
     H_ASSERT_RC(rlock_try_lock(f.rd, 0, RLOCK_LEASE_WATCHDOG), RLOCK_OK); /* re-entry again */
     H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
+    long long t0 = h_now_ms(); /* a re-entry with a lease joins too, at once */
+    H_ASSERT_RC(rlock_try_lock(f.rd, h_scaled(5000), 5000), RLOCK_OK);
+    assert_true(h_now_ms() - t0 < h_scaled(1000));
+    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
     struct h_timed_try newcomer = {.lock = f.rd, .wait_ms = 0, .lease_ms = RLOCK_LEASE_WATCHDOG};
     assert_int_equal(pthread_create(&lth, NULL, h_timed_try_main, &newcomer), 0);
     assert_int_equal(pthread_join(lth, NULL), 0);
@@ -462,10 +466,67 @@ static void test_give_back_refused(void **state) {
     H_WAIT_FOR(key_exists(f.r, f.name) == 0, 5000);
     H_ASSERT_RC(rlock_try_lock(f.owr, 0, RLOCK_LEASE_WATCHDOG), RLOCK_OK);
     H_ASSERT_RC(rlock_unlock(f.owr), RLOCK_OK);
+
+    /* A last unlock whose give-back is refused: the thread keeps its joined hold, as
+     * for a hold of its own, and re-enters it at once while a writer waits for it. */
+    h_cmd_ok(f.r, "ACL SETUSER %s resetchannels", user);
+    holder writer = {0};
+    pthread_t wth;
+    H_ASSERT_RC(rlock_lock(rd), RLOCK_OK);
+    h_sleep_ms(100); /* past the join time */
+    H_ASSERT_RC(rlock_unlock(rd), RLOCK_ENOPERM);
+    assert_int_equal(rlock_hold_count(rd), 1);
+    holder_spawn(&writer, &wth, f.owr);
+    h_sleep_ms(100);
+    long long t0 = h_now_ms();
+    H_ASSERT_RC(rlock_try_lock(rd, h_scaled(5000), RLOCK_LEASE_WATCHDOG), RLOCK_OK);
+    assert_true(h_now_ms() - t0 < h_scaled(1000));
+    assert_int_equal(rlock_hold_count(rd), 2);
+    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(rd), RLOCK_ENOPERM);
+    assert_false(atomic_load(&writer.locked));
+    h_cmd_ok(f.r, "ACL SETUSER %s allchannels", user);
+    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
+    H_WAIT_FOR(atomic_load(&writer.locked), 10000);
+    holder_finish(&writer, wth);
+    H_ASSERT_RC(writer.unlock_rc, RLOCK_OK);
     rlock_free(rd);
     rlock_free(wr);
     rlock_client_close(c);
     h_cmd_ok(f.r, "ACL DELUSER %s", user);
+    fixture_close(&f);
+}
+
+/* A thread whose hold of its own was lost is told (RLOCK_ELOST), also when the shared hold is free. */
+static void test_own_hold_loss_told(void **state) {
+    (void)state;
+    struct h_lost lost;
+    fixture f = fixture_open("rws-ownlost", 50, 300, &lost, 1);
+    holder b = {0};
+    pthread_t th;
+    holder_start(&b, &th, f.rd); /* b takes the shared hold */
+    h_sleep_ms(100);             /* past its join time */
+    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK); /* a hold of its own */
+    assert_int_equal(reader_fields(f.r, f.name, NULL, 0), 2);
+    /* The shared hold's owner id is the client's, not an _as caller's. */
+    uint64_t shared = 0, self = rlock_thread_owner();
+    redisReply *rep = h_cmd(f.r, "HKEYS %s", f.name);
+    for (size_t i = 0; i < rep->elements; i++) {
+        const char *colon = strrchr(rep->element[i]->str, ':');
+        uint64_t id = colon != NULL ? strtoull(colon + 1, NULL, 10) : 0;
+        shared = id != 0 && id != self ? id : shared;
+    }
+    freeReplyObject(rep);
+    assert_true(shared != 0);
+    H_ASSERT_RC(rlock_unlock_as(f.rd, shared), RLOCK_EINVAL);
+    assert_int_equal(rlock_force_unlock(f.ord), 1);
+    H_WAIT_FOR(h_lost_count(&lost) >= 2, 10000); /* both holds found gone */
+    holder_finish(&b, th);
+    H_ASSERT_RC(b.unlock_rc, RLOCK_ENOTOWNER);
+    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_ELOST); /* not a new shared hold */
+    assert_int_equal(rlock_hold_count(f.rd), 0);
+    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
     fixture_close(&f);
 }
 
@@ -611,6 +672,7 @@ int main(void) {
         cmocka_unit_test(test_busy_take_waits_once),
         cmocka_unit_test(test_loss_told_to_each_thread),
         cmocka_unit_test(test_give_back_refused),
+        cmocka_unit_test(test_own_hold_loss_told),
         cmocka_unit_test(test_joined_thread_exits),
         cmocka_unit_test(test_taker_cancelled),
         cmocka_unit_test(test_exclusion_mixed_clients),

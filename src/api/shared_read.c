@@ -33,8 +33,9 @@
  * Locking: client->mutex guards the client's chains and each state's refs;
  * s->mutex guards the rest of a state; the releaser's mutex guards
  * releaser_due_ms. Order: registry mutex, client->mutex, s->mutex, then the
- * holds table's; the releaser's mutex is taken with none of them held. No
- * mutex is held across a Redis call.
+ * holds table's; the releaser's mutex is taken with none of them held (but
+ * for the registry mutex, on a thread's exit). No mutex is held across a
+ * Redis call.
  */
 #include <string.h>
 
@@ -70,6 +71,8 @@ struct rlock__shared_read {
                                    the next take re-sends it for the same owner */
     int release_failed;         /* HELD: its last give-back failed or its outcome is unknown:
                                    nobody joins; the next lock call or the releaser re-sends it */
+    int writer_came;            /* a writer of the client came while it was being taken:
+                                   its join time ends at once */
     int64_t joins_until_ms;     /* its join time's end (monotonic ms) */
     int64_t retry_ms;           /* release_failed: the releaser tries again then */
     long long count;            /* joined holds of all threads: the sum of readers' counts */
@@ -214,14 +217,15 @@ static void forget_lost_if_empty(rlock__shared_read *s) {
 }
 
 /*
- * The thread's own holds of the lock, by the holds table: a reader that
- * holds the write lock (a downgrade) or a read hold of its own must not
- * wait behind the shared owner's acquire (a waiting writer would hold it
- * back, and the writer waits for the thread): its call goes the generic way.
+ * Whether owner has holds of its own of the lock, by the holds table: a
+ * reader that holds the write lock (a downgrade) or a read hold of its own
+ * must not wait behind the shared owner's acquire (a waiting writer would
+ * hold it back, and the writer waits for the owner), and one whose own read
+ * hold was lost must be told (RLOCK_ELOST): its call goes the generic way.
  */
 static int holds_own(const rlock__shared_read *s, const rlock__owner *owner) {
-    return rlock__known_hold(s->reader, &rlock__rw_write, owner) == RLOCK__HOLD_HELD ||
-           rlock__known_hold(s->reader, &rlock__rw_read, owner) == RLOCK__HOLD_HELD;
+    return rlock__known_hold(s->reader, &rlock__rw_read, owner) != RLOCK__HOLD_NONE ||
+           rlock__known_hold(s->reader, &rlock__rw_write, owner) == RLOCK__HOLD_HELD;
 }
 
 /* Tells the releaser to look at the states no later than due_ms (no-op once it stopped). */
@@ -254,6 +258,8 @@ static int give_back(rlock_client *c, rlock__shared_read *s, uint64_t thread) {
         rlock__count(&c->events.stats, RLOCK__COUNT_UNLOCKS, (unsigned long long)-1); /* uncounted */
     int kept = status != RLOCK_OK &&
                rlock__known_hold(s->reader, &rlock__rw_read, &holder) == RLOCK__HOLD_HELD;
+    if (status != RLOCK_OK && !kept) /* gone: a tombstone no call of this owner will clear */
+        rlock__holds_owner_gone(&s->reader->engine->holds, s->holder);
     int64_t retry_ms = rlock__now_ms() + RELEASE_RETRY_MS;
     pthread_mutex_lock(&s->mutex);
     s->phase = kept ? SHARED_HELD : SHARED_FREE;
@@ -319,9 +325,10 @@ static int take(rlock *lock, rlock__shared_read *s, uint64_t thread, long long w
         s->count = 1;
         s->phase = SHARED_HELD;
         s->release_failed = 0;
-        s->joins_until_ms = until;
+        s->joins_until_ms = s->writer_came ? 0 : until;
         me = NULL;
     }
+    s->writer_came = 0;
     pthread_mutex_unlock(&s->mutex);
     rlock__free(me);
     if (status == RLOCK_OK)
@@ -357,29 +364,38 @@ static int learn_loss(rlock *lock, rlock__shared_read *s, joined **link) {
                                        "acquired", lock->name);
 }
 
-/* What a read lock call does, decided under the state's mutex. */
-enum { DO_OWN, DO_DONE, DO_TAKE, DO_GIVE_BACK_THEN_TAKE };
+/* What a lock call does, decided under the state's mutex. */
+enum { DO_OWN, DO_DONE, DO_TAKE, DO_GIVE_BACK_THEN_TAKE, DO_CHECK_KEPT };
 
 /*
  * Decides a read lock call of owner (s->mutex held): joins (DO_DONE with
  * *status), or leaves the state TAKING or RELEASING for the caller to act
- * on, or sends it the generic way (DO_OWN).
+ * on, or sends it the generic way (DO_OWN). An owner already in the shared
+ * hold always re-enters it, whatever the call's lease: the generic way
+ * would wait behind a waiting writer, which waits for the shared hold.
  */
 static int decide_read(rlock *lock, rlock__shared_read *s, const rlock__owner *owner,
-                       int *status) {
+                       long long lease_ms, int *status) {
     joined **link = find(s, owner->id);
     if (holder_lost(s)) {
         *status = learn_loss(lock, s, link);
         return *status == RLOCK__NOT_SHARED ? DO_OWN : DO_DONE;
     }
-    int open = *link != NULL || (owner->is_thread && rlock__now_ms() < s->joins_until_ms);
-    if (s->phase == SHARED_HELD && !s->release_failed && open) {
+    if (*link != NULL && s->release_failed) { /* its kept hold: is it still in Redis? */
+        s->phase = SHARED_RELEASING;
+        return DO_CHECK_KEPT;
+    }
+    if (*link != NULL) {
         *status = join(lock, s, link, owner->id);
         return *status == RLOCK__NOT_SHARED ? DO_OWN : DO_DONE;
     }
-    if (!owner->is_thread || holds_own(s, owner))
-        return DO_OWN; /* explicit owners never take it; see holds_own */
-    if (s->phase == SHARED_HELD && s->count == 0) { /* idle past its join time */
+    if (!owner->is_thread || lease_ms != RLOCK_LEASE_WATCHDOG || holds_own(s, owner))
+        return DO_OWN; /* explicit owners and leases never join; see holds_own */
+    if (s->phase == SHARED_HELD && !s->release_failed && rlock__now_ms() < s->joins_until_ms) {
+        *status = join(lock, s, link, owner->id);
+        return *status == RLOCK__NOT_SHARED ? DO_OWN : DO_DONE;
+    }
+    if (s->phase == SHARED_HELD && s->count == 0) { /* idle past its join time, or kept */
         s->phase = SHARED_RELEASING;
         return DO_GIVE_BACK_THEN_TAKE;
     }
@@ -389,6 +405,40 @@ static int decide_read(rlock *lock, rlock__shared_read *s, const rlock__owner *o
     if (!s->take_unsure) /* else the same owner: a re-sent acquire is idempotent */
         s->holder = rlock__owner_id_new();
     return DO_TAKE;
+}
+
+/*
+ * owner re-enters a hold whose give-back failed (s is RELEASING, its mutex
+ * NOT held): Redis tells whether the give-back did apply. Held: the hold is
+ * sound again (joins resume) and owner joins it. Gone: the holds table
+ * forgets it, owner's kept hold goes with it, and owner goes on as a new
+ * reader (DO_OWN here: the caller decides again). Not known: the call
+ * fails with that status, nothing changed.
+ */
+static int check_kept(rlock *lock, rlock__shared_read *s, const rlock__owner *owner,
+                      int *status) {
+    rlock__owner holder = holder_of(s);
+    long long held = 0;
+    int asked = s->reader->kind->ask(s->reader, RLOCK__ASK_HELD, &holder, &held);
+    int action = DO_DONE;
+    pthread_mutex_lock(&s->mutex);
+    joined **link = find(s, owner->id);
+    s->phase = SHARED_HELD;
+    if (asked != RLOCK_OK) {
+        *status = asked;
+    } else if (held) {
+        s->release_failed = 0;
+        *status = *link != NULL ? join(lock, s, link, owner->id) : RLOCK__NOT_SHARED;
+        action = *status == RLOCK__NOT_SHARED ? DO_OWN : DO_DONE;
+    } else {
+        while (s->readers != NULL) /* nobody holds a hold that is gone */
+            drop(s, &s->readers);
+        rlock__holds_owner_gone(&s->reader->engine->holds, s->holder);
+        s->phase = SHARED_FREE;
+        action = DO_OWN;
+    }
+    pthread_mutex_unlock(&s->mutex);
+    return action;
 }
 
 /* An upgrade: an owner with joined read holds asks for the write lock. */
@@ -417,37 +467,50 @@ static int decide_write(rlock *lock, rlock__shared_read *s, const rlock__owner *
         return DO_DONE;
     }
     s->joins_until_ms = 0;
+    s->writer_came = s->phase == SHARED_TAKING; /* the take, once done, ends it too */
     if (s->phase != SHARED_HELD || s->count > 0)
         return DO_OWN;
     s->phase = SHARED_RELEASING;
     return DO_GIVE_BACK_THEN_TAKE;
 }
 
+/* The shared owner's own id in an _as call: refused (its holds are the state's). */
+static int refuse_holder_id(rlock *lock, const rlock__shared_read *s, const rlock__owner *owner) {
+    if (owner->is_thread || owner->id != s->holder || s->phase == SHARED_FREE)
+        return RLOCK__NOT_SHARED;
+    return rlock__fail(RLOCK_EINVAL, 0, "read-write lock '%.200s': owner %llu is the client's "
+                                        "shared read hold's (rlock_config.shared_reads_ms), not "
+                                        "the caller's", lock->name, (unsigned long long)owner->id);
+}
+
 int rlock__shared_read_lock(rlock *lock, const rlock__owner *owner, long long wait_ms,
                             long long lease_ms, const rlock__call *call) {
     rlock__shared_read *s = lock->shared_read;
     int write = lock->kind == &rlock__rw_write, status = RLOCK__NOT_SHARED;
-    if (!write && lease_ms != RLOCK_LEASE_WATCHDOG)
-        return RLOCK__NOT_SHARED;
     /* Armed before it can join: its exit must drop its joined holds. */
     if (owner->is_thread && rlock__thread_watch_exit() != RLOCK_OK)
         return RLOCK__NOT_SHARED;
     pthread_mutex_lock(&s->mutex);
-    int action = write ? decide_write(lock, s, owner, &status) : decide_read(lock, s, owner, &status);
+    int action = DO_DONE;
+    status = refuse_holder_id(lock, s, owner);
+    if (status == RLOCK__NOT_SHARED)
+        action = write ? decide_write(lock, s, owner, &status)
+                       : decide_read(lock, s, owner, lease_ms, &status);
     pthread_mutex_unlock(&s->mutex);
+    if (action == DO_CHECK_KEPT)
+        action = check_kept(lock, s, owner, &status);
     if (action == DO_GIVE_BACK_THEN_TAKE) {
         (void)give_back(lock->client, s, 0); /* if kept, the caller waits for it as for any */
         if (write)
             return RLOCK__NOT_SHARED;
+        action = DO_OWN;
+    }
+    if (action == DO_OWN && !write) { /* the state may have changed: decide again, once */
         pthread_mutex_lock(&s->mutex);
-        action = decide_read(lock, s, owner, &status);
+        action = s->phase == SHARED_FREE ? decide_read(lock, s, owner, lease_ms, &status) : DO_OWN;
         pthread_mutex_unlock(&s->mutex);
-        if (action == DO_GIVE_BACK_THEN_TAKE) { /* kept again: leave it to the releaser */
-            pthread_mutex_lock(&s->mutex);
-            s->phase = SHARED_HELD;
-            pthread_mutex_unlock(&s->mutex);
-            action = DO_OWN;
-        }
+        if (action != DO_TAKE && action != DO_DONE)
+            action = DO_OWN; /* anything else the generic way: no loop */
     }
     if (action == DO_TAKE)
         return take(lock, s, owner->id, wait_ms, call);
@@ -462,9 +525,10 @@ int rlock__shared_read_unlock(rlock *lock, const rlock__owner *owner) {
         return RLOCK__NOT_SHARED;
     pthread_mutex_lock(&s->mutex);
     joined **link = find(s, owner->id);
-    if (*link == NULL) {
+    int refused = refuse_holder_id(lock, s, owner);
+    if (*link == NULL || refused != RLOCK__NOT_SHARED) {
         pthread_mutex_unlock(&s->mutex);
-        return RLOCK__NOT_SHARED;
+        return refused;
     }
     if (holder_lost(s)) { /* as for a hold of its own: ELOST unless this was its last */
         long long had = (*link)->count;
@@ -583,9 +647,7 @@ static int64_t release_idle(rlock_client *c, int all) {
                     s->phase = SHARED_FREE;
                 }
                 pthread_mutex_unlock(&s->mutex);
-            } else if (s->release_failed) {
-                next = next == 0 || s->retry_ms < next ? s->retry_ms : next;
-            }
+            } /* a kept one woke the releaser for its retry (give_back) */
             unref(c, s);
         }
     }
