@@ -259,7 +259,7 @@ static int give_back(rlock_client *c, rlock__shared_read *s, uint64_t thread) {
     int kept = status != RLOCK_OK &&
                rlock__known_hold(s->reader, &rlock__rw_read, &holder) == RLOCK__HOLD_HELD;
     if (status != RLOCK_OK && !kept) /* gone: a tombstone no call of this owner will clear */
-        rlock__holds_owner_gone(&s->reader->engine->holds, s->holder);
+        rlock__holds_owner_gone(&s->reader->engine->holds, holder.id);
     int64_t retry_ms = rlock__now_ms() + RELEASE_RETRY_MS;
     pthread_mutex_lock(&s->mutex);
     s->phase = kept ? SHARED_HELD : SHARED_FREE;
