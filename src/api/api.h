@@ -70,7 +70,11 @@ struct rlock_client {
                                    by owner id; entries live on their callers' stacks */
     rlock__shared_read *shared_reads[RLOCK__SHARED_READ_BUCKETS]; /* shared_read.c's states,
                                    by name; owned, each freed with its last handle */
-    rlock__worker releaser;     /* shared_read.c's thread; its mutex guards releaser_due_ms */
+    rlock__worker releaser;     /* shared_read.c's thread, only with shared_reads_ms > 0:
+                                   started at open, stopped first thing at close (it gives
+                                   back idle holds), its mutex and condition destroyed in
+                                   rlock__client_free (calls finishing during close may
+                                   still wake it); the mutex guards releaser_due_ms */
     int64_t releaser_due_ms;    /* when the releaser looks next; 0: when woken */
 
     rlock_client *registry_next; /* guarded by the registry mutex in registry.c */
