@@ -106,7 +106,10 @@ RLOCK_EXTERN unsigned rlock_version_num(void);
  *   EAUTH     Redis refused the credentials (WRONGPASS, NOAUTH, or a
  *             password sent to a server that has none)
  *   ENOPERM   an ACL refused a command, key or channel (NOPERM); nothing
- *             was changed in Redis
+ *             was changed in Redis. An acquisition is also refused when the
+ *             ACL would refuse its unlock or renewal (e.g. no PUBLISH on the
+ *             lock's channel, no DEL on its key; Redis >= 7.0): the message
+ *             names the command and the key or channel, nothing is held
  *   ENOREPL   replica_acks is set and fewer replicas acknowledged the write
  *             (WAIT) within replica_ack_timeout_ms (or a re-send after a lost
  *             reply left it unknown), or the master refused it with
@@ -794,7 +797,9 @@ RLOCK_EXTERN const char *rlock_name(const rlock *lock);
  * rlock_get_rw); RLOCK_EINVAL; RLOCK_EIO (Redis unreachable
  * after the retries); RLOCK_ENOTLOCK (a hash that is not a lock has the
  * name); RLOCK_EREDIS (e.g. the key holds another type of value; it is left
- * untouched); RLOCK_ENOPERM, RLOCK_EAUTH; RLOCK_ENOREPL (replica_acks set:
+ * untouched); RLOCK_ENOPERM (the ACL refuses a command of the acquisition,
+ * or one its unlock or renewal will need -- Redis >= 7.0 checks both before
+ * anything is written; nothing held), RLOCK_EAUTH; RLOCK_ENOREPL (replica_acks set:
  * the acquisition was not acknowledged and was given back -- the thread holds
  * nothing -- or the master refused writes with NOREPLICAS); RLOCK_ECLOSED;
  * RLOCK_ENOMEM. Blocks until acquired or failed; the wait is a cancellation
@@ -857,7 +862,9 @@ RLOCK_EXTERN int rlock_try_lock(rlock *lock, long long wait_ms, long long lease_
  * calling rlock_unlock() again from the same thread completes it exactly
  * once; if the failed call had released the last hold, the repeat returns
  * RLOCK_ENOTOWNER and reports no loss); RLOCK_ENOTLOCK; RLOCK_ENOPERM (e.g. the ACL forbids PUBLISH on the
- * lock's channel: the lock is NOT released, still held and renewed);
+ * lock's channel -- on Redis >= 7.0 only when the permission was taken away
+ * after the acquisition, which checked it: the lock is NOT released, still
+ * held and renewed);
  * RLOCK_ENOREPL (replica_acks set: either the master applied the unlock and
  * fewer replicas acknowledged it -- the thread no longer holds that hold,
  * but a failover now could bring it back until its lease ends -- or the

@@ -267,11 +267,15 @@ static void test_reacquire_after_lease(void **state) {
 
 /* ---- a re-sent acquisition: one hold, and a token of its own ---------------------------------- */
 
-/* EVAL of an rlock script with 2 keys and 3 arguments; the reply (an array of >= n). */
+/* EVAL of an rlock script with 2 keys and 3 arguments (ACQUIRE: and the lock's channel and
+ * "publish", which it asks the ACL about); the reply (an array of >= n). */
 static redisReply *eval_script(redisContext *r, int script, const char *k1, const char *k2,
                                const char *a1, const char *a2, const char *a3, size_t n) {
-    redisReply *rep = h_cmd(r, "EVAL %s 2 %s %s %s %s %s", rlock__script_body(script), k1, k2,
-                            a1, a2, a3);
+    redisReply *rep =
+        script == RLOCK__SCRIPT_ACQUIRE
+            ? h_cmd(r, "EVAL %s 2 %s %s %s %s %s redisson_lock__channel:{%s} publish",
+                    rlock__script_body(script), k1, k2, a1, a2, a3, k1)
+            : h_cmd(r, "EVAL %s 2 %s %s %s %s %s", rlock__script_body(script), k1, k2, a1, a2, a3);
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements < n)
         H_FAIL("unexpected reply (type %d): %s", rep->type, rep->str ? rep->str : "");
     return rep;

@@ -28,10 +28,12 @@
 /* ---- 3. an unlock that errs has not released --------------------------- */
 
 /*
- * An ACL user that may use every key and command but no channel: locking
- * works, but the unlock cannot PUBLISH. rlock_unlock is RLOCK_ENOPERM with
- * Redis's NOPERM text, the lock is still held and renewed, never reported
- * lost; force_unlock is refused the same way and leaves it.
+ * An ACL user that may use every key and command, whose channels are taken
+ * away while it holds a lock: the unlock cannot PUBLISH. rlock_unlock is
+ * RLOCK_ENOPERM with Redis's NOPERM text, the lock is still held and
+ * renewed, never reported lost; force_unlock is refused the same way and
+ * leaves it. (A user without the channel from the start is refused the lock
+ * itself: test_lock_refused_for_its_unlock.)
  * Old code: RELEASE deleted the key, then failed on PUBLISH: unlock returned
  * RLOCK_EREDIS with the lock gone, and the watchdog later reported it lost.
  */
@@ -58,7 +60,7 @@ static void test_unlock_refused_keeps_lock(void **state) {
         admin = h_redis();
     }
     snprintf(user, sizeof user, "rlock-truth-%ld-%lld", (long)getpid(), h_now_us());
-    h_cmd_ok(admin, "ACL SETUSER %s on >pw ~* resetchannels +@all", user);
+    h_cmd_ok(admin, "ACL SETUSER %s on >pw ~* &* +@all", user);
     h_url_auth(url, sizeof url, base, user, "pw");
 
     h_lossrec_init(&rec);
@@ -66,6 +68,7 @@ static void test_unlock_refused_keeps_lock(void **state) {
     l = h_get(c, name);
     H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
     H_ASSERT_LOCK_IS(admin, name, rlock_client_id(c), 1);
+    h_cmd_ok(admin, "ACL SETUSER %s resetchannels", user);
 
     H_ASSERT_RC(rlock_unlock(l), RLOCK_ENOPERM);
     rlock_last_error_info(&info);
@@ -110,6 +113,115 @@ static void test_unlock_refused_keeps_lock(void **state) {
     rlock_client_close(c);
     h_cmd_ok(admin, "DEL %b", name, n);
     h_cmd_ok(admin, "ACL DELUSER %s", user);
+    redisFree(admin);
+    if (own)
+        h_server_stop(own);
+}
+
+/* The server's major version (INFO server's redis_version; Valkey reports its Redis one). */
+static int server_major(redisContext *r) {
+    char *info = h_cmd_str(r, "INFO server");
+    const char *v = info ? strstr(info, "redis_version:") : NULL;
+    int major = v ? atoi(v + strlen("redis_version:")) : 0;
+    free(info);
+    return major;
+}
+
+/* Fails unless the last error is RLOCK_ENOPERM naming `command` and saying nothing was taken. */
+static void assert_refused_for_later(const char *command) {
+    rlock_error_info info;
+    rlock_last_error_info(&info);
+    assert_int_equal(info.status, RLOCK_ENOPERM);
+    if (info.message == NULL || strstr(info.message, command) == NULL ||
+        strstr(info.message, "not taken") == NULL)
+        fail_msg("detail \"%s\" does not name %s and that nothing was taken",
+                 info.message ? info.message : "(null)", command);
+}
+
+/* One refusal case: an ACL user with all keys and commands but `channels` and `command`; each
+ * kind's acquire refused for `refused`. */
+static void refused_case(redisContext *admin, const char *base, const char *channels,
+                         const char *command, const char *refused) {
+    char user[64], url[512];
+    const char *name = h_unique_name("laterperm");
+    size_t n = strlen(name);
+    rlock *plain, *fair, *rd, *wr;
+
+    snprintf(user, sizeof user, "rlock-later-%ld-%lld", (long)getpid(), h_now_us());
+    h_cmd_ok(admin, "ACL SETUSER %s on >pw ~* +@all %s %s", user, channels, command);
+    rlock_client *c = h_open_url(h_url_auth(url, sizeof url, base, user, "pw"), 0, 0);
+    char fair_name[160], rw_name[160];
+    snprintf(fair_name, sizeof fair_name, "%s:fair", name);
+    snprintf(rw_name, sizeof rw_name, "%s:rw", name);
+    plain = h_get(c, name);
+    H_ASSERT_RC(rlock_get_fair(c, fair_name, &fair), RLOCK_OK);
+    H_ASSERT_RC(rlock_get_rw(c, rw_name, &rd, &wr), RLOCK_OK);
+
+    rlock *each[] = {plain, fair, rd, wr};
+    for (size_t i = 0; i < sizeof each / sizeof each[0]; i++) {
+        H_ASSERT_RC(rlock_lock(each[i]), RLOCK_ENOPERM);
+        assert_refused_for_later(refused);
+        H_ASSERT_RC(rlock_try_lock(each[i], 0, 5000), RLOCK_ENOPERM);
+        assert_refused_for_later(refused);
+        H_ASSERT_RC(rlock_is_held_by_current_thread(each[i]), 0);
+        H_ASSERT_RC(rlock_hold_count(each[i]), 0);
+    }
+    /* Nothing was written: no hash, no queue entry, no read hold. */
+    assert_int_equal(h_exists(admin, name, n), 0);
+    assert_int_equal(h_exists(admin, fair_name, strlen(fair_name)), 0);
+    assert_int_equal(h_exists(admin, rw_name, strlen(rw_name)), 0);
+    assert_int_equal(h_cmd_int(admin, "EXISTS redisson_lock_queue:{%s}", fair_name), 0);
+
+    rlock_free(plain);
+    rlock_free(fair);
+    rlock_free(rd);
+    rlock_free(wr);
+    rlock_client_close(c);
+    h_cmd_ok(admin, "ACL DELUSER %s", user);
+}
+
+/*
+ * A user who may lock but not unlock -- no PUBLISH on the unlock channel, no
+ * DEL on the key -- is refused the lock itself, for every kind: RLOCK_ENOPERM
+ * naming the missing command, nothing written in Redis, nothing held.
+ * Redis < 7.0 has no redis.acl_check_cmd: there the lock is taken and its
+ * unlock is refused with the lock left held (docs/failure-modes.md), which
+ * is what this test asserts on such a server.
+ * Old code: lock() succeeded, and the first unlock failed with RLOCK_ENOPERM,
+ * leaving the lock to linger until its lease ran out.
+ */
+static void test_lock_refused_for_its_unlock(void **state) {
+    h_server *own = NULL;
+    const char *base = h_url();
+    redisContext *admin;
+    (void)state;
+
+    if (strncmp(base, "redis://", 8) != 0 || strchr(base + 8, '@') || strchr(base + 8, '/')) {
+        own = h_server_start();
+        base = h_server_url(own);
+        admin = h_server_redis(own);
+    } else {
+        admin = h_redis();
+    }
+    if (server_major(admin) >= 7) {
+        refused_case(admin, base, "resetchannels", "+publish", "publish");
+        refused_case(admin, base, "&*", "-del", "del");
+    } else {
+        char user[64], url[512];
+        const char *name = h_unique_name("laterperm");
+        snprintf(user, sizeof user, "rlock-later-%ld-%lld", (long)getpid(), h_now_us());
+        h_cmd_ok(admin, "ACL SETUSER %s on >pw ~* resetchannels +@all", user);
+        rlock_client *c = h_open_url(h_url_auth(url, sizeof url, base, user, "pw"), 0, 0);
+        rlock *l = h_get(c, name);
+        H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
+        H_ASSERT_RC(rlock_unlock(l), RLOCK_ENOPERM);
+        H_ASSERT_LOCK_IS(admin, name, rlock_client_id(c), 1);
+        H_ASSERT_RC(rlock_force_unlock(l), RLOCK_ENOPERM);
+        rlock_free(l);
+        rlock_client_close(c);
+        h_cmd_ok(admin, "DEL %s", name);
+        h_cmd_ok(admin, "ACL DELUSER %s", user);
+    }
     redisFree(admin);
     if (own)
         h_server_stop(own);
@@ -265,6 +377,7 @@ static void test_foreign_lock_is_a_lock(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unlock_refused_keeps_lock),
+        cmocka_unit_test(test_lock_refused_for_its_unlock),
         cmocka_unit_test(test_plain_hash_not_a_lock),
         cmocka_unit_test(test_ttl_hash_bad_field_not_a_lock),
         cmocka_unit_test(test_foreign_lock_is_a_lock),

@@ -37,7 +37,8 @@ static int attempt(const rlock *lock, const rlock__owner *owner, long long lease
                    rlock__attempt *answer) {
     char lease[24], field[RLOCK__OWNER_MAX], expected_str[24], wait[24], now[24];
     const char *argv[] = {lock->name, lock->queue, lock->timeouts, lease, field,
-                          expected_str, wait, now, wait_ms != 0 ? "1" : "0"};
+                          expected_str, wait, now, wait_ms != 0 ? "1" : "0", lock->channel,
+                          lock->publish_verb};
     size_t argvlen[] = {lock->name_len,
                         lock->queue_len,
                         lock->timeouts_len,
@@ -46,9 +47,11 @@ static int attempt(const rlock *lock, const rlock__owner *owner, long long lease
                         rlock__fmt_i64(expected_str, expected),
                         rlock__fmt_i64(wait, thread_wait_ms(lock, wait_ms)),
                         rlock__fmt_i64(now, rlock__wall_ms()),
-                        1};
+                        1,
+                        lock->channel_len,
+                        strlen(lock->publish_verb)};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_FAIR_ACQUIRE, .flags = RLOCK__CMD_WRITE,
-                      .argc = 9, .nkeys = 3, .argv = argv, .argvlen = argvlen};
+                      .argc = 11, .nkeys = 3, .argv = argv, .argvlen = argvlen};
     answer->outcome = RLOCK__ATTEMPT_NONE;
     return rlock__exec_read(lock->engine->net, &cmd, deadline_ms, NULL, rlock__read_attempt,
                             answer);

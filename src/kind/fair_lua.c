@@ -60,7 +60,9 @@
  *   ARGV[1] = lease ms, ARGV[2] = owner field, ARGV[3] = expected count,
  *   ARGV[4] = the waiter's wait ms (Redisson's threadWaitTime), ARGV[5] = now
  *   (wall-clock ms), ARGV[6] = '1' to join the queue when busy, '0' not to
- *   (Redisson's no-wait tryLock() never queues).
+ *   (Redisson's no-wait tryLock() never queues), ARGV[7] = the channel
+ *   prefix, ARGV[8] = the publish verb (FAIR_RELEASE's: later_refused asks
+ *   them, with the caller's own channel, before anything is written)
  * -> {1, count}  held: acquired (the lock was free and the queue empty or
  *                headed by the caller; the caller leaves the queue and, as in
  *                Redisson, every deadline left moves ARGV[4] earlier),
@@ -96,6 +98,9 @@ const char rlock__fair_acquire_lua[] =
     "local stale, head = stale_heads(now)\n"
     "local no = refused('hincrby', KEYS[1], me, '1') or refused('pexpire', KEYS[1], ARGV[1])\n"
     "  or refused('rpush', KEYS[2], me) or refused('zadd', KEYS[3], '0', me)\n"
+    "  or later_refused(ARGV[8], ARGV[7] .. ':' .. me, '0') or later_refused('del', KEYS[1])\n"
+    "  or later_refused('lpop', KEYS[2]) or later_refused('zrem', KEYS[3], me)\n"
+    "  or later_refused('hset', KEYS[1], me, '1') or later_refused('hexists', KEYS[1], me)\n"
     "if no then return no end\n"
     "drop_heads(stale)\n"
     "count = tonumber(count or 0)\n"

@@ -229,8 +229,8 @@ int rlock__hash_release_with(const rlock *lock, int script, const char *message,
 typedef struct rlock__lock_cmd {
     char number[2][24];
     char owner[RLOCK__OWNER_MAX];
-    const char *argv[5];
-    size_t argvlen[5];
+    const char *argv[7];
+    size_t argvlen[7];
     rlock__cmd cmd;
 } rlock__lock_cmd;
 /* ACQUIRE of lock for owner with lease_ms, owner believing it holds `expected`. */

@@ -32,7 +32,8 @@
     "  return redis.error_reply('NOTALOCK the hash ' .. key .. ' has no TTL or a field that is '" \
     " .. 'not <id>:<thread>: not a lock, left untouched')\n"                                      \
     "end\n"                                                                                       \
-    REFUSED_LUA
+    REFUSED_LUA                                                                                   \
+    LATER_REFUSED_LUA
 
 /*
  * refused(command, args...): nil if the ACL lets the caller run it, else the
@@ -44,6 +45,22 @@
     "  if redis.acl_check_cmd == nil or redis.acl_check_cmd(...) then return nil end\n"           \
     "  return redis.error_reply('NOPERM this user has no permissions to run ' .. select(1, ...)\n" \
     "    .. ' on ' .. select(2, ...) .. ' (rlock checked before changing anything)')\n"           \
+    "end\n"
+
+/*
+ * later_refused(...): refused(...) for a command that the hold's unlock or
+ * renewal will run, asked by an acquire before it takes the hold: a user who
+ * may lock but not unlock (no PUBLISH on the channel, no DEL on the key) is
+ * refused at once with nothing held, not after its critical section with a
+ * lock it cannot give back. Each acquire asks it for what its kind's release
+ * and renewal scripts run (one key's and one channel's rules; the fair
+ * lock's next head's channel is asked as the caller's own).
+ */
+#define LATER_REFUSED_LUA                                                                         \
+    "local function later_refused(...)\n"                                                         \
+    "  if redis.acl_check_cmd == nil or redis.acl_check_cmd(...) then return nil end\n"           \
+    "  return redis.error_reply('NOPERM this user has no permissions to run ' .. select(1, ...)\n" \
+    "    .. ' on ' .. select(2, ...) .. ', which the unlock or renewal would need: not taken')\n"  \
     "end\n"
 
 /*

@@ -82,8 +82,12 @@ void rlock__acquire_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
     lease_owner(a, k, lock, owner, lease_ms);
     a->argv[k + 2] = a->number[1];
     a->argvlen[k + 2] = rlock__fmt_i64(a->number[1], expected);
+    a->argv[k + 3] = lock->channel; /* what the release will need, asked first */
+    a->argvlen[k + 3] = lock->channel_len;
+    a->argv[k + 4] = lock->publish_verb;
+    a->argvlen[k + 4] = strlen(lock->publish_verb);
     a->cmd = (rlock__cmd){.script = RLOCK__SCRIPT_ACQUIRE, .flags = RLOCK__CMD_WRITE,
-                          .argc = k + 3, .nkeys = k, .argv = a->argv, .argvlen = a->argvlen};
+                          .argc = k + 5, .nkeys = k, .argv = a->argv, .argvlen = a->argvlen};
 }
 
 static int attempt(const rlock *lock, const rlock__owner *owner, long long lease_ms,

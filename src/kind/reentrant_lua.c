@@ -40,7 +40,8 @@
 
 /*
  * ACQUIRE  KEYS[1] = name, fenced lock: KEYS[2] = its token counter
- *          ARGV[1] = lease ms, ARGV[2] = owner field, ARGV[3] = expected count
+ *          ARGV[1] = lease ms, ARGV[2] = owner field, ARGV[3] = expected count,
+ *          ARGV[4] = channel, ARGV[5] = publish verb (RELEASE's: see later_refused)
  * -> {1, count}  the caller holds it: acquired or re-entered (Redis had the
  *                expected count), or an earlier send of this same call already
  *                applied (Redis has expected + 1); the TTL is set to the lease.
@@ -58,6 +59,9 @@
  *    {2, count}  the caller's expected count is stale (its hold was lost, or
  *                an earlier call's outcome is unknown): nothing changed; the
  *                caller decides (a loss, or a re-base and a new send).
+ *    NOPERM      the ACL refuses a write of this script or a command its
+ *                RELEASE or RENEW will run (checked before any write, so a
+ *                user who could not unlock never holds).
  *    NOTALOCK    the key is a hash that is not a lock: also a read-write
  *                lock's hash that has the caller's field (its reader
  *                field is the same string), checked only when the field
@@ -82,6 +86,8 @@ static const char acquire_lua[] =
     "end\n"
     "local no = refused('pexpire', KEYS[1], ARGV[1])\n"
     "  or (KEYS[2] and count == expected and refused('hincrby', KEYS[1], ARGV[2], '1'))\n"
+    "  or later_refused(ARGV[5], ARGV[4], '0') or later_refused('del', KEYS[1])\n"
+    "  or later_refused('hset', KEYS[1], ARGV[2], '1') or later_refused('hexists', KEYS[1], ARGV[2])\n"
     "if no then return no end\n"
     "if KEYS[2] then redis.call('incr', KEYS[2]) end\n"
     "if count == expected then\n"

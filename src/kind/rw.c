@@ -63,8 +63,8 @@ static const rlock__renewer write_renewer = {.script = RLOCK__SCRIPT_RW_RENEW,
 /* An RW_READ_ACQUIRE or RW_WRITE_ACQUIRE command with its argument strings. */
 typedef struct acquire_cmd {
     char lease[24], reader[RLOCK__OWNER_MAX], expected[24], ttl[24];
-    const char *argv[7];
-    size_t argvlen[7];
+    const char *argv[9];
+    size_t argvlen[9];
     rlock__cmd cmd;
 } acquire_cmd;
 
@@ -84,9 +84,11 @@ static void acquire_cmd_init(acquire_cmd *a, const rlock *lock, uint64_t owner,
     put(a, 4, a->expected, rlock__fmt_i64(a->expected, expected));
     put(a, 5, waits ? "1" : "0", 1); /* RW_WRITE_ACQUIRE only, as the next */
     put(a, 6, a->ttl, rlock__fmt_i64(a->ttl, WRITERS_TTL_MS));
+    put(a, 7, lock->channel, lock->channel_len); /* what the release will need, asked first */
+    put(a, 8, lock->publish_verb, strlen(lock->publish_verb));
     a->cmd = (rlock__cmd){.script = write ? RLOCK__SCRIPT_RW_WRITE_ACQUIRE
                                           : RLOCK__SCRIPT_RW_READ_ACQUIRE,
-                          .flags = RLOCK__CMD_WRITE, .argc = write ? 7 : 5, .nkeys = 2,
+                          .flags = RLOCK__CMD_WRITE, .argc = 9, .nkeys = 2,
                           .argv = a->argv, .argvlen = a->argvlen};
 }
 

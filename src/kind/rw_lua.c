@@ -99,7 +99,8 @@
 /*
  * RW_READ_ACQUIRE  KEYS[1] = name, KEYS[2] = the waiting writers' set
  *   ARGV[1] = lease ms, ARGV[2] = the reader field "<uuid>:<thread>",
- *   ARGV[3] = expected count
+ *   ARGV[3] = expected count, ARGV[4] and ARGV[5] unused (RW_WRITE_ACQUIRE's),
+ *   ARGV[6] = channel, ARGV[7] = publish verb (the release's: later_refused)
  * -> {1, count}  held: a new read hold (the lock was free, in read mode, or
  *                in write mode held by this very thread: a downgrade), a
  *                re-entry (never held back), or an earlier send of this call
@@ -110,7 +111,8 @@
  *                (ms = the writers' set's PTTL + 1: come back when it has
  *                gone; 100 for a set without a TTL); nothing changed.
  *    {2, count}  the caller's expected count is stale: nothing changed.
- *    NOTALOCK, NOPERM: nothing changed.
+ *    NOTALOCK, NOPERM (also for what the release or renewal will run):
+ *    nothing changed.
  */
 const char rlock__rw_read_acquire_lua[] =
     RW_PRELUDE_LUA
@@ -149,6 +151,8 @@ const char rlock__rw_read_acquire_lua[] =
     "local key, held = hold_key(KEYS[1], me, n), int(n)\n"
     "local no = refused('hset', KEYS[1], 'mode', 'read', me, held)\n"
     "  or refused('set', key, '1', 'px', ARGV[1]) or refused('pexpire', KEYS[1], ARGV[1])\n"
+    "  or later_refused(ARGV[7], ARGV[6], '0') or later_refused('del', KEYS[1], key)\n"
+    "  or later_refused('hdel', KEYS[1], me) or later_refused('pexpire', key, ARGV[1])\n"
     "if no then return no end\n"
     "if not mode then\n"
     "  redis.call('hset', KEYS[1], 'mode', 'read', me, held)\n"
@@ -168,7 +172,8 @@ const char rlock__rw_read_acquire_lua[] =
  *   ARGV[1] = lease ms, ARGV[2] = the caller's reader field (its writer
  *   field is that + ":write"), ARGV[3] = expected count, ARGV[4] = '1' if
  *   the caller waits (joins the writers' set when busy), ARGV[5] = the
- *   set's TTL ms
+ *   set's TTL ms, ARGV[6] = channel, ARGV[7] = publish verb (the release's:
+ *   later_refused)
  * -> {1, count}  held: the lock was free (the caller leaves the set), a
  *                re-entry, or an earlier send of this call already applied;
  *                the TTL is set to at least the lease.
@@ -196,6 +201,8 @@ const char rlock__rw_write_acquire_lua[] =
     "  or refused('hincrby', KEYS[1], writer, '1') or refused('pexpire', KEYS[1], ARGV[1])\n"
     "  or refused('sadd', KEYS[2], writer) or refused('srem', KEYS[2], writer)\n"
     "  or refused('pexpire', KEYS[2], ARGV[5])\n"
+    "  or later_refused(ARGV[7], ARGV[6], '1') or later_refused('del', KEYS[1], KEYS[2])\n"
+    "  or later_refused('hdel', KEYS[1], writer)\n"
     "if no then return no end\n"
     "local count = 0\n"
     "if mode == 'write' then count = tonumber(redis.call('hget', KEYS[1], writer) or 0) end\n"

@@ -48,8 +48,8 @@ typedef struct config {
 typedef struct base_thread {
     redisContext *c;
     char key[64], channel[96], owner[64];
-    const char *acq_argv[7], *rel_argv[8];
-    size_t acq_len[7], rel_len[8];
+    const char *acq_argv[9], *rel_argv[8];
+    size_t acq_len[9], rel_len[8];
 } base_thread;
 
 static int load_script(redisContext *c, const char *body, char *sha) {
@@ -72,10 +72,11 @@ static void *base_init(void *arg, int index) {
     snprintf(t->key, sizeof t->key, "bench:base:%d:%d", (int)getpid(), index);
     snprintf(t->channel, sizeof t->channel, "redisson_lock__channel:{%s}", t->key);
     snprintf(t->owner, sizeof t->owner, "%s:%d", cfg->uuid, index + 1);
-    const char *acq[] = {"EVALSHA", cfg->acquire_sha, "1", t->key, "30000", t->owner, "0"};
+    const char *acq[] = {"EVALSHA", cfg->acquire_sha, "1", t->key, "30000", t->owner, "0",
+                         t->channel, "publish"};
     const char *rel[] = {"EVALSHA", cfg->release_sha, "1",       t->key,
                          t->owner,  "1",              t->channel, "publish"};
-    floor_set_args(t->acq_argv, t->acq_len, 7, acq);
+    floor_set_args(t->acq_argv, t->acq_len, 9, acq);
     floor_set_args(t->rel_argv, t->rel_len, 8, rel);
     return t;
 }
@@ -83,7 +84,7 @@ static void *base_init(void *arg, int index) {
 /* One lock + unlock; checks the replies mean "acquired 1" and "released". */
 static int base_cycle(void *state) {
     base_thread *t = state;
-    redisReply *r = redisCommandArgv(t->c, 7, t->acq_argv, t->acq_len);
+    redisReply *r = redisCommandArgv(t->c, 9, t->acq_argv, t->acq_len);
     int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
              r->element[0]->integer == 1 && r->element[1]->integer == 1;
     if (r)

@@ -82,7 +82,7 @@ static char acquire_sha[41], release_sha[41]; /* loaded once on the master */
 
 typedef struct raw_thread {
     redisContext *c;
-    const char *acq[8], *rel[8];
+    const char *acq[9], *rel[8];
     char key[64], channel[96];
 } raw_thread;
 
@@ -94,7 +94,8 @@ static void *raw_init(void *arg, int index) {
     }
     snprintf(t->key, sizeof t->key, "bench:sentinel:raw:%d:%d", (int)getpid(), index);
     snprintf(t->channel, sizeof t->channel, "redisson_lock__channel:{%s}", t->key);
-    const char *acq[] = {"EVALSHA", acquire_sha, "1", t->key, "30000", "bench-owner:1", "0", NULL};
+    const char *acq[] = {"EVALSHA", acquire_sha, "1", t->key, "30000", "bench-owner:1", "0",
+                         t->channel, "publish"};
     const char *rel[] = {"EVALSHA", release_sha,  "1", t->key, "bench-owner:1", "1",
                          t->channel, "publish"};
     memcpy(t->acq, acq, sizeof acq);
@@ -119,7 +120,7 @@ static int script_and_wait(raw_thread *t, int argc, const char **argv) {
 
 static int raw_cycle(void *state) {
     raw_thread *t = state;
-    return script_and_wait(t, 7, t->acq) == 0 ? script_and_wait(t, 8, t->rel) : -1;
+    return script_and_wait(t, 9, t->acq) == 0 ? script_and_wait(t, 8, t->rel) : -1;
 }
 
 static void raw_fini(void *state) {

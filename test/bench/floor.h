@@ -50,8 +50,8 @@ typedef struct floor_party {
     floor_shm *sh;
     redisContext *cmd, *sub;
     int me;
-    const char *acq_argv[7], *rel_argv[8];
-    size_t acq_len[7], rel_len[8];
+    const char *acq_argv[9], *rel_argv[8];
+    size_t acq_len[9], rel_len[8];
     char owner[64], mine[128], peers[128];
 } floor_party;
 
@@ -64,7 +64,7 @@ static inline void floor_set_args(const char **argv, size_t *len, int n, const c
 
 /* Runs the acquire script; returns 1 acquired, 0 held by the other, -1 error. */
 static inline int floor_acquire(floor_party *p) {
-    redisReply *r = redisCommandArgv(p->cmd, 7, p->acq_argv, p->acq_len);
+    redisReply *r = redisCommandArgv(p->cmd, 9, p->acq_argv, p->acq_len);
     int got = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? (int)r->element[0]->integer : -1;
     if (r)
         freeReplyObject(r);
@@ -83,10 +83,11 @@ static inline int floor_open(floor_party *p, const floor_cfg *cfg) {
     snprintf(p->owner, sizeof p->owner, "%s:%d", cfg->uuid, p->me + 1);
     snprintf(p->mine, sizeof p->mine, "redisson_lock__channel:{%s}:%d", cfg->key, p->me);
     snprintf(p->peers, sizeof p->peers, "redisson_lock__channel:{%s}:%d", cfg->key, 1 - p->me);
-    const char *acq[] = {"EVALSHA", cfg->acquire_sha, "1", cfg->key, "30000", p->owner, "0"};
+    const char *acq[] = {"EVALSHA", cfg->acquire_sha, "1", cfg->key, "30000", p->owner, "0",
+                         p->peers, cfg->publish};
     const char *rel[] = {"EVALSHA", cfg->release_sha, "1",      cfg->key,
                          p->owner,  "1",              p->peers, cfg->publish};
-    floor_set_args(p->acq_argv, p->acq_len, 7, acq);
+    floor_set_args(p->acq_argv, p->acq_len, 9, acq);
     floor_set_args(p->rel_argv, p->rel_len, 8, rel);
     p->cmd = raw_connect(cfg->cmd_url);
     p->sub = raw_connect(cfg->sub_url);

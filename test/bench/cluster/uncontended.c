@@ -77,7 +77,7 @@ typedef struct unc_raw {
     redisContext *c[NMASTERS];
     char owner[64];
     char channel[UNC_NAMES][80];
-    const char *acq[UNC_NAMES][7], *rel[UNC_NAMES][8];
+    const char *acq[UNC_NAMES][9], *rel[UNC_NAMES][8];
     int next;
 } unc_raw;
 
@@ -99,7 +99,8 @@ static void *unc_raw_init(void *arg, int index) {
         snprintf(t->channel[i], sizeof t->channel[i], "redisson_lock__channel:{%.47s}",
                  unc_names[i]);
         /* SPUBLISH: the channel's hash tag is the name, so it is in the name's slot. */
-        const char *acq[] = {"EVALSHA", acquire_sha, "1", unc_names[i], "30000", t->owner, "0"};
+        const char *acq[] = {"EVALSHA", acquire_sha, "1", unc_names[i], "30000", t->owner, "0",
+                             t->channel[i], "spublish"};
         const char *rel[] = {"EVALSHA", release_sha, "1",           unc_names[i],
                              t->owner,  "1",         t->channel[i], "spublish"};
         memcpy(t->acq[i], acq, sizeof acq);
@@ -113,7 +114,7 @@ static int unc_raw_cycle(void *state) {
     int i = t->next;
     redisContext *c = t->c[unc_owner[i]];
     t->next = (i + 1) % UNC_NAMES;
-    redisReply *r = redisCommandArgv(c, 7, t->acq[i], NULL);
+    redisReply *r = redisCommandArgv(c, 9, t->acq[i], NULL);
     int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
              r->element[0]->integer == 1 && r->element[1]->integer == 1;
     if (!ok)
