@@ -38,6 +38,7 @@
  * holds table has its own mutex. No mutex is
  * held during the round trip.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
