@@ -60,7 +60,30 @@ REAL_CFLAGS := -std=c11 -D_GNU_SOURCE -pthread -g $(OPTIMIZATION) -fPIC $(WARNIN
                -Iinclude $(CFLAGS) $(RLOCK_CFLAGS)
 LIB_CFLAGS := $(REAL_CFLAGS) -fvisibility=hidden
 REAL_LDFLAGS := -pthread $(SAN_FLAGS) $(LDFLAGS)
-LIBS := -lhiredis -luuid
+
+# Which hiredis (0.14 or 1.x): HIREDIS_PREFIX=/opt/hiredis (its include/ and lib/, the
+# library found there at run time too), else pkg-config's hiredis, else the compiler's
+# own paths (Debian's libhiredis-dev); CFLAGS/LDFLAGS given by hand still come first.
+HIREDIS_PREFIX ?=
+ifneq ($(HIREDIS_PREFIX),)
+HIREDIS_CFLAGS := -I$(HIREDIS_PREFIX)/include
+HIREDIS_LIBS := -L$(HIREDIS_PREFIX)/lib -Wl,-rpath,$(HIREDIS_PREFIX)/lib -lhiredis
+else
+HIREDIS_CFLAGS := $(shell pkg-config --cflags-only-I hiredis 2>/dev/null)
+HIREDIS_LIBS := $(or $(shell pkg-config --libs hiredis 2>/dev/null),-lhiredis)
+endif
+REAL_CFLAGS += $(HIREDIS_CFLAGS)
+LIB_CFLAGS += $(HIREDIS_CFLAGS)
+LIBS := $(HIREDIS_LIBS) -luuid
+
+# Which server the tests run (make test REDIS_SERVER=/opt/valkey/bin/valkey-server): a bin
+# directory of its own named as the tests expect (scripts/server-bin.sh) goes first in PATH.
+REDIS_SERVER ?=
+ifneq ($(REDIS_SERVER),)
+SERVER_BIN := $(abspath $(BUILD)/server-bin)
+export PATH := $(SERVER_BIN):$(PATH)
+SERVER_SETUP = @scripts/server-bin.sh $(REDIS_SERVER) $(SERVER_BIN)
+endif
 
 ifeq ($(V),1)
 Q :=
@@ -237,6 +260,7 @@ $(REDISSON_ACTOR): test/redisson/actors/rlock_actor.c $(STLIB) include/rlock.h
 
 deps:
 	@scripts/deps.sh
+	$(SERVER_SETUP)
 
 tools: deps all $(TEST_BINS) $(FAULT_BINS) $(SENTINEL_BINS) $(CLUSTER_BINS) $(REDLOCK_BINS)
 

@@ -56,7 +56,7 @@ static void test_least_privilege_acl(void **state) {
     struct h_try t;
     (void)state;
 
-    h_cmd_ok(r, "ACL SETUSER %s on >secret ~locks:* &redisson_lock__channel:* +evalsha +eval "
+    h_cmd_ok(r, "ACL SETUSER %s on >secret ~locks:* resetchannels &redisson_lock__channel:* +evalsha +eval "
                 "+script|load +hget +hexists +hlen +pttl +select +ping +subscribe +unsubscribe "
                 "+publish +hincrby +hset +pexpire +del +exists +type +hkeys ~rlock:client:* "
                 "+client|setname", user);

@@ -290,7 +290,7 @@ static void test_url_without_credentials(void **state) {
 
 /* The least-privilege user of docs/failure-modes.md without the two rules operations.md adds. */
 static void set_user(redisContext *r, const char *user) {
-    h_cmd_ok(r, "ACL SETUSER %s reset on >secret ~locks:* &redisson_lock__channel:* +evalsha "
+    h_cmd_ok(r, "ACL SETUSER %s reset on >secret ~locks:* resetchannels &redisson_lock__channel:* +evalsha "
                 "+eval +script|load +hget +hexists +hlen +pttl +select +ping +subscribe "
                 "+unsubscribe +publish +hincrby +hset +pexpire +del +exists +type +hkeys",
              user);

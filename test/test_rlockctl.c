@@ -564,7 +564,8 @@ static void test_refused_reads(void **state) {
     expect_refused(name, "-type", "TYPE", "show");            /* was: "not locked" (1) */
     expect_refused(name, "-hgetall", "HGETALL", "show");      /* was: "not a lock" (5) */
     expect_refused(name, "-pttl", "PTTL", "show");            /* was: "no TTL" (5) */
-    expect_refused(name, "-pubsub|numsub", "PUBSUB", "show"); /* was: 0 waiters */
+    /* was: 0 waiters (Redis 6.2 takes no subcommand after '-') */
+    expect_refused(name, h_server_major(r) >= 7 ? "-pubsub|numsub" : "-pubsub", "PUBSUB", "show");
     expect_refused(pattern, "-hgetall", "HGETALL", "list");   /* was: nothing matched (1) */
     /* the owner's registration unreadable: was "unregistered" */
     expect_refused(name, "resetkeys ~rlock-test:* ~redisson_*", "rlock:client:", "show");

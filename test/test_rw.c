@@ -1175,7 +1175,7 @@ static void test_least_privilege_acl(void **state) {
     (void)state;
     snprintf(user, sizeof user, "rwlocker%d", (int)getpid());
     h_cmd_ok(r, "ACL SETUSER %s on >secret ~locks:* ~{locks:* ~rlock_rwlock_writers:{locks:* "
-                "&redisson_rwlock:* +evalsha +eval +script|load +hget +hexists +hlen +pttl +select "
+                "resetchannels &redisson_rwlock:* +evalsha +eval +script|load +hget +hexists +hlen +pttl +select "
                 "+ping +subscribe +unsubscribe +publish +hincrby +hset +pexpire +del +exists +type "
                 "+hkeys +hgetall +hdel +set +sadd +srem", user);
     snprintf(name, sizeof name, "locks:%s", h_unique_name("rw"));

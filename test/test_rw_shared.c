@@ -458,11 +458,18 @@ static void test_give_back_refused(void **state) {
     h_sleep_ms(300);
     assert_int_equal(reader_fields(f.r, f.name, field, sizeof field), 1);
     /* Nobody joins it (a join asks nothing of Redis): a reader asks for a hold of its own,
-     * refused because its unlock would be. */
-    H_ASSERT_RC(rlock_lock(rd), RLOCK_ENOPERM);
-    assert_int_equal(rlock_hold_count(rd), 0);
+     * refused because its unlock would be (Redis >= 7.0; 6.2 cannot ask ahead: the hold is
+     * taken, and its unlock, not the last reader's, publishes nothing and goes through). */
     owner_field(c, rlock_thread_owner(), own, sizeof own);
-    assert_int_equal(hget(f.r, f.name, own), -1);
+    if (h_server_major(f.r) >= 7) {
+        H_ASSERT_RC(rlock_lock(rd), RLOCK_ENOPERM);
+        assert_int_equal(rlock_hold_count(rd), 0);
+        assert_int_equal(hget(f.r, f.name, own), -1);
+    } else {
+        H_ASSERT_RC(rlock_lock(rd), RLOCK_OK);
+        assert_int_equal(hget(f.r, f.name, own), 1);
+        H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
+    }
     H_ASSERT_RC(rlock_try_lock(f.owr, 0, RLOCK_LEASE_WATCHDOG), RLOCK_BUSY);
     /* Allowed again: the releaser's next try gives it back. */
     h_cmd_ok(f.r, "ACL SETUSER %s allchannels", user);

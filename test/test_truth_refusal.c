@@ -74,8 +74,10 @@ static void test_unlock_refused_keeps_lock(void **state) {
     rlock_last_error_info(&info);
     assert_int_equal(info.status, RLOCK_ENOPERM);
     assert_non_null(info.redis_error);
-    if (strstr(info.redis_error, "NOPERM") == NULL)
-        fail_msg("redis_error \"%s\" does not name NOPERM (message: %s)", info.redis_error,
+    /* Redis 6.2 has no NOPERM inside a script: "... The user executing the script can't
+     * publish to the channel ..." */
+    if (strstr(info.redis_error, h_server_major(admin) >= 7 ? "NOPERM" : "can't publish") == NULL)
+        fail_msg("redis_error \"%s\" does not name the refusal (message: %s)", info.redis_error,
                  info.message ? info.message : "(null)");
     /* Nothing changed: still ours, count 1, with a TTL. */
     H_ASSERT_LOCK_IS(admin, name, rlock_client_id(c), 1);
@@ -100,7 +102,7 @@ static void test_unlock_refused_keeps_lock(void **state) {
     H_ASSERT_RC(rlock_force_unlock(l), RLOCK_ENOPERM);
     rlock_last_error_info(&info);
     assert_int_equal(info.status, RLOCK_ENOPERM);
-    assert_non_null(strstr(info.redis_error, "NOPERM"));
+    assert_non_null(strstr(info.redis_error, h_server_major(admin) >= 7 ? "NOPERM" : "can't publish"));
     H_ASSERT_LOCK_IS(admin, name, rlock_client_id(c), 1);
     assert_true(h_pttl(admin, name, n) > 0);
     h_sleep_ms(WD / 3 + H_MS(100));
@@ -116,15 +118,6 @@ static void test_unlock_refused_keeps_lock(void **state) {
     redisFree(admin);
     if (own)
         h_server_stop(own);
-}
-
-/* The server's major version (INFO server's redis_version; Valkey reports its Redis one). */
-static int server_major(redisContext *r) {
-    char *info = h_cmd_str(r, "INFO server");
-    const char *v = info ? strstr(info, "redis_version:") : NULL;
-    int major = v ? atoi(v + strlen("redis_version:")) : 0;
-    free(info);
-    return major;
 }
 
 /* Fails unless the last error is RLOCK_ENOPERM naming `command` and saying nothing was taken. */
@@ -203,7 +196,7 @@ static void test_lock_refused_for_its_unlock(void **state) {
     } else {
         admin = h_redis();
     }
-    if (server_major(admin) >= 7) {
+    if (h_server_major(admin) >= 7) {
         refused_case(admin, base, "resetchannels", "+publish", "publish");
         refused_case(admin, base, "&*", "-del", "del");
     } else {

@@ -236,11 +236,25 @@ typedef struct conn_count {
     redisContext *kill_on; /* h_kill_named: CLIENT KILL ID of the named ones here */
 } conn_count;
 
+int h_server_major(redisContext *c) {
+    char *info = h_cmd_str(c, "INFO server");
+    const char *v = info ? strstr(info, "redis_version:") : NULL;
+    int major = v ? atoi(v + strlen("redis_version:")) : 0;
+    free(info);
+    return major;
+}
+
+/* Whether CLIENT LIST's line has `field` (" sub=") with a count other than 0 (6.2 has no ssub). */
+static int counted(const char *line, const char *field) {
+    const char *at = strstr(line, field);
+    return at != NULL && atoll(at + strlen(field)) != 0;
+}
+
 static void count_conn(const char *line, const char *name, long long id, void *arg) {
     conn_count *cc = arg;
     if (strcmp(name, cc->want) == 0) {
         cc->n.named++;
-        cc->n.named_sub += strstr(line, " sub=0 ") == NULL || strstr(line, " ssub=0 ") == NULL;
+        cc->n.named_sub += counted(line, " sub=") || counted(line, " ssub=");
         if (cc->kill_on != NULL)
             h_cmd_ok(cc->kill_on, "CLIENT KILL ID %lld", id);
     } else if (name[0] == '\0') {

@@ -53,6 +53,9 @@ long long h_pttl(redisContext *c, const char *name, size_t len);
 /* HGET key field as a number (0 if the field or the key is absent). */
 long long h_hget_int(redisContext *c, const char *key, const char *field);
 
+/* The server's major version: INFO server's redis_version (Valkey 8 says 7.2.4 there: the
+ * Redis release it is compatible with). Behaviour that differs by version is tested by it. */
+int h_server_major(redisContext *c);
 /* calls=N of "cmdstat_<cmd>" in INFO commandstats (0 if absent). */
 long long h_commandstat_calls(redisContext *c, const char *cmd);
 /* Script calls so far (EVALSHA + EVAL). */

@@ -123,6 +123,38 @@ static unsigned next_random(void) {
     return r;
 }
 
+static const char *debug_option_exe;
+static int debug_option_taken = 1;
+
+static void ask_debug_option(void) {
+    char cmd[PATH_MAX + 32], line[256] = "";
+    snprintf(cmd, sizeof cmd, "'%s' --version 2>/dev/null", debug_option_exe);
+    FILE *p = popen(cmd, "r");
+    if (p == NULL)
+        return;
+    if (fgets(line, sizeof line, p) == NULL)
+        line[0] = '\0';
+    pclose(p);
+    const char *v = strstr(line, " v=");
+    debug_option_taken = v == NULL || atoi(v + 3) >= 7;
+}
+
+/*
+ * Whether exe takes --enable-debug-command (Redis >= 7.0, Valkey; 6.2 has no
+ * such option and lets every connection run DEBUG): asked once, of the first
+ * server started ("Redis server v=6.2.14 ...").
+ */
+static int takes_debug_option(const char *exe) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&mu);
+    if (debug_option_exe == NULL)
+        debug_option_exe = strdup(exe);
+    pthread_mutex_unlock(&mu);
+    pthread_once(&once, ask_debug_option);
+    return debug_option_taken;
+}
+
 /* The redis-server command line of s (argv has room for 32). */
 static void server_argv(const h_server *s, char *exe, char *port, char *logfile, char **argv) {
     int i = 0;
@@ -139,8 +171,10 @@ static void server_argv(const h_server *s, char *exe, char *port, char *logfile,
     argv[i++] = (char *)"";
     argv[i++] = (char *)"--appendonly";
     argv[i++] = (char *)"no";
-    argv[i++] = (char *)"--enable-debug-command";
-    argv[i++] = (char *)"local";
+    if (takes_debug_option(exe)) {
+        argv[i++] = (char *)"--enable-debug-command";
+        argv[i++] = (char *)"local";
+    }
     argv[i++] = (char *)"--daemonize";
     argv[i++] = (char *)"no";
     argv[i++] = (char *)"--protected-mode";
