@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # rlock - hand-written Makefile in the style of hiredis/redis.
 #
 #   make                 librlock.a, librlock.so (soname from include/rlock.h), rlock.pc,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # check-install.sh - proves the install a user relies on: `make install` to a
 # temporary PREFIX, then the README's examples (every C block with a main)
 # built with pkg-config against that prefix and run against a throwaway
