@@ -143,7 +143,11 @@ PC_LINES = 'prefix=$(1)' 'libdir=$${prefix}/$(LIBDIR)' \
   'includedir=$${prefix}/$(INCLUDEDIR)' '' 'Name: rlock' \
   'Description: Redisson-compatible reentrant Redis locks for C' 'Version: $(VERSION)' \
   'Libs: -L$${libdir} -lrlock' \
-  'Libs.private: -lhiredis -luuid -pthread' 'Cflags: -I$${includedir}'
+  'Libs.private: $(strip $(addprefix -L,$(LINK_DIRS)) -lhiredis -luuid -pthread)' 'Cflags: -I$${includedir}'
+
+# The -L directories librlock was linked with (LDFLAGS, hiredis's flags): where a
+# static link finds the same hiredis (rlock.pc's Libs.private, the CMake package).
+LINK_DIRS = $(patsubst -L%,%,$(filter -L%,$(REAL_LDFLAGS) $(LIBS)))
 
 $(PCFILE): include/rlock.h Makefile
 	@mkdir -p $(dir $@)
@@ -155,7 +159,7 @@ $(PCFILE): include/rlock.h Makefile
 # package names its prefix: install writes it anew for the PREFIX given then.
 SIZEOF_VOID_P := $(shell echo __SIZEOF_POINTER__ | $(CC) -E -P - 2>/dev/null)
 SUBST = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@VERSION_MAJOR@|$(VERSION_MAJOR)|g' \
-  -e 's|@SONAME@|$(SONAME)|g' -e 's|@SIZEOF_VOID_P@|$(SIZEOF_VOID_P)|g' \
+  -e 's|@SONAME@|$(SONAME)|g' -e 's|@SIZEOF_VOID_P@|$(SIZEOF_VOID_P)|g' -e 's|@LINK_DIRS@|$(LINK_DIRS)|g' \
   -e 's|@LIBDIR@|$(1)/$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(1)/$(INCLUDEDIR)|g'
 
 $(BUILD)/cmake/%.cmake: cmake/%.cmake.in include/rlock.h Makefile

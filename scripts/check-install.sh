@@ -72,6 +72,15 @@ links_librlock_so() {
     readelf -d "$1" | grep -q 'NEEDED.*librlock\.so'
 }
 
+# The hiredis a binary needs (its soname), which must be the one librlock.so was linked
+# with: a static consumer linking the system's hiredis beside a librlock.a built for
+# another would mix two ABIs.
+hiredis_of() {
+    readelf -d "$1" | sed -n 's/.*NEEDED.*\[\(libhiredis[^]]*\)\].*/\1/p'
+}
+hiredis=$(hiredis_of "$prefix/lib/librlock.so")
+[ -n "$hiredis" ] || fail "librlock.so needs no libhiredis"
+
 # CMake: one project building every example against each imported target, and
 # asking for a version of another major, which the version file must refuse.
 version=$(pkg-config --modversion rlock)
@@ -106,13 +115,19 @@ for example in $examples; do
     # shellcheck disable=SC2046
     cc -o "$tmp/${name}_pc_shared" "$example" $(pkg-config --cflags --libs rlock) -Wl,-rpath,"$prefix/lib"
     # --static: the same flags with hiredis, uuid and pthread, and librlock.a by name (-l: takes
-    # a file name) since -lrlock would pick the .so beside it.
+    # a file name) since -lrlock would pick the .so beside it; an -rpath for each -L (a
+    # hiredis of its own prefix, make check-install LDFLAGS=-L...).
     # shellcheck disable=SC2046
-    cc -o "$tmp/${name}_pc_static" "$example" $(pkg-config --static --cflags --libs rlock | sed 's/-lrlock /-l:librlock.a /')
+    cc -o "$tmp/${name}_pc_static" "$example" $(pkg-config --static --cflags --libs rlock | sed 's/-lrlock /-l:librlock.a /') \
+        $(pkg-config --static --libs-only-L rlock | sed 's/-L/-Wl,-rpath,/g')
     links_librlock_so "$tmp/${name}_pc_shared" || fail "${name}_pc_shared does not link librlock.so"
     links_librlock_so "$tmp/${name}_pc_static" && fail "${name}_pc_static links librlock.so"
     links_librlock_so "$tmp/cmake/build/${name}_shared" || fail "rlock::rlock did not link librlock.so"
     links_librlock_so "$tmp/cmake/build/${name}_static" && fail "rlock::rlock_static linked librlock.so"
+    for binary in "$tmp/${name}_pc_static" "$tmp/cmake/build/${name}_static"; do
+        [ "$(hiredis_of "$binary")" = "$hiredis" ] ||
+            fail "${binary#"$tmp"/} needs '$(hiredis_of "$binary")', librlock.so was linked with $hiredis"
+    done
     binaries+=("$tmp/${name}_pc_shared" "$tmp/${name}_pc_static"
                "$tmp/cmake/build/${name}_shared" "$tmp/cmake/build/${name}_static")
 done
