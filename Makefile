@@ -2,6 +2,7 @@
 # rlock - hand-written Makefile in the style of hiredis/redis.
 #
 #   make                 librlock.a, librlock.so (soname from include/rlock.h), rlock.pc,
+#                        the CMake package and man pages (build/cmake, build/man), rlockctl,
 #                        and the examples (make examples: examples/*.c)
 #   make test            install missing Debian packages, start a throwaway redis-server,
 #                        run the whole suite, stop the server
