@@ -158,7 +158,7 @@ $(PCFILE): include/rlock.h Makefile
 # rlock::rlock and rlock::rlock_static) and the man pages (docs/man/) are
 # filled in by sed, so building rlock needs no CMake. Like the .pc, the
 # package names its prefix: install writes it anew for the PREFIX given then.
-SIZEOF_VOID_P := $(shell echo __SIZEOF_POINTER__ | $(CC) -E -P - 2>/dev/null)
+SIZEOF_VOID_P = $(shell echo __SIZEOF_POINTER__ | $(CC) -E -P - 2>/dev/null)
 SUBST = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@VERSION_MAJOR@|$(VERSION_MAJOR)|g' \
   -e 's|@SONAME@|$(SONAME)|g' -e 's|@SIZEOF_VOID_P@|$(SIZEOF_VOID_P)|g' -e 's|@LINK_DIRS@|$(LINK_DIRS)|g' \
   -e 's|@LIBDIR@|$(1)/$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(1)/$(INCLUDEDIR)|g'
