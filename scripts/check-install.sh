@@ -88,10 +88,16 @@ mkdir "$tmp/cmake"
 {
     echo 'cmake_minimum_required(VERSION 3.13)'
     echo 'project(rlock_check_install C)'
-    echo "find_package(rlock $((${version%%.*} + 1)) CONFIG QUIET)"
-    echo 'if(rlock_FOUND)'
-    echo '  message(FATAL_ERROR "find_package(rlock NEXT_MAJOR) found rlock ${rlock_VERSION}")'
-    echo 'endif()'
+    major=${version%%.*}
+    minor=${version#*.}
+    minor=${minor%%.*}
+    # SameMajorVersion: neither the next major nor a newer minor of this one.
+    for newer in "$((major + 1))" "$major.$((minor + 1))"; do
+        echo "find_package(rlock $newer CONFIG QUIET)"
+        echo 'if(rlock_FOUND)'
+        echo "  message(FATAL_ERROR \"find_package(rlock $newer) found rlock \${rlock_VERSION}\")"
+        echo 'endif()'
+    done
     echo "find_package(rlock $version CONFIG REQUIRED)"
     echo "if(NOT rlock_VERSION STREQUAL \"$version\")"
     echo '  message(FATAL_ERROR "rlock_VERSION is ${rlock_VERSION}")'
@@ -150,6 +156,12 @@ for page in man1/rlockctl.1 man3/rlock.3; do
     grep -q "^ *$title - " <<<"$rendered" || fail "man -l $file does not name $title"
     grep -q '@[A-Z_]*@' "$file" && fail "$file has a placeholder left: $(grep -o '@[A-Z_]*@' "$file" | head -1)"
     grep -q "rlock $version" <<<"$rendered" || fail "man -l $file does not say rlock $version"
+done
+# rlock.3 names only functions the header declares.
+for fn in $(grep -o ':*rlock_[a-z_]*' "$prefix/share/man/man3/rlock.3" | grep -v '^:' | sort -u); do
+    grep -q "RLOCK_EXTERN .*\b$fn(" "$prefix/include/rlock.h" ||
+        grep -q "typedef struct $fn\b\|} $fn;" "$prefix/include/rlock.h" ||
+        fail "rlock.3 names $fn, which rlock.h does not declare"
 done
 # rlockctl.1 is written from rlockctl --help: each command and option of the one is in the other.
 rendered=$(MANWIDTH=200 man -l -E UTF-8 "$prefix/share/man/man1/rlockctl.1" 2>/dev/null)
