@@ -1,6 +1,8 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # rlock - hand-written Makefile in the style of hiredis/redis.
 #
 #   make                 librlock.a, librlock.so (soname from include/rlock.h), rlock.pc,
+#                        the CMake package and man pages (build/cmake, build/man), rlockctl,
 #                        and the examples (make examples: examples/*.c)
 #   make test            install missing Debian packages, start a throwaway redis-server,
 #                        run the whole suite, stop the server
@@ -17,11 +19,14 @@
 #   make bench-redisson  rlock beside Java Redisson (RLock, fair lock), one throwaway
 #                        redis-server; installs Java 17 and Maven from Debian if missing
 #   make install PREFIX=/usr/local DESTDIR=     (make uninstall with the same PREFIX)
-#                        (the library, rlock.h, rlock.pc, and bin/rlockctl)
+#                        (the library, rlock.h, rlock.pc, the CMake package under
+#                        lib/cmake/rlock, bin/rlockctl, and the man pages rlockctl.1
+#                        and rlock.3)
 #   make check-install   install to a temp prefix, build and run the README example
+#                        through pkg-config and CMake, shared and static; check the man pages
 #
-# The user's CC, CFLAGS, LDFLAGS, PREFIX and DESTDIR are honoured; our flags are added
-# next to them, never instead of them.
+# The user's CC, CPPFLAGS, CFLAGS, LDFLAGS, PREFIX and DESTDIR are honoured; our flags
+# are added next to them, never instead of them.
 
 VERSION_MAJOR := $(shell sed -n 's/^\#define RLOCK_VERSION_MAJOR \([0-9]*\).*/\1/p' include/rlock.h)
 VERSION_MINOR := $(shell sed -n 's/^\#define RLOCK_VERSION_MINOR \([0-9]*\).*/\1/p' include/rlock.h)
@@ -38,6 +43,8 @@ INCLUDEDIR = include
 LIBDIR = lib
 BINDIR = bin
 PKGCONFDIR = pkgconfig
+CMAKEDIR = cmake/rlock
+MANDIR = share/man
 INSTALL ?= install
 
 WARNINGS := -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Wshadow -Wno-missing-field-initializers
@@ -57,7 +64,7 @@ endif
 
 BUILD ?= build$(if $(SAN),-$(SAN))
 REAL_CFLAGS := -std=c11 -D_GNU_SOURCE -pthread -g $(OPTIMIZATION) -fPIC $(WARNINGS) $(SAN_FLAGS) \
-               -Iinclude $(CFLAGS) $(RLOCK_CFLAGS)
+               -Iinclude $(CPPFLAGS) $(CFLAGS) $(RLOCK_CFLAGS)
 LIB_CFLAGS := $(REAL_CFLAGS) -fvisibility=hidden
 REAL_LDFLAGS := -pthread $(SAN_FLAGS) $(LDFLAGS)
 
@@ -97,6 +104,8 @@ STLIB := $(BUILD)/librlock.a
 SONAME := librlock.so.$(VERSION_MAJOR)
 DYLIB := $(BUILD)/librlock.so.$(VERSION)
 PCFILE := $(BUILD)/rlock.pc
+CMAKE_FILES := $(BUILD)/cmake/rlockConfig.cmake $(BUILD)/cmake/rlockConfigVersion.cmake
+MAN_PAGES := $(BUILD)/man/rlockctl.1 $(BUILD)/man/rlock.3
 
 TEST_SRCS := $(wildcard test/test_*.c)
 TEST_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRCS))
@@ -122,7 +131,7 @@ EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRCS))
 
 .PHONY: all examples deps test check test-sentinel test-cluster test-redlock test-redisson test-faults valgrind demo bench bench-redisson soak install uninstall clean noopt cppcheck tools check-install check-layers
 
-all: $(STLIB) $(DYLIB) $(PCFILE) $(RLOCKCTL) $(EXAMPLE_BINS)
+all: $(STLIB) $(DYLIB) $(PCFILE) $(CMAKE_FILES) $(MAN_PAGES) $(RLOCKCTL) $(EXAMPLE_BINS)
 
 examples: $(EXAMPLE_BINS)
 
@@ -151,15 +160,39 @@ $(DYLIB): $(OBJS)
 
 # The .pc names the prefix it is installed under, so install writes it anew
 # with the PREFIX given then; this build-tree copy uses the PREFIX of the build.
+# rlock.h includes no hiredis header, so hiredis is no Requires.private: that
+# would give every consumer hiredis's -I and -D flags (pkg-config --cflags
+# follows Requires.private). A static link gets hiredis from Libs.private.
 PC_LINES = 'prefix=$(1)' 'libdir=$${prefix}/$(LIBDIR)' \
   'includedir=$${prefix}/$(INCLUDEDIR)' '' 'Name: rlock' \
   'Description: Redisson-compatible reentrant Redis locks for C' 'Version: $(VERSION)' \
-  'Requires.private: hiredis' 'Libs: -L$${libdir} -lrlock' \
-  'Libs.private: -lhiredis -luuid -pthread' 'Cflags: -I$${includedir}'
+  'Libs: -L$${libdir} -lrlock' \
+  'Libs.private: $(strip $(addprefix -L,$(LINK_DIRS)) -lhiredis -luuid -pthread)' 'Cflags: -I$${includedir}'
+
+# The -L directories librlock was linked with (LDFLAGS, hiredis's flags): where a
+# static link finds the same hiredis (rlock.pc's Libs.private, the CMake package).
+LINK_DIRS = $(patsubst -L%,%,$(filter -L%,$(REAL_LDFLAGS) $(LIBS)))
 
 $(PCFILE): include/rlock.h Makefile
 	@mkdir -p $(dir $@)
 	$(Q)printf '%s\n' $(call PC_LINES,$(PREFIX)) > $@
+
+# The CMake package (cmake/*.cmake.in; find_package(rlock CONFIG) gives
+# rlock::rlock and rlock::rlock_static) and the man pages (docs/man/) are
+# filled in by sed, so building rlock needs no CMake. Like the .pc, the
+# package names its prefix: install writes it anew for the PREFIX given then.
+SIZEOF_VOID_P = $(shell echo __SIZEOF_POINTER__ | $(CC) -E -P - 2>/dev/null)
+SUBST = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@VERSION_MAJOR@|$(VERSION_MAJOR)|g' \
+  -e 's|@SONAME@|$(SONAME)|g' -e 's|@SIZEOF_VOID_P@|$(SIZEOF_VOID_P)|g' -e 's|@LINK_DIRS@|$(LINK_DIRS)|g' \
+  -e 's|@LIBDIR@|$(1)/$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(1)/$(INCLUDEDIR)|g'
+
+$(BUILD)/cmake/%.cmake: cmake/%.cmake.in include/rlock.h Makefile
+	@mkdir -p $(dir $@)
+	$(Q)$(call SUBST,$(PREFIX)) $< > $@
+
+$(BUILD)/man/%: docs/man/% include/rlock.h Makefile
+	@mkdir -p $(dir $@)
+	$(Q)$(call SUBST,$(PREFIX)) $< > $@
 
 # The examples (examples/*.c): programs of the public header only, linked with the static library.
 $(BUILD)/examples/%: examples/%.c $(STLIB) include/rlock.h
@@ -336,7 +369,8 @@ noopt:
 
 install: all
 	$(INSTALL) -d $(DESTDIR)$(PREFIX)/$(INCLUDEDIR) $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(PKGCONFDIR) \
-	  $(DESTDIR)$(PREFIX)/$(BINDIR)
+	  $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(CMAKEDIR) $(DESTDIR)$(PREFIX)/$(BINDIR) \
+	  $(DESTDIR)$(PREFIX)/$(MANDIR)/man1 $(DESTDIR)$(PREFIX)/$(MANDIR)/man3
 	$(INSTALL) -m 755 $(RLOCKCTL) $(DESTDIR)$(PREFIX)/$(BINDIR)
 	$(INSTALL) -m 644 include/rlock.h $(DESTDIR)$(PREFIX)/$(INCLUDEDIR)
 	$(INSTALL) -m 644 $(STLIB) $(DESTDIR)$(PREFIX)/$(LIBDIR)
@@ -344,6 +378,11 @@ install: all
 	ln -sf librlock.so.$(VERSION) $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/$(LIBDIR)/librlock.so
 	printf '%s\n' $(call PC_LINES,$(PREFIX)) > $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(PKGCONFDIR)/rlock.pc
+	$(call SUBST,$(PREFIX)) cmake/rlockConfig.cmake.in > $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(CMAKEDIR)/rlockConfig.cmake
+	$(call SUBST,$(PREFIX)) cmake/rlockConfigVersion.cmake.in \
+	  > $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(CMAKEDIR)/rlockConfigVersion.cmake
+	$(INSTALL) -m 644 $(BUILD)/man/rlockctl.1 $(DESTDIR)$(PREFIX)/$(MANDIR)/man1
+	$(INSTALL) -m 644 $(BUILD)/man/rlock.3 $(DESTDIR)$(PREFIX)/$(MANDIR)/man3
 
 # Exactly what install wrote.
 uninstall:
@@ -353,10 +392,16 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(SONAME) \
 	  $(DESTDIR)$(PREFIX)/$(LIBDIR)/librlock.so \
 	  $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(PKGCONFDIR)/rlock.pc \
-	  $(DESTDIR)$(PREFIX)/$(BINDIR)/rlockctl
+	  $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(CMAKEDIR)/rlockConfig.cmake \
+	  $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(CMAKEDIR)/rlockConfigVersion.cmake \
+	  $(DESTDIR)$(PREFIX)/$(BINDIR)/rlockctl \
+	  $(DESTDIR)$(PREFIX)/$(MANDIR)/man1/rlockctl.1 \
+	  $(DESTDIR)$(PREFIX)/$(MANDIR)/man3/rlock.3
+	rmdir $(DESTDIR)$(PREFIX)/$(LIBDIR)/$(CMAKEDIR) 2>/dev/null || true
 
 # Installs to a temp prefix from this tree, builds the README's example with
-# pkg-config and runs it against a throwaway redis-server.
+# pkg-config and with CMake, each shared and static, and runs them against a
+# throwaway redis-server; checks the installed man pages with man -l.
 check-install: deps
 	@scripts/check-install.sh
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * prometheus.c - rlock_client_stats() in Prometheus's text format.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlock.h - Redisson-compatible reentrant, cross-process mutexes on Redis.
  *

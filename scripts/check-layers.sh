@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # check-layers.sh - the library's layers call in one direction only:
 #   api -> kind -> engine -> net -> core
 # Each source file may include its own layer's headers and the header of the

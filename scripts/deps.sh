@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # deps.sh [PACKAGE...] - install the Debian packages rlock needs to build and
 # test, plus any PACKAGEs named (make test-redisson adds Java and Maven).
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # run-tests.sh BIN... - run cmocka test binaries.
 #
 # Each binary runs under `timeout` (300 s x TEST_TIMEOUT_SCALE, default 1),

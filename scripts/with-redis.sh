@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # with-redis.sh CMD ARGS... - run CMD against a throwaway redis-server.
 #
 # Starts redis-server on 127.0.0.1 (only) on a free random port in 20000-60000,

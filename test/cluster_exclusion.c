@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster_exclusion.c - mutual exclusion on a Redis Cluster while the
  * lock's slot changes hands: 4 processes x 4 threads (each process opens its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster_failover.c - rlock on a Redis Cluster whose masters fail or hand
  * over, with locks held and waited for (3 masters + 3 replicas of the test's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster_fair.c - the fair lock (rlock_get_fair) on a Redis Cluster of the
  * test's own (harness/cluster.c):

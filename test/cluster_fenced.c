@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster_fenced.c - the fenced lock (rlock_get_fenced) and the resource
  * helper (rlock_fenced_set) on a Redis Cluster of the test's own

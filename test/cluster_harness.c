@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster_harness.c - the Cluster test harness (harness/cluster.c,
  * cluster_change.c) checked with raw hiredis only, no librlock: what the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster_migration.c - a lock's slot moved to another master while the lock
  * is held by a watchdog lock (one client, on a thread of the test's own) and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster_observe.c - seeing a redis-cluster:// client from the nodes
  * (issue 14): every connection it opens to every master is named

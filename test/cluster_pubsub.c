@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster_pubsub.c - the unlock messages of rlock_config.pubsub_mode on a
  * Redis Cluster (7.0: both kinds available). Classic PUBLISH reaches only

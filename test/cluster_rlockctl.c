@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster_rlockctl.c - rlockctl on a redis-cluster:// url: 3 masters and 3
  * replicas of the test's own (test/harness/cluster.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster_routing.c - rlock on a Redis Cluster (redis-cluster:// url, 3
  * masters + 3 replicas of the test's own; harness/cluster.c), through the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster_rw.c - the read-write lock (rlock_get_rw) on a Redis Cluster of
  * the test's own (harness/cluster.c):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fault_close.c - rlock_client_close() under load and while Redis misbehaves.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fault_deadlines.c - time bounds that nothing may stretch (issue 8, classes
  * 9 to 12): a call to a stalled Redis returns within its bound whatever the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fault_lease_callback.c - lease truth with a slow callback (issue 8, class
  * 7): on_lock_lost blocks 4 s in a try_lock with a wait; another lock of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fault_lease_stall.c - lease truth against a real, stopped redis-server
  * (issue 8, classes 5, 6 and 8). Every test fails on the library before

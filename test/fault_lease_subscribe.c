@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fault_lease_subscribe.c - lease truth with a refused SUBSCRIBE (issue 8,
  * class 13): an ACL user without SUBSCRIBE waits by polling (acquires within

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fault_owed_replies.c - replies a Redlock fan-out left unread are never
  * taken for another command's.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fault_pool_fair.c - a thread queued for a pooled connection gets one: a
  * thread that gives its connection back and takes one again at once (a

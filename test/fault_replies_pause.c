@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fault_replies_pause.c - replies held up by CLIENT PAUSE WRITE.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fault_server_recovery.c - the link to Redis lost and recovered.
  *

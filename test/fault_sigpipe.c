@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fault_sigpipe.c - a write on a dead connection is an error, never a
  * signal that kills the application (issue 8, class 12 and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fault_spurious_lost.c - no on_lock_lost without a fault: a renewal round
  * racing a full unlock must never report the released lock as lost (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fault_stress.c - mutual exclusion under load, plain and through a faulty link.
  *

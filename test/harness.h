@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * harness.h - shared helpers for rlock's tests, benchmarks and demo: the one
  * header they include. Each concern has its header and source in harness/:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * proxy.h - a small TCP proxy for the fault-injection suite (test/fault_*.c).
  *

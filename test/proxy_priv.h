@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * proxy_priv.h - what the two halves of the test proxy share: proxy.c (the
  * public calls of proxy.h and the proxy thread's loop) and proxy_relay.c

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * proxy_relay.c - the test proxy's relay mechanics (see proxy.c for the loop
  * that drives them): chunk queues with due times that keep the byte order,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rawredis.h - plain hiredis connections for the demo and the benchmarks.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * redlock_faults.c - the Redlock under master failures, on 3 and 5
  * redis-servers of its own (make test-redlock):

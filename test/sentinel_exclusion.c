@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sentinel_exclusion.c - mutual exclusion through repeated failovers: 4
  * processes x 4 threads take one lock through a redis-sentinel:// url while

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sentinel_failover.c - rlock through Redis Sentinel, against real
  * redis-server and redis-sentinel processes of the test's own (a master, two

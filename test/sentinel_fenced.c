@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sentinel_fenced.c - the fenced lock's counter across a Sentinel
  * failover, against a real master, two replicas and three sentinels of the

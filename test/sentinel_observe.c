@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sentinel_observe.c - seeing a redis-sentinel:// client (issue 14): its
  * connections to the sentinels (failover events) and to the master are all

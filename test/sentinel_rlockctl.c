@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sentinel_rlockctl.c - rlockctl on a redis-sentinel:// url: a master, two
  * replicas and three sentinels of the test's own (test/harness/sentinel.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sentinel_wait.c - replica acknowledgement (replica_acks: WAIT after every
  * write), against a real master with two replicas (and its sentinels):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_access.c - who may do what, and saying why not (issue 8): the
  * least-privilege ACL documented in docs/failure-modes.md is enough to lock,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_alloc.c - allocation failure: every allocation of rlock's own may fail.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_api_config.c - opening a client (include/rlock.h): rlock_config's
  * defaults and validation, malformed urls, a refused port, a refused

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_api_handles.c - clients and lock handles (include/rlock.h): client
  * ids, NULL arguments, lock names (copied, any byte but NUL, the longest),

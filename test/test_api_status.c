@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_api_status.c - the API's fixed tables (include/rlock.h): the version
  * macros and functions, every status code's name and message, and what an

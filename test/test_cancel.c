@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_cancel.c - pthread_cancel() and rlock (the header: "the wait is a
  * cancellation point ... a cancelled waiter leaves no subscription, waiter

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_connect.c - the ways a client reaches Redis: a unix socket (with a
  * db), AUTH with a password, AUTH with an ACL user and password, SELECT, and

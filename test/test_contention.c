@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_contention.c - mutual exclusion under contention (threads, clients,
  * processes) checked with a non-atomic counter kept in Redis. Fork safety is

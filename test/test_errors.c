@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_errors.c - every failure of rlock_client_open says what happened and
  * where (issue 8, "Errors a person can act on"): status for a program,

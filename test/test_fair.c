@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_fair.c - the fair lock (rlock_get_fair, Redisson's getFairLock):
  * Redisson's layout (hash, queue list, timeout zset), reentrancy, FIFO order

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_fenced.c - the fenced lock (rlock_get_fenced, Redisson's
  * getFencedLock) and the resource helper (rlock_fenced_set):

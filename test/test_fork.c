@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_fork.c - fork safety: a child forked while the parent holds a lock
  * and a thread of it waits gets RLOCK_ECLOSED from everything inherited, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_handoff_bounded.c - in-process hand-offs (rlock_config.local_handoffs):
  * local_handoffs bounds the run. A waiter of another client (standing in for

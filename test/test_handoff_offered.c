@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_handoff_offered.c - in-process hand-offs (rlock_config.local_handoffs):
  * an offer in flight is seen through. A waiter whose deadline passes while

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_handoff_waiter.c - in-process hand-offs (rlock_config.local_handoffs):
  * what the waiter gets. When a thread's last unlock finds another thread of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_lock_hold.c - what one hold is: reentrancy and hold counts in the
  * exact Redis layout, the TTL each acquisition sets, leases that expire (and

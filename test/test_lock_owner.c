@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_lock_owner.c - who owns a lock: one owner per thread (another thread
  * of the same client can neither release nor re-enter it), thread ids never

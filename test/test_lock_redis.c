@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_lock_redis.c - the lock as Redis and other clients see it:
  * force_unlock (ours and a Redisson holder's, and what the old holder then

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_multi.c - the multi-lock (rlock_multi_*): all or nothing over locks
  * of several clients and servers, a busy or unreachable member rolling back

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_net_io.c - the net layer's own wire code, below the lock calls:
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_observe.c - seeing a client from Redis and from its log (issue 14):
  * every connection it opens carries its name in CLIENT LIST; the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_owner.c - explicit owners (the _as calls): an owner that is not the
  * calling thread. Reentrancy and the owner field in Redis; two owners on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_prometheus.c - examples/prometheus.c's rlock_metrics(), the part
  * docs/operations.md tells users to copy into a /metrics handler, checked

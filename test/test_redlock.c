@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_redlock.c - the Redlock (rlock_redlock_*) on 3 and 5 redis-servers of
  * its own: Redisson's hash on every master with each client's owner field,

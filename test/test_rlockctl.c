@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_rlockctl.c - rlockctl end to end: build/rlockctl run as a process
  * against the throwaway redis-server (scripts/with-redis.sh), with real

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_rw.c - the read-write lock (rlock_get_rw, Redisson's
  * getReadWriteLock) on one server:

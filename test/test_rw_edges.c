@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_rw_edges.c - the read-write lock (rlock_get_rw) at its edges, on one
  * server (test_rw.c has the main behaviour):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_rw_shared.c - shared read holds (rlock_config.shared_reads_ms) on
  * one server:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_stats.c - rlock_client_stats (issue 14): each counter and gauge moves
  * as include/rlock.h says for lock, try_lock (BUSY, waited), unlock, hand-offs

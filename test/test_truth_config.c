@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_truth_config.c - ownership truth (issue 8) for the configuration:
  * rlock_config's documented ranges are the real ones (both bounds open a

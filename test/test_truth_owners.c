@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_truth_owners.c - ownership truth (issue 8) with two owners in one
  * client: a thread that lost its lock while another thread of the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_truth_refusal.c - ownership truth (issue 8) for refused calls: an
  * unlock that errs has released nothing, and a hash that is not a lock is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_truth_relock.c - ownership truth (issue 8) after a loss discovered by
  * the owner's own call: a reentrant acquire or unlock of a lock deleted

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_wait_bounds.c - how long a wait lasts: try_lock's wait bound (0 and
  * bounded), a held lock taken when its TTL runs out, waits without a limit

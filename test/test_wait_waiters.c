@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_wait_waiters.c - many waiters: no thundering herd when a lock is
  * passed along 20 waiting threads (with and without local hand-offs), and

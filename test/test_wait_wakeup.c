@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_wait_wakeup.c - a waiter woken by an unlock: of the same client or
  * another, with its acquisition sent ahead by the subscriber thread; locks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_watchdog.c - lease renewal: keeps watchdog locks alive, stops when
  * ownership ends (unlock, thread exit, close), and reports a lost lock

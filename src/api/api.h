@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * api.h - the top layer: the public rlock_* functions of include/rlock.h,
  * the client they share, and the call guard. PRIVATE: not installed.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * config.c - the application's rlock_config checked and copied into the
  * settings every layer reads. A config from an older header (a smaller

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fenced.c - the fenced lock's public calls that return or read a token
  * (rlock_try_lock_fenced and its forms, rlock_fence_token), and the

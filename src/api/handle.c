@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * handle.c - lock handles: a name bound to a client and a lock kind.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * identity.c - who a client is, for a person looking at Redis: the name of
  * every connection it opens, and the registration hash that ties the first

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * inspect.c - the read-only inspection seam for rlockctl (inspect.h): raw
  * reads and pub/sub listeners through a client's own net layer, so the tool

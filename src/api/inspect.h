@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * inspect.h - the read-only inspection seam of rlockctl (tools/rlockctl):
  * raw Redis commands run through an open client's own net layer, so the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lock.c - the public lock calls: each enters the call guard, names the
  * owner -- the calling thread, or the explicit owner an _as call gives

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * multi.c - the public multi-lock calls (rlock_multi_*): a copy of the
  * caller's handles in the order every process computes alike, and the call

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * owner.c - explicit owners: their ids (rlock_owner_new, rlock_thread_owner)
  * and the rule that an owner makes one call at a time per lock.

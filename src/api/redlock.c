@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * redlock.c - the public Redlock calls (rlock_redlock_*): a handle of the
  * lock's name on each master's client, and the call guards of every client

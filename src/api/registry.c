@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * registry.c - the list of open clients, so that a thread's exit can drop
  * its holds from each of them, and so that fork() leaves a defined state.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * shared_read.c - shared read holds (rlock_config.shared_reads_ms): the
  * threads of one client that read-lock one read-write lock share one Redis

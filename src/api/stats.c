@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * stats.c - rlock_client_stats: a client's counters, gauges and histograms
  * (kept by core/stats.c, fed by every layer) copied out for the caller, as

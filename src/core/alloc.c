@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * alloc.c - allocation wrappers for everything rlock allocates itself.
  *

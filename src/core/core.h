@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * core.h - the bottom layer: allocation, time, error detail, thread
  * identity, the library's thread lifecycle, the settings every layer reads,

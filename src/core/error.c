@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * error.c - the per-thread detail of the last failed call: its status, the
  * errno of a failed system call, Redis's own error text, and one line for a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * events.c - the event thread: delivers rlock_event to on_event and lost
  * locks to on_lock_lost, one at a time, in order, away from the threads

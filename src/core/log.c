@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * log.c - the log lines of rlock_config.log: what each event says as a
  * line, and the log-only lines other layers post (a refused connection

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * stats.c - a client's counters, gauges and histograms (rlock_client_stats):
  * the histogram buckets and reading everything out.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * status.c - the status table, the version, and configuration defaults.
  *

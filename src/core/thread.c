@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * thread.c - thread identity: owner ids and the thread-exit hook.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * time.c - monotonic time (and the wall clock, where other processes must
  * agree on a time), condition variables on the monotonic clock, and number

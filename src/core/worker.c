@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * worker.c - the lifecycle shared by the library's own threads (watchdog,
  * subscriber, events, the shared-read releaser): start one with every

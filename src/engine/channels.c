@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * channels.c - the channels waiters sleep on, and who an unlock wakes.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * channels.h - the waiting machinery's own parts, shared by the subscriber
  * thread (subscriber.c) and the waiting threads (waiters.c); the lock kinds

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * engine.c - the engine's lifetime: the holds table and the registration,
  * then the subscriber and watchdog threads; stopped in the order close needs (waiters first,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * engine.h - the machinery every lock kind shares: which holds this client
  * has (holds.c), lease renewal (watchdog.c), waiting for unlocks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * holds.c - the table of holds this client's threads have, one entry per
  * (lock name, owner thread, kind of hold).

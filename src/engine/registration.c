@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * registration.c - the hash a client keeps in Redis while it is open, so an
  * owner field ("<client id>:<thread>") can be tied to a host and a process:

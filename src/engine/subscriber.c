@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * subscriber.c - the subscriber thread: one per client, owning the
  * connections its waiters' subscriptions need (channels.c, waiters.c) --

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * waiters.c - the waiting threads' side: join a lock's channel (and wait for
  * the subscription to be confirmed), sleep until an unlock message, a

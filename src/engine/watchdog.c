@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * watchdog.c - the renewal thread: one per client.
  *

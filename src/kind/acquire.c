@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * acquire.c - lock and try_lock for every lock kind: one attempt, and if
  * the lock is busy, waiting for it.

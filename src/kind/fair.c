@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fair.c - the fair lock (Redisson's RedissonFairLock, getFairLock): the
  * wire side of its operations. Waiters queue in Redis in arrival order,

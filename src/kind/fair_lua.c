@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fair_lua.c - the fair lock's Lua scripts (Redisson's RedissonFairLock
  * layout; our own scripts, written from its semantics: see

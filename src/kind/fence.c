@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fence.c - the fenced lock's counter, read (rlock_fence_token), and the
  * resource helper (rlock_fenced_set), which applies a write to a Redis key

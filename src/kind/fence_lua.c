@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fence_lua.c - the resource helper's script (rlock_fenced_set): a write
  * to a Redis key that only a holder with a recent enough fencing token may

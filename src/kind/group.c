@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * group.c - one attempt on several locks at once, for one owner: every
  * ACQUIRE is written to its server before any reply is read (the net's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * kind.h - the lock-kind layer: what a lock is in Redis and how it is taken,
  * given back and waited for. PRIVATE: not installed, not API.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * layout.c - Redisson's names, which Java programs sharing our locks read
  * and write too (docs/redisson.md):

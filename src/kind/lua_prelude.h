@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lua_prelude.h - the Lua functions every mutating script of every lock
  * kind starts with (reentrant_lua.c, fair_lua.c). PRIVATE.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * multi.c - a multi-lock: several locks (of any clients, of any kind) taken
  * together for one owner, all or nothing, with the wait and lease of a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * redlock.c - the Redlock algorithm (antirez, "Distributed Locks with
  * Redis"): one lock name on n independent masters -- a client each --, held

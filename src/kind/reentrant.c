@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * reentrant.c - the reentrant lock (Redisson's RLock): the wire side of
  * each operation of the kind table -- which script with which arguments,

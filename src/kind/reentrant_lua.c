@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * reentrant_lua.c - the reentrant lock's Lua scripts, the only writers of a
  * lock's hash (net/script.c sends them: EVALSHA, EVAL on NOSCRIPT).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * release.c - unlock for every lock kind, and what the client's own view
  * says of a hold before Redis is asked.

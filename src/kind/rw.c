@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rw.c - the read-write lock (Redisson's getReadWriteLock): two lock kinds
  * over one hash, the read lock (rlock__rw_read: shared) and the write lock

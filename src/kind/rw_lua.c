@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rw_lua.c - the read-write lock's Lua scripts (Redisson's
  * RedissonReadWriteLock layout; our own scripts, written from the semantics

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster.h - the Cluster route's own parts, shared by route_cluster.c (the
  * route's operations: slot lookups, redirects) and cluster_table.c (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster_table.c - the Cluster route's slot table: CLUSTER SLOTS asked of
  * one node at a time (the one that answered last first, so a refresh is

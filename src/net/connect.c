@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * connect.c - one connection to one server: a non-blocking connect bounded
  * by the call, then AUTH (password, or ACL user and password), SELECT and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * exec.c - running one command: the node the route names for the command's
  * key, a pooled connection, the round trip (wire.c), and safe retries -- all

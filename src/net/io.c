@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * io.c - reading and writing a hiredis context within an absolute deadline.
  *

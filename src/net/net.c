@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * net.c - the network layer's lifetime: open (parse the url, open its
  * route, make the first connection and load the scripts), abort (close

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * net.h - the network layer: reaching Redis. PRIVATE: not installed, not API.
  *

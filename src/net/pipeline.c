@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * pipeline.c - commands that skip exec.c's retries: a pipeline of script
  * calls in one round trip per node, the nodes working at once (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * route_cluster.c - the Redis Cluster route: each key goes to the master of
  * its slot (slot.c), looked up in a table of 16384 node pointers that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * route_sentinel.c - the Sentinel route: every key is served by the master
  * that the sentinels name for the url's master name, followed through

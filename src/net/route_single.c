@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * route_single.c - the single-server route: every key is served by one
  * node (the url's server), and no error reply redirects.

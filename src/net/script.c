@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * script.c - running Lua scripts: SCRIPT LOAD of a script set when a
  * connection to a server is first made, EVALSHA on the hot path, and EVAL

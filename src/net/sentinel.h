@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sentinel.h - the Sentinel route's own parts, shared by route_sentinel.c
  * (the route's operations and its monitor thread) and sentinel_resolve.c

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sentinel_resolve.c - finding the master through the sentinels: ask each
  * in turn (the last responsive one first, each step bounded by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * slot.c - Redis Cluster's key -> slot rule (cluster spec, "Keys distribution
  * model"): CRC16 (XMODEM: poly 0x1021, init 0) of the key's hash tag -- the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * url.c - the url forms rlock accepts (include/rlock.h has the grammar):
  *   redis://[[user]:password@]host[:port][/db]   (host may be [ipv6])

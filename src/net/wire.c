@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * wire.c - one command's round trip on a connection the caller holds:
  * EVALSHA (EVAL after NOSCRIPT), WAIT pipelined behind a write when

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * wire.h - the network layer's own helpers for one command's round trip,
  * shared by exec.c and pipeline.c; the layers above do not see it.

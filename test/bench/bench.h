@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench.h - what the benchmark programs share: timing, percentiles, Redis
  * INFO snapshots, shared memory, the timed lock/unlock cycle driver, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench_baseline.c - the floor rlock is measured against: a raw hiredis
  * client doing exactly what an ideal lock client must do for one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench_cluster.c - rlock on a Redis Cluster of its own (test/harness
  * cluster.c: 3 masters + 3 replicas on 127.0.0.1), measured in one run:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench_cycles.c - a fixed number of uncontended rlock_lock + rlock_unlock
  * cycles on one name, inside one function (cycles), for an instruction

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench_rlock.c - librlock's benchmarks, one subcommand per row of the
  * `make bench` table (test/bench/run.sh runs them in order), each in its own

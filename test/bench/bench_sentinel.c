@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench_sentinel.c - what replication costs, measured in one run against a
  * master, two replicas and three sentinels of its own (test/harness

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # callgrind.sh BUILD_DIR [--register 0|1] - the client's instructions per
 # uncontended lock + unlock cycle: BUILD_DIR/bench/bench_cycles under
 # valgrind --tool=callgrind --toggle-collect=cycles with 2000 and 4000

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * floor.h - the floor of a cross-process hand-off, in raw hiredis: what no
  * lock client can beat on this machine. bench_baseline --handoff (one

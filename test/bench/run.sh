@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # run.sh BUILD_DIR - the `make bench` driver.
 #
 # Runs the benchmark programs in BUILD_DIR/bench against $RLOCK_TEST_URL (set

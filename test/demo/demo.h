@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * demo.h - what the files of the "don't oversell" demo share (main.c: the
  * options and the parent; seller.c: the selling processes and their buyer

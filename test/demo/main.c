@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * main.c - the demo's options and parent process. The demo: "don't oversell",
  * the classic job of a cross-process mutex.

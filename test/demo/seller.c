@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * seller.c - the selling side of the demo: the shared mapping, one buyer
  * thread (lock, reentrant buy, unlock, timing hand-offs), and one forked

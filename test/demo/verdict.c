@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * verdict.c - the end of the demo: the final stock and sales read back from
  * Redis, items sold twice or never, hand-off percentiles, the summary, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * actor.c - actors (helper threads that run posted calls one at a time and
  * stay alive in between) and the h_op_* functions they commonly run.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * actor.h - actors: a helper thread that runs the functions the main thread
  * posts to it, one at a time, and stays alive in between (so it can hold a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cancel_skip.h - for cmocka test files only (it uses cmocka's skip() and
  * print_message(); the harness itself does not depend on cmocka): skips a

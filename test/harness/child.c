@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * child.c - forked processes: waiting, exit codes, h_child_exit (valgrind
  * friendly), /proc states, and h_child helpers with their line protocol.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * child.h - forked processes: waiting for and ending children, their exit
  * codes, /proc states, and h_child, a helper process that talks to the test

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * client.c - librlock clients for the tests: unique lock names, configs with
  * scaled timeouts, opening (failing the test, or reporting the status), the

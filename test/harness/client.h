@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * client.h - librlock clients as the tests open them: unique lock names,
  * configs with scaled timeouts, opening that fails the test (or reports why

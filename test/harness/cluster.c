@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster.c - a Redis Cluster of the tests' own: six nodes started and the
  * cluster created (redis-cli --cluster create), stopped; the slot rule; who

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster.h - a Redis Cluster of the tests' own: 3 masters and 3 replicas on
  * 127.0.0.1 (../shared/research/topology.md section 3b: explicit bus ports,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster_change.c - what a Cluster test does to its cluster: a slot moved
  * in the three phases of topology.md section 3b (IMPORTING/MIGRATING,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster_client.c - librlock clients on a test cluster: their config, an
  * event recorder that prints what matters, and a waiter thread that takes a

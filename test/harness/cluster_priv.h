@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster_priv.h - what cluster.c and cluster_change.c share: connections
  * to a node that fail softly (a node being killed or failed over may not

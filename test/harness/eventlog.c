@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * eventlog.c - the ordered log of a client's on_event and on_lock_lost calls
  * (see eventlog.h).

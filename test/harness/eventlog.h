@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * eventlog.h - a log of what a client's callbacks saw, in order: every
  * on_event (kind, name, lease left, status, detail, arrival time) and every

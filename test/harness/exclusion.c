@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * exclusion.c - the mutual-exclusion contest: shared memory, the forked
  * processes and their threads, and the parent's start / stop / report.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * exclusion.h - a mutual-exclusion contest across processes: N forked
  * processes x M threads take one lock over and over (rlock_try_lock with a

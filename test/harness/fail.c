@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fail.c - failure plumbing: h_fail() and what it does where (cmocka's
  * _fail() through a weak reference, exit 99 in a forked child, abort on a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fail.h - failing the current test from harness code (h_fail), and the
  * assertion and polling macros built on it. What a failure does in a child

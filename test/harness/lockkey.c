@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lockkey.c - the lock key and its channel as Redis holds them, read and
  * written with raw commands: owner fields and counts, the channel name and

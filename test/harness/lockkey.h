@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lockkey.h - what a lock looks like in Redis, read and written behind
  * librlock's back: the hash of a lock key and its owner field, the wake-up

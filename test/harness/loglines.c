@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * loglines.c - the record of a client's log lines (see loglines.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * loglines.h - every line a client's log callback (rlock_config.log) got, in
  * order, with its level and whether it came on the client's event thread

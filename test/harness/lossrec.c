@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lossrec.c - the per-name recorder of on_lock_lost calls and LOCK_LOST
  * events (see lossrec.h). The callbacks only record (they run on the

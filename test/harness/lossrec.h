@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lossrec.h - a recorder of lost locks, counted per lock name: a client's
  * on_lock_lost calls and its RLOCK_EVENT_LOCK_LOST events (the ownership

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * priv.h - what the harness's own files share and the tests do not use: who
  * the test program's main process and thread are, and the run's time stamp

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * redis.c - the tests' second Redis client (the oracle that checks what
  * librlock wrote): urls, raw hiredis connections, commands that fail the test

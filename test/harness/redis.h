@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * redis.h - the tests' second Redis client: raw hiredis connections that
  * share nothing with librlock (urls parsed by test/rawredis.h), commands that

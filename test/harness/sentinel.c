@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sentinel.c - a master, two replicas and three sentinels of the tests' own,
  * and the faults a Sentinel test needs. The sentinels are configured as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sentinel.h - a replicated set-up of the tests' own: a master, two
  * replicas and three sentinels on 127.0.0.1 (../shared/research/topology.md

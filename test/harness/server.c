@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * server.c - redis-servers of the tests' own: spawned on a free random port
  * in a temporary directory, paused (SIGSTOP), killed, restarted, stopped;

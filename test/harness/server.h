@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * server.h - redis-servers of the tests' own (fault tests, and tests that
  * need a server they may stop): start, pause, kill, restart, stop, and the

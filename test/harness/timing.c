@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * timing.c - the monotonic clock, sleeping, and the TEST_TIMEOUT_SCALE that
  * stretches every deadline of the tests; an interval timer's SIGALRMs.

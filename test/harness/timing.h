@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * timing.h - clocks, sleeping, and TEST_TIMEOUT_SCALE: every deadline of the
  * tests goes through h_scaled().

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tool.c - running rlockctl (and jq) as processes: fork + exec with stdout
  * and stderr on pipes, stdin from /dev/null, a pipe fed with given input,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tool.h - rlockctl run as a process by its tests: its path (beside the
  * test binaries' build directory), its exit status and what it printed,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # bench.sh BUILD_DIR - the `make bench-redisson` driver: rlock beside Java
 # Redisson against one redis-server ($RLOCK_TEST_URL, set by
 # scripts/with-redis.sh), in one run.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # run.sh ACTOR - run the Redisson interop suite (Maven + JUnit, this directory)
 # against the redis-server at $RLOCK_TEST_URL (make test-redisson starts one
 # with scripts/with-redis.sh), once per Redisson version in $REDISSON_VERSIONS.

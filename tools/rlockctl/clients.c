@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * clients.c - which process a client id is: the registration every rlock
  * client (>= 0.5) keeps, a hash rlock:client:<uuid> with fields id, host,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * commands.c - list, show, unlock and clients: what each reads, prints and
  * answers with (the exit statuses of rlockctl.h, CTL_*).

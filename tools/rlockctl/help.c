@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * help.c - rlockctl's manual: `rlockctl --help` (man-style sections) and
  * `rlockctl help COMMAND` / `rlockctl COMMAND --help` (one command's part).

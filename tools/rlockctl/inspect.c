@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * inspect.c - reading locks from Redis, in Redisson's layout (docs/design.md
  * section 2, ../shared research redisson.md section 3), read-only:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * main.c - rlockctl's entry: the options, the command table, the client the
  * commands share, and the exit statuses (rlockctl.h, CTL_*).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * render.c - what list, show and clients print: aligned tables for a
  * person, and one JSON document per run for a script (--json). Names and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlockctl.h - the operator's tool: what its files share.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * text.c - bytes made safe to show: lock names and owner fields are any
  * bytes, so a name holding an escape sequence must not drive the terminal

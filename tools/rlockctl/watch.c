@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * watch.c - `rlockctl watch NAME|PATTERN`: a screen redrawn every interval,
  * like top: each matching lock's holders, TTL, waiters and hand-offs per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench_cluster.h - what the files of the bench_cluster program share.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * handoff.c - bench_cluster's handoff section: two processes, each with its
  * own client, pass one lock back and forth; latency from the unlock call in

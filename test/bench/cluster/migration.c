@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * migration.c - bench_cluster's migration section: a thread runs lock+unlock
  * cycles on one name while its slot is migrated M times; unlock latency

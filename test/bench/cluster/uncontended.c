@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * uncontended.c - bench_cluster's uncontended section: lock+unlock, 1 thread,
  * names spread over the 3 masters, rlock vs raw hiredis sending the same two

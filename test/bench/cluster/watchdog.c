@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * watchdog.c - bench_cluster's watchdog section: W watchdog locks held by one
  * client, watchdog_timeout 3000 ms; per renewal round and master, EVALSHA

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench_rlock.h - what the files of the bench_rlock program share: its
  * options, the helpers of test/bench/bench_rlock.c (client, lock, status

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * contention.c - bench_rlock contention: P processes x T threads on one lock,
  * GET+SET in the critical section: throughput, fairness, Redis cost, and a

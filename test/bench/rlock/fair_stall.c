@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fair_stall.c - bench_rlock fair-stall: how long a dead waiter at the head
  * of a fair lock's queue holds up the live waiter behind it, against the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fenced.c - bench_rlock fenced: a fenced lock's uncontended lock+unlock
  * cycle (rlock_try_lock_fenced, which also INCRs the token counter and

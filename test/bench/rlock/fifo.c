@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fifo.c - bench_rlock fifo: P processes x T threads loop lock + unlock on
  * one fair lock (rlock_get_fair) for D seconds, and count the acquisitions

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * handoff.c - bench_rlock handoff: unlock-call-to-waiter-return latency, the
  * waiter in another process or in the same process (run.sh section 3).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * herd.c - bench_rlock herd: W waiting threads of one process, script calls
  * per hand-off (run.sh section 5).

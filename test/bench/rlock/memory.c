@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * memory.c - bench_rlock memory: client heap and Redis memory per handle, held
  * lock and waiter (run.sh section 7).

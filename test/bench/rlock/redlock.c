@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * redlock.c - bench_rlock redlock: the latency of acquiring a Redlock over
  * 3 masters of its own (redis-servers the harness starts, not the url's),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rw.c - bench_rlock rw: the read-write lock (rlock_get_rw), two figures
  * (test/bench/run.sh section 12), each for readers with holds of their own

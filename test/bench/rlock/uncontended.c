@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * uncontended.c - bench_rlock uncontended: lock+unlock cycles/s and latency,
  * threads on distinct locks (test/bench/run.sh section 2). With --stats-ms

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * watchdog.c - bench_rlock watchdog: N held watchdog locks, renewal cost and
  * correctness (run.sh section 6).

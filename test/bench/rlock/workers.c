@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * workers.c - P processes x T threads looping lock, critical section, unlock
  * on one lock, until told to stop: the harness of bench_rlock contention and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlock_actor.c - the C side of the Redisson interop suite (test/redisson/).
  *

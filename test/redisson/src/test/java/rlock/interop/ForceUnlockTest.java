@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 package rlock.interop;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
