@@ -384,9 +384,34 @@ static void test_read_deadline_past_slice(void **state) {
     redisFree(ctx);
 }
 
+/* ---- the oldest server -------------------------------------------------------------- */
+
+/*
+ * The version INFO server names at open: 6.2 and later (and Valkey, which names the Redis it
+ * is compatible with) pass, older ones are refused with their version; no version named
+ * (INFO refused by the ACL) refuses nothing. The real servers of CI (6.2 to Valkey 8) pass it
+ * at every open.
+ */
+static void test_oldest_server(void **state) {
+    char v[32];
+    (void)state;
+    assert_int_equal(rlock__server_too_old("# Server\r\nredis_version:6.0.20\r\n", v, sizeof v), 1);
+    assert_string_equal(v, "6.0.20");
+    assert_int_equal(rlock__server_too_old("redis_version:5.0.14\r\nredis_git_sha1:0\r\n", v, sizeof v), 1);
+    assert_string_equal(v, "5.0.14");
+    assert_int_equal(rlock__server_too_old("redis_version:6.2.14\r\n", v, sizeof v), 0);
+    assert_int_equal(rlock__server_too_old("redis_version:7.0.15\r\n", v, sizeof v), 0);
+    assert_int_equal(rlock__server_too_old("redis_version:10.0.0\r\n", v, sizeof v), 0);
+    assert_int_equal(rlock__server_too_old("redis_version:7.2.4\r\nvalkey_version:8.0.1\r\n", v, sizeof v), 0);
+    assert_int_equal(rlock__server_too_old("# Server\r\n", v, sizeof v), 0);
+    assert_string_equal(v, "");
+    assert_int_equal(rlock__server_too_old(NULL, v, sizeof v), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resp_matches_hiredis),
+        cmocka_unit_test(test_oldest_server),
         cmocka_unit_test(test_resp_script_call),
         cmocka_unit_test(test_resp_after_partial_command),
         cmocka_unit_test(test_resp_too_long_refused),

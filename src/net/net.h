@@ -224,6 +224,9 @@ typedef struct rlock__cmd {
 
 /* SCRIPT LOAD of every script of set on ctx (one pipeline) by deadline_ms. */
 int rlock__scripts_load(redisContext *ctx, int64_t deadline_ms, rlock__script_set *set);
+/* Whether INFO server's text names a server older than rlock supports (6.2); its version
+ * into version[size] ("" if not named). */
+int rlock__server_too_old(const char *info, char *version, size_t size);
 /*
  * Appends argv (with its lengths) to ctx's output buffer as one RESP command,
  * byte for byte what redisAppendCommandArgv appends, at a fraction of its

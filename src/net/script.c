@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "net.h"
@@ -42,15 +43,51 @@ static int fail_load_io(const redisContext *ctx, int sys_errno, const char *at) 
     return rlock__fail(RLOCK_EIO, sys_errno, "%s", at);
 }
 
+/* The oldest server rlock runs on: 6.2 (ACL channel rules, GETDEL-era scripting, CLIENT
+ * PAUSE WRITE). Valkey reports the Redis release it is compatible with (7.2.4). */
+#define OLDEST_MAJOR 6
+#define OLDEST_MINOR 2
+
+int rlock__server_too_old(const char *info, char *version, size_t size) {
+    const char *at = info != NULL ? strstr(info, "redis_version:") : NULL;
+    version[0] = '\0';
+    if (at == NULL)
+        return 0; /* not told: not refused */
+    at += strlen("redis_version:");
+    snprintf(version, size, "%.*s", (int)strcspn(at, "\r\n"), at);
+    int major = atoi(at), minor = 0;
+    const char *dot = strchr(at, '.');
+    if (dot != NULL && dot < at + strcspn(at, "\r\n"))
+        minor = atoi(dot + 1);
+    return major < OLDEST_MAJOR || (major == OLDEST_MAJOR && minor < OLDEST_MINOR);
+}
+
+/* The INFO server reply that comes before the loads: a server too old is refused; an INFO the
+ * ACL refuses (the least-privilege user has none) tells nothing and refuses nothing. */
+static int check_version(const redisReply *reply, const char *at) {
+    char version[32];
+    if (reply->type != REDIS_REPLY_STRING)
+        return RLOCK_OK;
+    if (!rlock__server_too_old(reply->str, version, sizeof version))
+        return RLOCK_OK;
+    return rlock__fail(RLOCK_EREDIS, 0, "%s: the server is Redis %s; rlock needs Redis %d.%d or "
+                                        "later (or Valkey)", at, version, OLDEST_MAJOR,
+                       OLDEST_MINOR);
+}
+
 /*
- * One pipeline: every SCRIPT LOAD is written, then the replies read, all by
- * deadline_ms (poll on the socket: signals do not stretch it). The first
- * refusal (NOPERM for an ACL user without script|load) is the status.
+ * One pipeline: INFO server and every SCRIPT LOAD are written, then the
+ * replies read, all by deadline_ms (poll on the socket: signals do not
+ * stretch it). A server older than the oldest supported one, else the first
+ * refusal (NOPERM for an ACL user without script|load), is the status.
  */
 int rlock__scripts_load(redisContext *ctx, int64_t deadline_ms, rlock__script_set *set) {
     char at[320];
     int status = RLOCK_OK;
     load_where(ctx, at, sizeof(at));
+    const char *info[] = {"INFO", "server"};
+    if (redisAppendCommandArgv(ctx, 2, info, NULL) != REDIS_OK)
+        return rlock__fail(RLOCK_ENOMEM, 0, "%s: out of memory", at);
     for (int i = 0; i < set->count; i++) {
         const char *argv[] = {"SCRIPT", "LOAD", set->defs[i].body};
         if (redisAppendCommandArgv(ctx, 3, argv, NULL) != REDIS_OK)
@@ -58,6 +95,11 @@ int rlock__scripts_load(redisContext *ctx, int64_t deadline_ms, rlock__script_se
     }
     if (rlock__io_flush(ctx, deadline_ms) != RLOCK_OK)
         return fail_load_io(ctx, errno, at);
+    redisReply *version = NULL;
+    if (rlock__io_read(ctx, deadline_ms, &version) != RLOCK_OK)
+        return fail_load_io(ctx, errno, at);
+    status = check_version(version, at);
+    freeReplyObject(version);
     for (int i = 0; i < set->count; i++) {
         redisReply *reply = NULL;
         if (rlock__io_read(ctx, deadline_ms, &reply) != RLOCK_OK)
