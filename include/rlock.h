@@ -466,7 +466,9 @@ RLOCK_EXTERN void rlock_config_init(rlock_config *cfg);
  * rlock needs: SELECT, SCRIPT LOAD); RLOCK_EREDIS (any other refusal, e.g.
  * SELECT of a db that does not exist; a master name no sentinel knows:
  * the message says what each sentinel answered; a redis-cluster:// seed that
- * is not in cluster mode: "cluster support disabled"); RLOCK_ENOMEM. Blocks
+ * is not in cluster mode: "cluster support disabled"; a server older than
+ * Redis 6.2, the oldest supported: the message names its version);
+ * RLOCK_ENOMEM. Blocks
  * for at most connect_timeout_ms + command_timeout_ms (Sentinel, Cluster:
  * plus 1 s per sentinel or seed tried). Thread-safe.
  */
