@@ -62,10 +62,15 @@ typedef struct rlock__sentinel_answer {
  */
 int rlock__sentinel_adopt(rlock__sentinel *r, const rlock__sentinel_answer *a, int provisional);
 /*
- * Asks the sentinels in turn until one names a master that confirms itself,
- * and adopts it (a switch tells the net's listener and posts
- * MASTER_SWITCHED). RLOCK_EIO or the last sentinel's status, with what each
- * said in report, if none did. Call with resolve_mutex held.
+ * Asks every sentinel, takes the master named under the highest config
+ * epoch, and adopts it if it confirms itself (ROLE, scripts) and the
+ * sentinels still name it after that (else their new choice, a few times);
+ * a switch tells the net's listener and posts MASTER_SWITCHED. On failure,
+ * with what each said in report: RLOCK_EREDIS only if every sentinel that
+ * answered knows no such master; RLOCK_EIO if one could not be reached, is
+ * in the middle of a failover, or names a master that cannot be used yet;
+ * a refusal that stays (RLOCK_EAUTH, RLOCK_ENOPERM, ...) before both. Call
+ * with resolve_mutex held.
  */
 int rlock__sentinel_resolve(rlock__sentinel *r, char *report, size_t size);
 /*

@@ -1,0 +1,180 @@
+/*
+ * sentinel_switch.c - what a client may and may not do with the old master
+ * around a failover (issue 22), against real redis-server and
+ * redis-sentinel processes of the test's own (harness/sentinel.c):
+ *
+ *   open during failover  an open whose ROLE check waits on a paused master
+ *                         while the sentinels promote a replica does not
+ *                         return connected to that master when it resumes
+ *                         (a zombie that still says ROLE master): a lock held
+ *                         on the new master is busy for the new client
+ *   status mid-failover   an open that reaches only a sentinel in the middle
+ *                         of a failover says RLOCK_EIO (try again), not
+ *                         RLOCK_EREDIS (no such master)
+ *
+ * One set-up per test. Durations are scaled by TEST_TIMEOUT_SCALE.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+typedef struct seen {
+    atomic_int switched;
+} seen;
+
+static void on_event(const rlock_event *ev, void *arg) {
+    seen *s = arg;
+    if (ev->kind == RLOCK_EVENT_MASTER_SWITCHED) {
+        atomic_fetch_add(&s->switched, 1);
+        printf("      MASTER_SWITCHED %s\n", ev->detail);
+    }
+}
+
+static void sentinel_config(const h_sentinels *hs, rlock_config *cfg, seen *s) {
+    h_config(cfg);
+    cfg->url = hs->url;
+    cfg->watchdog_timeout_ms = H_MS(10000);
+    cfg->retry_attempts = 20;
+    cfg->retry_interval_ms = 250;
+    cfg->on_event = on_event;
+    cfg->callback_arg = s;
+}
+
+static int has_key(const h_server *d, const char *name) {
+    redisContext *c = h_server_redis(d);
+    int yes = h_exists(c, name, strlen(name));
+    redisFree(c);
+    return yes;
+}
+
+/* Whether every sentinel names a master other than old. */
+static int all_moved_from(h_sentinels *hs, const h_server *old) {
+    for (int i = 0; i < 3; i++) {
+        h_server *named = h_sentinels_named_master(hs, i);
+        if (named == NULL || named == old)
+            return 0;
+    }
+    return 1;
+}
+
+/* ---- an open during a failover ---------------------------------------------------- */
+
+typedef struct opener {
+    rlock_config cfg;
+    rlock_client *client;
+    int rc;
+} opener;
+
+static void *open_main(void *arg) {
+    opener *o = arg;
+    rlock_error_info info;
+    o->rc = rlock_client_open(&o->cfg, &o->client);
+    rlock_last_error_info(&info);
+    if (o->rc != RLOCK_OK)
+        printf("      open: %s\n", info.message);
+    return NULL;
+}
+
+/*
+ * The master is paused, then a client opens: a sentinel names the paused
+ * master and the open's ROLE check waits there. The sentinels promote a
+ * replica, an older client takes L on it, and the old master resumes still
+ * saying ROLE master: the waiting open must not come back with it.
+ */
+static void test_open_during_failover(void **state) {
+    h_sentinels *hs = *state;
+    seen sa = {0}, sb = {0};
+    rlock_config cfg;
+    opener o = {0};
+    pthread_t th;
+    h_server *old = hs->data[0];
+    const char *name = h_unique_name("sentinel-open-failover");
+    sentinel_config(hs, &cfg, &sa);
+    rlock_client *a = h_open_config(&cfg);
+    rlock *la = h_get(a, name);
+    sentinel_config(hs, &o.cfg, &sb);
+    o.cfg.connect_timeout_ms = H_MS(20000); /* the ROLE check outlasts the failover */
+    h_server_pause(old);
+    assert_int_equal(pthread_create(&th, NULL, open_main, &o), 0);
+    H_WAIT_FOR(all_moved_from(hs, old) && atomic_load(&sa.switched) >= 1, 20000);
+    h_server *now = h_sentinels_named_master(hs, 0);
+    H_ASSERT_RC(rlock_lock(la), RLOCK_OK);
+    assert_true(has_key(now, name));
+    h_server_resume(old);
+    pthread_join(th, NULL);
+    printf("      the open during the failover returned %d\n", o.rc);
+    if (o.rc == RLOCK_OK) {
+        rlock *lb = h_get(o.client, name);
+        int rc = rlock_try_lock(lb, 0, RLOCK_LEASE_WATCHDOG);
+        printf("      its try_lock of the lock held on the new master: %d\n", rc);
+        if (rc == RLOCK_OK)
+            rlock_unlock(lb);
+        H_ASSERT_RC(rc, RLOCK_BUSY);
+        rlock_free(lb);
+        rlock_client_close(o.client);
+    } else {
+        H_ASSERT_RC(o.rc, RLOCK_EIO); /* it may also give up: never with the old master */
+    }
+    H_ASSERT_RC(rlock_unlock(la), RLOCK_OK);
+    rlock_free(la);
+    rlock_client_close(a);
+}
+
+/* ---- the status of an open mid-failover ------------------------------------------- */
+
+/* Whether sentinel i is in the middle of a failover (SENTINEL MASTER's flags). */
+static int failing_over(const h_sentinels *hs, int i) {
+    redisContext *c = h_server_redis(hs->sentinel[i]);
+    redisReply *r = h_cmd(c, "SENTINEL MASTER %s", H_SENTINEL_MASTER_NAME);
+    int yes = 0;
+    for (size_t k = 0; r->type == REDIS_REPLY_ARRAY && k + 1 < r->elements; k += 2)
+        if (strcmp(r->element[k]->str, "flags") == 0)
+            yes = strstr(r->element[k + 1]->str, "failover_in_progress") != NULL;
+    freeReplyObject(r);
+    redisFree(c);
+    return yes;
+}
+
+static void test_open_mid_failover_is_eio(void **state) {
+    h_sentinels *hs = *state;
+    rlock_error_info info;
+    char one[128];
+    snprintf(one, sizeof one, "redis-sentinel://127.0.0.1:%d/%s", h_server_port(hs->sentinel[0]),
+             H_SENTINEL_MASTER_NAME);
+    redisContext *s0 = h_server_redis(hs->sentinel[0]);
+    h_cmd_ok(s0, "SENTINEL FAILOVER %s", H_SENTINEL_MASTER_NAME);
+    redisFree(s0);
+    H_WAIT_FOR(failing_over(hs, 0), 5000);
+    int rc = h_open_status(one, H_MS(2000), &info);
+    int still = failing_over(hs, 0);
+    printf("      opened through the failing-over sentinel alone: %d (%s)\n", rc, info.message);
+    if (rc != RLOCK_OK || still) /* an answer only if the failover ended meanwhile */
+        H_ASSERT_RC(rc, RLOCK_EIO);
+    /* A name no sentinel knows stays RLOCK_EREDIS. */
+    strcpy(strrchr(one, '/') + 1, "no-such-master");
+    H_ASSERT_RC(h_open_status(one, H_MS(2000), &info), RLOCK_EREDIS);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        H_SENTINEL_TEST(test_open_during_failover),
+        H_SENTINEL_TEST(test_open_mid_failover_is_eio),
+    };
+    /* SENTINEL_SWITCH_ONLY=<name>: that test alone (each costs a set-up and a failover). */
+    const char *only = getenv("SENTINEL_SWITCH_ONLY");
+    for (size_t i = 0; only != NULL && i < sizeof(tests) / sizeof(tests[0]); i++)
+        if (strcmp(tests[i].name, only) == 0)
+            return _cmocka_run_group_tests("sentinel_switch", &tests[i], 1, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
