@@ -8,6 +8,10 @@
  *                         return connected to that master when it resumes
  *                         (a zombie that still says ROLE master): a lock held
  *                         on the new master is busy for the new client
+ *   unlock around switch  an unlock in flight to a paused master when the
+ *                         client switches is settled on the new master, not
+ *                         answered by the resumed old one (with and without
+ *                         replica_acks)
  *   status mid-failover   an open that reaches only a sentinel in the middle
  *                         of a failover says RLOCK_EIO (try again), not
  *                         RLOCK_EREDIS (no such master)
@@ -131,6 +135,75 @@ static void test_open_during_failover(void **state) {
     rlock_client_close(a);
 }
 
+/* ---- an unlock around the switch -------------------------------------------------- */
+
+typedef struct holder {
+    rlock *lock;
+    atomic_int locked, go;
+    int lock_rc, unlock_rc;
+} holder;
+
+/* Locks, waits for the go, unlocks (ownership is the thread's). */
+static void *hold_main(void *arg) {
+    holder *h = arg;
+    h->lock_rc = rlock_lock(h->lock);
+    atomic_store(&h->locked, 1);
+    while (!atomic_load(&h->go))
+        h_sleep_ms(5);
+    h->unlock_rc = rlock_unlock(h->lock);
+    return NULL;
+}
+
+/*
+ * An unlock sent to a paused master stays in flight while the client
+ * switches to the promoted replica, which has the lock (replicated); then
+ * the old master resumes and answers it. The unlock must take the lock away
+ * where it is held: the new master.
+ */
+static void unlock_around_switch(h_sentinels *hs, int replica_acks) {
+    seen s = {0};
+    rlock_config cfg;
+    pthread_t th;
+    h_server *old = hs->data[0];
+    const char *name = h_unique_name("sentinel-unlock-switch");
+    sentinel_config(hs, &cfg, &s);
+    cfg.command_timeout_ms = H_MS(20000); /* the unlock outlasts the failover */
+    cfg.replica_acks = replica_acks;
+    rlock_client *c = h_open_config(&cfg);
+    holder h = {.lock = h_get(c, name)};
+    assert_int_equal(pthread_create(&th, NULL, hold_main, &h), 0);
+    H_WAIT_FOR(atomic_load(&h.locked), 5000);
+    H_ASSERT_RC(h.lock_rc, RLOCK_OK);
+    redisContext *m = h_server_redis(old);
+    assert_int_equal(h_cmd_int(m, "WAIT 2 %d", 2000), 2);
+    redisFree(m);
+    h_server_pause(old);
+    atomic_store(&h.go, 1);
+    H_WAIT_FOR(all_moved_from(hs, old) && atomic_load(&s.switched) >= 1, 20000);
+    h_server *now = h_sentinels_named_master(hs, 0);
+    h_sleep_ms(200);
+    h_server_resume(old);
+    pthread_join(th, NULL);
+    int on_new = has_key(now, name);
+    printf("      unlock: %d; the lock is %s on the new master\n", h.unlock_rc,
+           on_new ? "still" : "not");
+    /* replica_acks: applied on the new master, which has one replica left. */
+    if (replica_acks > 0 && h.unlock_rc == RLOCK_ENOREPL)
+        h.unlock_rc = RLOCK_OK;
+    H_ASSERT_RC(h.unlock_rc, RLOCK_OK);
+    assert_false(on_new);
+    rlock_free(h.lock);
+    rlock_client_close(c);
+}
+
+static void test_unlock_around_switch(void **state) {
+    unlock_around_switch(*state, 0);
+}
+
+static void test_unlock_around_switch_acks(void **state) {
+    unlock_around_switch(*state, 2);
+}
+
 /* ---- the status of an open mid-failover ------------------------------------------- */
 
 /* Whether sentinel i is in the middle of a failover (SENTINEL MASTER's flags). */
@@ -169,6 +242,8 @@ static void test_open_mid_failover_is_eio(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         H_SENTINEL_TEST(test_open_during_failover),
+        H_SENTINEL_TEST(test_unlock_around_switch),
+        H_SENTINEL_TEST(test_unlock_around_switch_acks),
         H_SENTINEL_TEST(test_open_mid_failover_is_eio),
     };
     /* SENTINEL_SWITCH_ONLY=<name>: that test alone (each costs a set-up and a failover). */

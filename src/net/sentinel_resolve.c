@@ -170,7 +170,9 @@ static int switch_to(rlock__sentinel *r, rlock__node *node) {
     atomic_store(&r->master, node);
     if (old == NULL)
         return RLOCK_OK; /* the first master: no switch to tell */
-    rlock__pool_retire(&old->pool, 1);
+    /* After this nothing the client sends reaches the old master, which may still take
+       writes (a zombie): commands in flight there are sent again here (exec.c). */
+    rlock__pool_fence(&old->pool);
     snprintf(detail, sizeof(detail), "%s -> %s", from,
              rlock__endpoint_str(&node->endpoint, to, sizeof(to)));
     rlock__event_post(r->env->events, RLOCK_EVENT_MASTER_SWITCHED, NULL, 0, -1, RLOCK_OK, detail);
