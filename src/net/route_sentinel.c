@@ -3,15 +3,18 @@
  * that the sentinels name for the url's master name, followed through
  * failovers.
  *
- * Finding the master (resolve): the sentinels are asked in turn, the one
- * that answered last first, each with a short time bound, for SENTINEL
- * MASTER (its address and config epoch: a sentinel that has not heard of the
+ * Finding the master (resolve): every sentinel is asked, each with a short
+ * time bound, for SENTINEL MASTER (its address and config epoch), and the
+ * answer of the highest epoch is taken (a sentinel that has not heard of the
  * last failover names the old master under an older epoch, and is not
- * followed back); SENTINEL SENTINELS adds the peers it knows to the list. A master not used before is trusted only after it
- * answers ROLE with "master" (an old master keeps accepting writes for
- * seconds after a failover: never use what a sentinel has not confirmed and
- * the server itself does not claim), and gets the scripts loaded (the
- * script cache is not replicated) before any command goes to it.
+ * followed back); SENTINEL SENTINELS adds the peers it knows to the list. A
+ * master not used before is trusted only after it answers ROLE with
+ * "master" (an old master keeps accepting writes for seconds after a
+ * failover: never use what a sentinel has not confirmed and the server
+ * itself does not claim) and the sentinels still name it when asked again
+ * after that (the ROLE check may have waited on a paused master while they
+ * promoted a replica), and gets the scripts loaded (the script cache is not
+ * replicated) before any command goes to it.
  *
  * Learning of a failover: the route's own monitor thread subscribes to
  * +switch-master and +selected-slave on up to four sentinels and asks the
@@ -29,9 +32,9 @@
  * engine above stays the same for every route.
  *
  * On a switch: a new node (pool) becomes the master; the old node is
- * retired (its idle connections close, busy ones when given back) and kept
- * until the route is destroyed, so a thread still using it never touches
- * freed memory; the net's listener is told (the engine resubscribes and
+ * fenced (rlock__pool_fence: nothing is sent there any more, commands in
+ * flight there go to the new master) and kept until the route is
+ * destroyed, so a thread still using it never touches freed memory; the net's listener is told (the engine resubscribes and
  * renews at once) and RLOCK_EVENT_MASTER_SWITCHED is posted.
  *
  * Threads: the monitor thread; application and watchdog threads (node_for,
