@@ -12,6 +12,7 @@
 #define PROVISIONAL_MS 10000    /* a promotion no sentinel confirms by then was a wrong guess */
 #define RLOCK__EVENT_SENTINELS 4 /* sentinels whose failover events the monitor hears */
 #define SENTINEL_TIMEOUT_MS 1000 /* each step with one sentinel: a dead one costs little */
+#define QUIET_MS 5000            /* a sentinel that timed out is asked again after this */
 #define POLL_INTERVAL_MS 1000    /* ask the sentinels this often, +switch-master or not */
 #define MONITOR_TICK_MS 100      /* the monitor looks at suspect() requests this often */
 #define REPORT_MAX 600
@@ -27,6 +28,10 @@ typedef struct rlock__sentinel {
     atomic_llong epoch;                /* the sentinels' config-epoch of that master */
     pthread_mutex_t mutex;             /* guards the fields below */
     rlock__endpoint sentinels[RLOCK__MAX_SENTINELS];
+    /* A sentinel that did not answer in time (paused, cut off) is left out of
+       the polls until then, unless every one is: each poll asks every sentinel,
+       and one that hangs would cost the monitor a second a poll. */
+    int64_t quiet_until[RLOCK__MAX_SENTINELS];
     int nsentinels;
     int first;                         /* the sentinel that answered last */
     rlock__node **retired;             /* owned: former masters' nodes */

@@ -222,10 +222,32 @@ static int weight(int status, int unknown_name) {
 typedef uint64_t sentinel_set;
 #define ALL_SENTINELS (~(sentinel_set)0)
 
+/* Leaves out of among the sentinels that timed out lately, unless that leaves none. */
+static sentinel_set not_quiet(rlock__sentinel *r, sentinel_set among) {
+    sentinel_set heard = among;
+    int64_t now = rlock__now_ms();
+    pthread_mutex_lock(&r->mutex);
+    for (int k = 0; k < r->nsentinels; k++)
+        if (r->quiet_until[k] > now)
+            heard &= ~((sentinel_set)1 << k);
+    pthread_mutex_unlock(&r->mutex);
+    return heard != 0 ? heard : among;
+}
+
+/* Notes whether sentinel k answered in time (quiet_until). */
+static void note_quiet(rlock__sentinel *r, int k, int status, int64_t asked_ms) {
+    int64_t now = rlock__now_ms();
+    int timed_out = status == RLOCK_EIO && now - asked_ms >= SENTINEL_TIMEOUT_MS / 2;
+    pthread_mutex_lock(&r->mutex);
+    r->quiet_until[k] = timed_out ? now + QUIET_MS : 0;
+    pthread_mutex_unlock(&r->mutex);
+}
+
 /*
  * Asks the sentinels of among (the one that gave the best answer last time
- * first) for the master: the answer of the highest config epoch in *best, who
- * answered in *answered. A sentinel that has not heard of a failover names
+ * first; those that timed out lately left out, unless all did) for the
+ * master: the answer of the highest config epoch in *best, who answered in
+ * *answered. A sentinel that has not heard of a failover names
  * the old master under an older epoch: taking the first answer would follow
  * it. RLOCK_OK if one answered; else the status that says most (weight),
  * with what each said in report.
@@ -235,6 +257,7 @@ static int ask_all(rlock__sentinel *r, sentinel_set among, answer *best, sentine
     int status = RLOCK_EREDIS, unknown_name = 1, best_k = -1;
     *answered = 0;
     report[0] = '\0';
+    among = not_quiet(r, among);
     pthread_mutex_lock(&r->mutex);
     int n0 = r->nsentinels, first = r->first;
     pthread_mutex_unlock(&r->mutex);
@@ -249,7 +272,9 @@ static int ask_all(rlock__sentinel *r, sentinel_set among, answer *best, sentine
         int k = i < n0 ? (first + i) % n0 : i; /* the peers learnt on the way last */
         if (!(among & ((sentinel_set)1 << k)) || rlock__sentinel_at(r, k, 0, &ep) != RLOCK_OK)
             continue;
+        int64_t asked_ms = rlock__now_ms();
         int asked = ask_sentinel(r, &ep, &a);
+        note_quiet(r, k, asked, asked_ms);
         if (asked == RLOCK_OK) {
             *answered |= (sentinel_set)1 << k;
             if (best_k < 0 || a.epoch > best->epoch) {
