@@ -255,7 +255,10 @@ typedef struct rlock_config {
      * still name it when asked again after that. It is followed through
      * failovers; once the client has switched, nothing it sends reaches
      * the old master, and a command in flight there (an unlock too) is
-     * sent again to the new one (docs/design.md section 6).
+     * sent again to the new one. A master the sentinels no longer name
+     * (another under a newer config epoch, which cannot be confirmed yet)
+     * is left too: commands fail with RLOCK_EIO until the new one is
+     * adopted (docs/design.md section 6).
      *
      * redis-cluster: the hosts are seed nodes of one Redis Cluster (port
      * 6379 by default), tried in turn for CLUSTER SLOTS; user and password

@@ -12,6 +12,8 @@
  *                         client switches is settled on the new master, not
  *                         answered by the resumed old one (with and without
  *                         replica_acks)
+ *   unnamed master        the sentinels name a master the client cannot
+ *                         confirm: the resumed old master is not used
  *   status mid-failover   an open that reaches only a sentinel in the middle
  *                         of a failover says RLOCK_EIO (try again), not
  *                         RLOCK_EREDIS (no such master)
@@ -206,6 +208,55 @@ static void test_unlock_around_switch_acks(void **state) {
     unlock_around_switch(*state, 2);
 }
 
+/* ---- a master the sentinels no longer name ---------------------------------------- */
+
+/* Lets the default user run ROLE on data server d, or not (allow 0). */
+static void role_allowed(const h_server *d, int allow) {
+    redisContext *c = h_server_redis(d);
+    h_cmd_ok(c, "ACL SETUSER default %s", allow ? "+role" : "-role");
+    redisFree(c);
+}
+
+/*
+ * The sentinels promote a replica the client cannot confirm (ROLE refused
+ * there) while the master is paused; it then resumes, still saying master.
+ * The client must not go on with it: the sentinels name another master under
+ * a newer config epoch. Once the new master can be confirmed, it is adopted.
+ */
+static void test_unnamed_master_left(void **state) {
+    h_sentinels *hs = *state;
+    seen s = {0};
+    rlock_config cfg;
+    h_server *old = hs->data[0];
+    const char *name = h_unique_name("sentinel-unnamed");
+    sentinel_config(hs, &cfg, &s);
+    rlock_client *c = h_open_config(&cfg);
+    rlock *lock = h_get(c, name);
+    role_allowed(hs->data[1], 0);
+    role_allowed(hs->data[2], 0);
+    h_server_pause(old);
+    H_WAIT_FOR(all_moved_from(hs, old), 20000);
+    h_server *now = h_sentinels_named_master(hs, 0);
+    h_sleep_ms(H_MS(2500)); /* polls that find the new master, and cannot adopt it */
+    h_server_resume(old);
+    int rc = rlock_try_lock(lock, 0, RLOCK_LEASE_WATCHDOG);
+    int on_old = has_key(old, name);
+    printf("      try_lock with the old master resumed: %d (%s on it)\n", rc,
+           on_old ? "the lock is" : "nothing");
+    if (rc == RLOCK_OK)
+        rlock_unlock(lock);
+    assert_int_not_equal(rc, RLOCK_OK);
+    assert_false(on_old);
+    assert_int_equal(atomic_load(&s.switched), 0);
+    role_allowed(now, 1);
+    H_WAIT_FOR(atomic_load(&s.switched) >= 1, 10000);
+    H_ASSERT_RC(rlock_try_lock(lock, 0, RLOCK_LEASE_WATCHDOG), RLOCK_OK);
+    assert_true(has_key(now, name));
+    H_ASSERT_RC(rlock_unlock(lock), RLOCK_OK);
+    rlock_free(lock);
+    rlock_client_close(c);
+}
+
 /* ---- the status of an open mid-failover ------------------------------------------- */
 
 /* Whether sentinel i is in the middle of a failover (SENTINEL MASTER's flags). */
@@ -283,6 +334,7 @@ int main(void) {
         H_SENTINEL_TEST(test_open_during_failover),
         H_SENTINEL_TEST(test_unlock_around_switch),
         H_SENTINEL_TEST(test_unlock_around_switch_acks),
+        H_SENTINEL_TEST(test_unnamed_master_left),
         H_SENTINEL_TEST(test_open_mid_failover_is_eio),
         H_SENTINEL_TEST(test_paused_sentinel_left_out),
     };

@@ -102,10 +102,12 @@ typedef struct attempt {
 
 /*
  * The attempt met a node the client has left (a Sentinel master it switched
- * from, which may still take writes): whatever it answered is dropped -- it
- * says nothing of the master that holds the locks now, and an unlock it
- * answered left the lock there -- and the command goes to the new master.
- * Safe as any re-send: every command is a read or an idempotent script.
+ * from, or one the sentinels no longer name; either may still take writes):
+ * whatever it answered is dropped -- it says nothing of the master that
+ * holds the locks now, and an unlock it answered left the lock there -- and
+ * the command goes to the master in use now, if there is a new one, at
+ * once. Safe as any re-send: every command is a read or an idempotent
+ * script.
  */
 static int left_node(rlock__net *net, const rlock__cmd *cmd, attempt *a, rlock__conn *conn,
                      redisReply **reply) {
@@ -115,7 +117,7 @@ static int left_node(rlock__net *net, const rlock__cmd *cmd, attempt *a, rlock__
         rlock__pool_give(conn, 0);
     a->left = 1;
     a->acks = -1;
-    return rlock__fail(RLOCK_EIO, 0, "%s at %s: the client has switched to a new master",
+    return rlock__fail(RLOCK_EIO, 0, "%s at %s: the client has left that master",
                        rlock__net_cmd_name(net, cmd),
                        rlock__endpoint_str(&a->node->endpoint, at, sizeof(at)));
 }

@@ -53,7 +53,7 @@ static int no_slot(rlock__net *net, const rlock__cmd *cmd, const node_part *p, i
     if (status == RLOCK_ECLOSED)
         return RLOCK_ECLOSED;
     if (rlock__pool_fenced(&p->node->pool))
-        return rlock__fail(RLOCK_EIO, 0, "%s: the client has switched to a new master",
+        return rlock__fail(RLOCK_EIO, 0, "%s: the client has left that master",
                            rlock__net_cmd_name(net, cmd));
     return rlock__fail(RLOCK_EIO, ETIMEDOUT, "%s: no pooled connection free",
                        rlock__net_cmd_name(net, cmd));
@@ -187,7 +187,7 @@ typedef struct fan_run {
 static int end_part(fan_run *run, node_part *p) {
     /* Answered by a master the client has left: says nothing of the new one. */
     if (p->conn != NULL && p->status == RLOCK_OK && rlock__pool_fenced(&p->node->pool))
-        p->status = rlock__fail(RLOCK_EIO, 0, "%s: the client has switched to a new master",
+        p->status = rlock__fail(RLOCK_EIO, 0, "%s: the client has left that master",
                                 rlock__net_cmd_name(p->net, &run->cmds[p->index[0]]));
     if (p->conn != NULL) {
         if (p->status == RLOCK_OK)
@@ -480,8 +480,8 @@ int rlock__read_ahead(rlock__conn *conn, int64_t deadline_ms, redisReply **reply
     int status = rlock__io_read(conn->ctx, deadline_ms, reply);
     if (status == RLOCK_OK && rlock__pool_fenced(&conn->node->pool)) { /* as in end_part */
         rlock__drop_reply(reply);
-        status = rlock__fail(RLOCK_EIO, 0, "an attempt sent ahead: the client has switched to "
-                                           "a new master");
+        status = rlock__fail(RLOCK_EIO, 0, "an attempt sent ahead: the client has left "
+                                           "that master");
     }
     rlock__pool_give(conn, status == RLOCK_OK);
     return status;

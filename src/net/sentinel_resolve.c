@@ -338,7 +338,9 @@ static int adopt(rlock__sentinel *r, const answer *a, int provisional, sentinel_
         return rlock__fail(RLOCK_EREDIS, 0, "it names %.100s:%d of config epoch %lld, older "
                                             "than the master in use (%lld)", a->host, a->port,
                            a->epoch, atomic_load(&r->epoch));
-    if (current != NULL && rlock__endpoint_is(&current->endpoint, a->host, a->port)) {
+    /* A master left (leave_unnamed) is adopted again only as a new node. */
+    if (current != NULL && !rlock__pool_fenced(&current->pool) &&
+        rlock__endpoint_is(&current->endpoint, a->host, a->port)) {
         if (!provisional) { /* a sentinel names it: confirmed, with its true epoch */
             r->provisional_until = 0;
             atomic_store(&r->epoch, a->epoch);
@@ -376,6 +378,28 @@ int rlock__sentinel_adopt(rlock__sentinel *r, const answer *a, int provisional) 
     return adopt(r, a, provisional, 0, NULL);
 }
 
+/*
+ * The sentinels name another master under a newer config epoch than the one
+ * in use, but it could not be adopted (not reached, ROLE, scripts): the
+ * master in use is no longer theirs -- an old master resumed after its
+ * failover still says ROLE master and takes writes -- so nothing is sent to
+ * it any more (its pool fenced: commands fail with RLOCK_EIO) until a master
+ * is adopted.
+ */
+static void leave_unnamed(rlock__sentinel *r, const answer *named) {
+    char at[RLOCK__WHERE_MAX];
+    rlock__node *current = atomic_load(&r->master);
+    if (current == NULL || named->epoch <= atomic_load(&r->epoch) ||
+        rlock__endpoint_is(&current->endpoint, named->host, named->port) ||
+        rlock__pool_fenced(&current->pool))
+        return;
+    rlock__pool_fence(&current->pool);
+    rlock__log(r->env->events, RLOCK_LOG_WARN, "MASTER_LEFT",
+               " at=%s named=%.100s:%d epoch=%lld why=\"%s\"",
+               rlock__endpoint_str(&current->endpoint, at, sizeof(at)), named->host,
+               named->port, named->epoch, rlock__last_message());
+}
+
 /* A new answer after a ROLE check is followed this many times in one resolve. */
 #define MAX_RENAMES 3
 
@@ -391,6 +415,7 @@ int rlock__sentinel_resolve(rlock__sentinel *r, char *report, size_t size) {
         status = RLOCK_OK;
     }
     if (status != RLOCK_OK && answered != 0) { /* named, but not usable: say why */
+        leave_unnamed(r, &a);
         size_t used = strlen(report);
         if (used + 1 < size)
             snprintf(report + used, size - used, "%smaster %.100s:%d: %s", used > 0 ? "; " : "",
