@@ -70,7 +70,9 @@ int rlock__sentinel_adopt(rlock__sentinel *r, const rlock__sentinel_answer *a, i
  * Asks every sentinel, takes the master named under the highest config
  * epoch, and adopts it if it confirms itself (ROLE, scripts) and the
  * sentinels still name it after that (else their new choice, a few times);
- * a switch tells the net's listener and posts MASTER_SWITCHED. On failure,
+ * a switch tells the net's listener and posts MASTER_SWITCHED. A master in
+ * use that they no longer name, their new one not adoptable, is left (its
+ * pool fenced) all the same. On failure,
  * with what each said in report: RLOCK_EREDIS only if every sentinel that
  * answered knows no such master; RLOCK_EIO if one could not be reached, is
  * in the middle of a failover, or names a master that cannot be used yet;
