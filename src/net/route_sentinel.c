@@ -61,17 +61,20 @@ static void watch_events(rlock__sentinel *r) {
     static const char *argv[] = {"SUBSCRIBE", "+switch-master", "+selected-slave"};
     rlock__endpoint ep;
     for (int i = 0; i < RLOCK__EVENT_SENTINELS && !atomic_load(&r->closing); i++) {
-        if (r->events[i] != NULL || rlock__sentinel_at(r, i, 0, &ep) != RLOCK_OK)
+        if (r->events[i] != NULL || rlock__sentinel_quiet(r, i) ||
+            rlock__sentinel_at(r, i, 0, &ep) != RLOCK_OK)
             continue;
-        int64_t deadline_ms = rlock__deadline_after(SENTINEL_TIMEOUT_MS);
+        int64_t asked_ms = rlock__now_ms(), deadline_ms = asked_ms + SENTINEL_TIMEOUT_MS;
         redisReply *reply = NULL;
         int status = rlock__connect(&ep, r->env->events, SENTINEL_TIMEOUT_MS, deadline_ms,
                                     &r->events[i]);
-        if (status == RLOCK_OK &&
-            rlock__run_private(r->events[i], &ep, 3, argv, deadline_ms, &reply) != RLOCK_OK) {
+        if (status == RLOCK_OK)
+            status = rlock__run_private(r->events[i], &ep, 3, argv, deadline_ms, &reply);
+        if (status != RLOCK_OK && r->events[i] != NULL) {
             redisFree(r->events[i]);
             r->events[i] = NULL;
         }
+        rlock__sentinel_heard(r, i, status, asked_ms);
         if (reply != NULL)
             freeReplyObject(reply);
         rlock__endpoint_clear(&ep);

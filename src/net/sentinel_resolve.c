@@ -234,8 +234,14 @@ static sentinel_set not_quiet(rlock__sentinel *r, sentinel_set among) {
     return heard != 0 ? heard : among;
 }
 
-/* Notes whether sentinel k answered in time (quiet_until). */
-static void note_quiet(rlock__sentinel *r, int k, int status, int64_t asked_ms) {
+int rlock__sentinel_quiet(rlock__sentinel *r, int k) {
+    pthread_mutex_lock(&r->mutex);
+    int quiet = r->quiet_until[k] > rlock__now_ms();
+    pthread_mutex_unlock(&r->mutex);
+    return quiet;
+}
+
+void rlock__sentinel_heard(rlock__sentinel *r, int k, int status, int64_t asked_ms) {
     int64_t now = rlock__now_ms();
     int timed_out = status == RLOCK_EIO && now - asked_ms >= SENTINEL_TIMEOUT_MS / 2;
     pthread_mutex_lock(&r->mutex);
@@ -274,7 +280,7 @@ static int ask_all(rlock__sentinel *r, sentinel_set among, answer *best, sentine
             continue;
         int64_t asked_ms = rlock__now_ms();
         int asked = ask_sentinel(r, &ep, &a);
-        note_quiet(r, k, asked, asked_ms);
+        rlock__sentinel_heard(r, k, asked, asked_ms);
         if (asked == RLOCK_OK) {
             *answered |= (sentinel_set)1 << k;
             if (best_k < 0 || a.epoch > best->epoch) {
