@@ -224,14 +224,17 @@ typedef uint64_t sentinel_set;
 
 /* Leaves out of among the sentinels that timed out lately, unless that leaves none. */
 static sentinel_set not_quiet(rlock__sentinel *r, sentinel_set among) {
-    sentinel_set heard = among;
+    sentinel_set known = 0, quiet = 0;
     int64_t now = rlock__now_ms();
     pthread_mutex_lock(&r->mutex);
-    for (int k = 0; k < r->nsentinels; k++)
+    for (int k = 0; k < r->nsentinels; k++) {
+        known |= (sentinel_set)1 << k;
         if (r->quiet_until[k] > now)
-            heard &= ~((sentinel_set)1 << k);
+            quiet |= (sentinel_set)1 << k;
+    }
     pthread_mutex_unlock(&r->mutex);
-    return heard != 0 ? heard : among;
+    /* among may name sentinels still to be learnt (ALL_SENTINELS): only those known count */
+    return (among & known & ~quiet) != 0 ? among & ~quiet : among;
 }
 
 int rlock__sentinel_quiet(rlock__sentinel *r, int k) {
