@@ -12,6 +12,8 @@
  *                         client switches is settled on the new master, not
  *                         answered by the resumed old one (with and without
  *                         replica_acks)
+ *   queued command        a command queued for the old master's only
+ *                         connection goes to the new master after the switch
  *   unnamed master        the sentinels name a master the client cannot
  *                         confirm: the resumed old master is not used
  *   status mid-failover   an open that reaches only a sentinel in the middle
@@ -213,6 +215,73 @@ static void test_unlock_around_switch_acks(void **state) {
     unlock_around_switch(*state, 2);
 }
 
+/* A try_lock of its own lock, on a thread of its own. */
+typedef struct trier {
+    rlock *lock;
+    int rc;
+} trier;
+
+static void *trier_main(void *arg) {
+    trier *t = arg;
+    t->rc = rlock_try_lock(t->lock, 0, RLOCK_LEASE_WATCHDOG);
+    if (t->rc == RLOCK_OK)
+        rlock_unlock(t->lock);
+    return NULL;
+}
+
+/* The number of scripts the data server d ran (EVALSHA, EVAL). */
+static long long scripts_on(const h_server *d) {
+    redisContext *c = h_server_redis(d);
+    long long n = h_script_calls(c);
+    redisFree(c);
+    return n;
+}
+
+/*
+ * One pooled connection, busy with an unlock on the paused master; a
+ * try_lock queues for it. The client switches, the old master resumes and
+ * answers the unlock, the connection comes back: the queued try_lock must
+ * go to the new master, not connect to the old one afresh.
+ */
+static void test_queued_command_after_switch(void **state) {
+    h_sentinels *hs = *state;
+    seen s = {0};
+    rlock_config cfg;
+    pthread_t th, tt;
+    h_server *old = hs->data[0];
+    sentinel_config(hs, &cfg, &s);
+    cfg.pool_size = 1;
+    cfg.command_timeout_ms = H_MS(20000);
+    rlock_client *c = h_open_config(&cfg);
+    holder h = {.lock = h_get(c, h_unique_name("sentinel-queued-holder"))};
+    trier t = {.lock = h_get(c, h_unique_name("sentinel-queued"))};
+    assert_int_equal(pthread_create(&th, NULL, hold_main, &h), 0);
+    H_WAIT_FOR(atomic_load(&h.locked), 5000);
+    H_ASSERT_RC(h.lock_rc, RLOCK_OK);
+    redisContext *m = h_server_redis(old);
+    assert_int_equal(h_cmd_int(m, "WAIT 2 %d", 2000), 2);
+    h_cmd_ok(m, "CONFIG RESETSTAT");
+    redisFree(m);
+    h_server_pause(old);
+    atomic_store(&h.go, 1);
+    h_sleep_ms(200); /* the unlock holds the only connection */
+    assert_int_equal(pthread_create(&tt, NULL, trier_main, &t), 0);
+    H_WAIT_FOR(all_moved_from(hs, old) && atomic_load(&s.switched) >= 1, 20000);
+    h_sleep_ms(200);
+    h_server_resume(old);
+    pthread_join(th, NULL);
+    pthread_join(tt, NULL);
+    long long on_old = scripts_on(old);
+    printf("      unlock %d, queued try_lock %d; scripts run on the old master after its "
+           "pause: %lld\n", h.unlock_rc, t.rc, on_old);
+    H_ASSERT_RC(t.rc, RLOCK_OK);
+    /* The unlock sent before the switch runs there when it resumes; nothing else may. */
+    assert_true(on_old <= 1);
+    rlock_free(h.lock);
+    rlock_free(t.lock);
+    rlock_client_close(c);
+}
+
 /* ---- a master the sentinels no longer name ---------------------------------------- */
 
 /* Lets the default user run ROLE on data server d, or not (allow 0). */
@@ -354,6 +423,7 @@ int main(void) {
         H_SENTINEL_TEST(test_open_during_failover),
         H_SENTINEL_TEST(test_unlock_around_switch),
         H_SENTINEL_TEST(test_unlock_around_switch_acks),
+        H_SENTINEL_TEST(test_queued_command_after_switch),
         H_SENTINEL_TEST(test_unnamed_master_left),
         H_SENTINEL_TEST(test_open_mid_failover_is_eio),
         H_SENTINEL_TEST(test_silent_sentinel_left_out),
