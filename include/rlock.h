@@ -253,9 +253,16 @@ typedef struct rlock_config {
      * redis-sentinel: the hosts are sentinels (port 26379 by default), tried
      * in turn; master is the name they monitor (%-encoded if needed). user,
      * password and db are for the master; sentinel_user and
-     * sentinel_password (%-encoded) authenticate to the sentinels. The
-     * master each sentinel names is checked with ROLE before any use, and
-     * followed through failovers (docs/design.md section 6).
+     * sentinel_password (%-encoded) authenticate to the sentinels. Every
+     * sentinel is asked; the master named under the highest config epoch
+     * is used only once it answers ROLE with master and the sentinels
+     * still name it when asked again after that. It is followed through
+     * failovers; once the client has switched, nothing it sends reaches
+     * the old master, and a command in flight there (an unlock too) is
+     * sent again to the new one. A master the sentinels no longer name
+     * (another under a newer config epoch, which cannot be confirmed yet)
+     * is left too: commands fail with RLOCK_EIO until the new one is
+     * adopted (docs/design.md section 6).
      *
      * redis-cluster: the hosts are seed nodes of one Redis Cluster (port
      * 6379 by default), tried in turn for CLUSTER SLOTS; user and password
@@ -449,9 +456,11 @@ RLOCK_EXTERN void rlock_config_init(rlock_config *cfg);
 /*
  * Opens a client: parses the url, connects one pool connection (AUTH, SELECT),
  * loads the Lua scripts, and starts the watchdog, subscriber and event threads.
- * With a redis-sentinel:// url it first asks the sentinels in turn (each
- * step bounded by 1 s) for the master, checks it with ROLE, and starts a
- * thread that follows failovers. With a redis-cluster:// url it first asks
+ * With a redis-sentinel:// url it first asks every sentinel (each step
+ * bounded by 1 s) for the master, takes the one named under the highest
+ * config epoch, checks it with ROLE, asks the sentinels again that they
+ * still name it (else takes their new choice, at most three times), and
+ * starts a thread that follows failovers. With a redis-cluster:// url it first asks
  * the seeds in turn (each step bounded by 1 s) for CLUSTER SLOTS, and starts
  * a thread that keeps the slot table true; it then chooses the pub/sub kind
  * (pubsub_mode; AUTO asks PUBSUB SHARDNUMSUB). cfg NULL means all defaults.
@@ -461,16 +470,21 @@ RLOCK_EXTERN void rlock_config_init(rlock_config *cfg);
  * url, cfg not initialised by rlock_config_init, RLOCK_PUBSUB_SHARDED on a
  * server without sharded pub/sub); RLOCK_EIO (cannot resolve
  * the host, connection refused, or no answer within connect_timeout_ms: see
- * rlock_last_error_info()); RLOCK_EAUTH (wrong user or password, or a
+ * rlock_last_error_info(); Sentinel: also a failover under way -- a sentinel
+ * in the middle of one, a master named that is down or not yet master --:
+ * try again); RLOCK_EAUTH (wrong user or password, or a
  * password is required); RLOCK_ENOPERM (the ACL user may not run a command
  * rlock needs: SELECT, SCRIPT LOAD); RLOCK_EREDIS (any other refusal, e.g.
- * SELECT of a db that does not exist; a master name no sentinel knows:
- * the message says what each sentinel answered; a redis-cluster:// seed that
+ * SELECT of a db that does not exist; a master name no sentinel knows
+ * (every sentinel that answered said so): the message says what each
+ * sentinel answered; a redis-cluster:// seed that
  * is not in cluster mode: "cluster support disabled"; a server older than
  * Redis 6.2, the oldest supported: the message names its version);
  * RLOCK_ENOMEM. Blocks
- * for at most connect_timeout_ms + command_timeout_ms (Sentinel, Cluster:
- * plus 1 s per sentinel or seed tried). Thread-safe.
+ * for at most connect_timeout_ms + command_timeout_ms (Cluster: plus 1 s
+ * per seed tried; Sentinel: plus 1 s per sentinel, and for each master
+ * named, at most three, connect_timeout_ms + 1 s + 1 s per sentinel that
+ * answered). Thread-safe.
  */
 RLOCK_EXTERN int rlock_client_open(const rlock_config *cfg, rlock_client **out);
 

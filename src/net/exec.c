@@ -98,7 +98,30 @@ typedef struct attempt {
     int asking;                 /* send ASKING first */
     int reached;                /* RLOCK__REACHED_* */
     int acks;                   /* WAIT's answer, or -1 */
+    int left;                   /* the client left node (rlock__pool_fenced): go again */
 } attempt;
+
+/*
+ * The attempt met a node the client has left (a Sentinel master it switched
+ * from, or one the sentinels no longer name; either may still take writes):
+ * whatever it answered is dropped -- it says nothing of the master that
+ * holds the locks now, and an unlock it answered left the lock there -- and
+ * the command goes to the master in use now, if there is a new one, at
+ * once. Safe as any re-send: every command is a read or an idempotent
+ * script.
+ */
+static int left_node(rlock__net *net, const rlock__cmd *cmd, attempt *a, rlock__conn *conn,
+                     redisReply **reply) {
+    char at[RLOCK__WHERE_MAX];
+    rlock__drop_reply(reply);
+    if (conn != NULL)
+        rlock__pool_give(conn, 0);
+    a->left = 1;
+    a->acks = -1;
+    return rlock__fail(RLOCK_EIO, 0, "%s at %s: the client has left that master",
+                       rlock__net_cmd_name(net, cmd),
+                       rlock__endpoint_str(&a->node->endpoint, at, sizeof(at)));
+}
 
 /*
  * One attempt on a->node: a pooled connection (queueing by the attempt's
@@ -110,9 +133,13 @@ static int attempt_once(rlock__net *net, const rlock__cmd *cmd, attempt *a, int6
     int64_t start = rlock__now_ms();
     int64_t by = min_deadline(start + command_ms(net, cmd), hard_ms);
     int status;
+    rlock__pool *pool = &a->node->pool;
     a->reached = RLOCK__REACHED_NONE;
     a->acks = -1;
-    rlock__conn *conn = rlock__pool_take(&a->node->pool, by, &status);
+    a->left = 0;
+    rlock__conn *conn = rlock__pool_take(pool, by, &status);
+    if (conn == NULL && rlock__pool_fenced(pool))
+        return left_node(net, cmd, a, NULL, reply);
     if (conn == NULL)
         return status == RLOCK_ECLOSED
                    ? RLOCK_ECLOSED
@@ -122,6 +149,8 @@ static int attempt_once(rlock__net *net, const rlock__cmd *cmd, attempt *a, int6
                                  s->pool_size);
     status = rlock__pool_connect(conn, s->connect_timeout_ms,
                                  min_deadline(start + s->connect_timeout_ms, hard_ms));
+    if (rlock__pool_fenced(pool)) /* then a write fails: the fence shut the socket */
+        return left_node(net, cmd, a, conn, reply);
     if (status != RLOCK_OK) {
         if (status == RLOCK_EIO)
             rlock__node_unreachable(net, a->node);
@@ -138,6 +167,8 @@ static int attempt_once(rlock__net *net, const rlock__cmd *cmd, attempt *a, int6
         status = send_asking(net, conn->ctx, by, &a->reached);
     if (status == RLOCK_OK)
         status = rlock__round_trip(net, conn->ctx, cmd, 0, by, reply, &a->reached, &a->acks);
+    if (rlock__pool_fenced(pool)) /* the client switched while it ran: whatever came back */
+        return left_node(net, cmd, a, conn, reply);
     if (status == RLOCK_EIO)
         status = rlock__fail_cmd_io(net, a->node, conn->ctx, cmd);
     else if (status == RLOCK_OK)
@@ -207,6 +238,10 @@ int rlock__exec(rlock__net *net, const rlock__cmd *cmd, int64_t deadline_ms, red
             rlock__drop_reply(reply);
             return rlock__fail(RLOCK_ECLOSED, 0, "client closed during %s",
                                rlock__net_cmd_name(net, cmd));
+        }
+        if (a.left && redirects++ < MAX_REDIRECTS) { /* to the new master at once */
+            maybe_sent |= a.reached == RLOCK__REACHED_MAYBE;
+            continue;
         }
         int verdict = status == RLOCK_OK ? ask_route(net, cmd, *reply, &a, &redirects)
                                          : RLOCK__ROUTE_NONE;

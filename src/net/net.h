@@ -265,6 +265,9 @@ typedef struct rlock__pool {
     int closing;               /* set once by rlock__pool_abort */
     int waiting;               /* threads queued in rlock__pool_take for a slot */
     int retired;               /* its node is not used now: connections given back are closed */
+    /* Nothing may be sent there any more (a master the client has left): set once by
+       rlock__pool_fence; read without the mutex by a thread checking a reply's source. */
+    atomic_int fenced;
     /* The numeric address ("ip:port", "[ip6]:port") the node's first TCP connection
        reached, "" before it (or for a unix socket): what tells one server reached by
        two names apart from two servers. Written once, under the mutex. */
@@ -321,6 +324,18 @@ void rlock__pool_seed(rlock__pool *pool, redisContext *ctx);
  * connections close now, busy ones when given back. 0: used again.
  */
 void rlock__pool_retire(rlock__pool *pool, int retired);
+/*
+ * For good: nothing is sent on the pool any more (a Sentinel master the
+ * client has switched from, which may still take writes): retired, slots
+ * refused from now on (rlock__pool_take says RLOCK_EIO, take_idle NULL, its
+ * waiters woken), and the sockets of commands in flight shut down, so a
+ * thread about to write there fails before sending and one awaiting a reply
+ * stops. rlock__pool_fenced says which: the caller goes to the new master.
+ */
+void rlock__pool_fence(rlock__pool *pool);
+static inline int rlock__pool_fenced(rlock__pool *pool) {
+    return atomic_load(&pool->fenced);
+}
 /*
  * Closes the connections idle for more than idle_ms, keeping one connected
  * (a Cluster client may touch many masters: idle connections must not add

@@ -49,6 +49,17 @@ static int part_wait_for(const rlock__net *net, const rlock__cmd *cmds, const no
     return 0;
 }
 
+/* Why rlock__pool_take gave the part no connection (status: what it said). */
+static int no_slot(rlock__net *net, const rlock__cmd *cmd, const node_part *p, int status) {
+    if (status == RLOCK_ECLOSED)
+        return RLOCK_ECLOSED;
+    if (rlock__pool_fenced(&p->node->pool))
+        return rlock__fail(RLOCK_EIO, 0, "%s: the client has left that master",
+                           rlock__net_cmd_name(net, cmd));
+    return rlock__fail(RLOCK_EIO, ETIMEDOUT, "%s: no pooled connection free",
+                       rlock__net_cmd_name(net, cmd));
+}
+
 /*
  * Takes a connection for the part: an idle connected one if idle_only (never
  * waits; unchecked: see drop_closed), else one taken and connected by
@@ -65,10 +76,7 @@ static void take_part(const rlock__cmd *cmds, node_part *p, int idle_only, int64
                         : rlock__pool_take(&p->node->pool, deadline_ms, &status);
     if (p->conn == NULL) {
         if (!idle_only)
-            p->status = status == RLOCK_ECLOSED
-                            ? RLOCK_ECLOSED
-                            : rlock__fail(RLOCK_EIO, ETIMEDOUT, "%s: no pooled connection free",
-                                          rlock__net_cmd_name(net, &cmds[p->index[0]]));
+            p->status = no_slot(net, &cmds[p->index[0]], p, status);
         return;
     }
     if (!idle_only && (p->conn->ctx == NULL || p->conn->owed == 0))
@@ -178,6 +186,10 @@ typedef struct fan_run {
  * replies dropped on failure. Returns what run->ended says (0 without).
  */
 static int end_part(fan_run *run, node_part *p) {
+    /* Answered by a master the client has left: says nothing of the new one. */
+    if (p->conn != NULL && p->status == RLOCK_OK && rlock__pool_fenced(&p->node->pool))
+        p->status = rlock__fail(RLOCK_EIO, 0, "%s: the client has left that master",
+                                rlock__net_cmd_name(p->net, &run->cmds[p->index[0]]));
     if (p->conn != NULL) {
         if (p->status == RLOCK_OK)
             p->status = rerun_noscript(p->net, run->cmds, p, run->deadline_ms, run->replies);
@@ -467,6 +479,11 @@ rlock__conn *rlock__send_ahead(rlock__net *net, const rlock__cmd *cmd) {
 
 int rlock__read_ahead(rlock__conn *conn, int64_t deadline_ms, redisReply **reply) {
     int status = rlock__io_read(conn->ctx, deadline_ms, reply);
+    if (status == RLOCK_OK && rlock__pool_fenced(&conn->node->pool)) { /* as in end_part */
+        rlock__drop_reply(reply);
+        status = rlock__fail(RLOCK_EIO, 0, "an attempt sent ahead: the client has left "
+                                           "that master");
+    }
     rlock__pool_give(conn, status == RLOCK_OK);
     return status;
 }

@@ -112,6 +112,10 @@ rlock__conn *rlock__pool_take(rlock__pool *pool, int64_t deadline_ms, int *statu
     *status = RLOCK_ECLOSED;
     pthread_mutex_lock(&pool->mutex);
     while (!pool->closing) {
+        if (atomic_load(&pool->fenced)) {
+            *status = RLOCK_EIO;
+            break;
+        }
         conn = free_slot(pool, queued);
         if (conn != NULL) {
             take(conn);
@@ -271,6 +275,8 @@ int rlock__pool_connect(rlock__conn *conn, int connect_timeout_ms, int64_t deadl
     note_peer(pool, ctx);
     status = pool->closing ? RLOCK_ECLOSED : RLOCK_OK;
     pthread_mutex_unlock(&pool->mutex);
+    if (status == RLOCK_OK && rlock__pool_fenced(pool)) /* fenced while we connected */
+        status = rlock__fail(RLOCK_EIO, 0, "the client has left the master there");
     if (status == RLOCK_OK)
         status = rlock__connect_setup(&conn->node->endpoint, conn->node->events, ctx, setup_by);
     return status != RLOCK_OK && closing(pool) ? RLOCK_ECLOSED : status;
@@ -306,7 +312,9 @@ rlock__conn *rlock__pool_take_idle(rlock__pool *pool, int flags) {
         int dead;
         pthread_mutex_lock(&pool->mutex);
         /* Never ahead of threads queued in rlock__pool_take (it says why). */
-        for (; next < pool->size && !pool->closing && pool->waiting == 0 && conn == NULL; next++)
+        for (; next < pool->size && !pool->closing && !atomic_load(&pool->fenced) &&
+               pool->waiting == 0 && conn == NULL;
+             next++)
             if (!pool->slots[next].busy && pool->slots[next].ctx != NULL)
                 conn = &pool->slots[next];
         if (conn != NULL)
@@ -367,6 +375,26 @@ void rlock__pool_retire(rlock__pool *pool, int retired) {
             slot->owed = 0;
         }
     }
+    pthread_mutex_unlock(&pool->mutex);
+}
+
+void rlock__pool_fence(rlock__pool *pool) {
+    pthread_mutex_lock(&pool->mutex);
+    atomic_store(&pool->fenced, 1);
+    pool->retired = 1;
+    for (int i = 0; i < pool->size; i++) {
+        rlock__conn *slot = &pool->slots[i];
+        if (slot->ctx == NULL)
+            continue;
+        if (slot->busy) { /* its thread frees it: a write fails, a read ends */
+            shutdown(slot->ctx->fd, SHUT_RDWR);
+            continue;
+        }
+        redisFree(slot->ctx); /* idle: nobody reads it */
+        slot->ctx = NULL;
+        slot->owed = 0;
+    }
+    pthread_cond_broadcast(&pool->available);
     pthread_mutex_unlock(&pool->mutex);
 }
 

@@ -4,15 +4,18 @@
  * that the sentinels name for the url's master name, followed through
  * failovers.
  *
- * Finding the master (resolve): the sentinels are asked in turn, the one
- * that answered last first, each with a short time bound, for SENTINEL
- * MASTER (its address and config epoch: a sentinel that has not heard of the
+ * Finding the master (resolve): every sentinel is asked, each with a short
+ * time bound, for SENTINEL MASTER (its address and config epoch), and the
+ * answer of the highest epoch is taken (a sentinel that has not heard of the
  * last failover names the old master under an older epoch, and is not
- * followed back); SENTINEL SENTINELS adds the peers it knows to the list. A master not used before is trusted only after it
- * answers ROLE with "master" (an old master keeps accepting writes for
- * seconds after a failover: never use what a sentinel has not confirmed and
- * the server itself does not claim), and gets the scripts loaded (the
- * script cache is not replicated) before any command goes to it.
+ * followed back); SENTINEL SENTINELS adds the peers it knows to the list. A
+ * master not used before is trusted only after it answers ROLE with
+ * "master" (an old master keeps accepting writes for seconds after a
+ * failover: never use what a sentinel has not confirmed and the server
+ * itself does not claim) and the sentinels still name it when asked again
+ * after that (the ROLE check may have waited on a paused master while they
+ * promoted a replica), and gets the scripts loaded (the script cache is not
+ * replicated) before any command goes to it.
  *
  * Learning of a failover: the route's own monitor thread subscribes to
  * +switch-master and +selected-slave on up to four sentinels and asks the
@@ -30,9 +33,9 @@
  * engine above stays the same for every route.
  *
  * On a switch: a new node (pool) becomes the master; the old node is
- * retired (its idle connections close, busy ones when given back) and kept
- * until the route is destroyed, so a thread still using it never touches
- * freed memory; the net's listener is told (the engine resubscribes and
+ * fenced (rlock__pool_fence: nothing is sent there any more, commands in
+ * flight there go to the new master) and kept until the route is
+ * destroyed, so a thread still using it never touches freed memory; the net's listener is told (the engine resubscribes and
  * renews at once) and RLOCK_EVENT_MASTER_SWITCHED is posted.
  *
  * Threads: the monitor thread; application and watchdog threads (node_for,
@@ -59,17 +62,20 @@ static void watch_events(rlock__sentinel *r) {
     static const char *argv[] = {"SUBSCRIBE", "+switch-master", "+selected-slave"};
     rlock__endpoint ep;
     for (int i = 0; i < RLOCK__EVENT_SENTINELS && !atomic_load(&r->closing); i++) {
-        if (r->events[i] != NULL || rlock__sentinel_at(r, i, 0, &ep) != RLOCK_OK)
+        if (r->events[i] != NULL || rlock__sentinel_quiet(r, i) ||
+            rlock__sentinel_at(r, i, 0, &ep) != RLOCK_OK)
             continue;
-        int64_t deadline_ms = rlock__deadline_after(SENTINEL_TIMEOUT_MS);
+        int64_t asked_ms = rlock__now_ms(), deadline_ms = asked_ms + SENTINEL_TIMEOUT_MS;
         redisReply *reply = NULL;
         int status = rlock__connect(&ep, r->env->events, SENTINEL_TIMEOUT_MS, deadline_ms,
                                     &r->events[i]);
-        if (status == RLOCK_OK &&
-            rlock__run_private(r->events[i], &ep, 3, argv, deadline_ms, &reply) != RLOCK_OK) {
+        if (status == RLOCK_OK)
+            status = rlock__run_private(r->events[i], &ep, 3, argv, deadline_ms, &reply);
+        if (status != RLOCK_OK && r->events[i] != NULL) {
             redisFree(r->events[i]);
             r->events[i] = NULL;
         }
+        rlock__sentinel_heard(r, i, status, asked_ms);
         if (reply != NULL)
             freeReplyObject(reply);
         rlock__endpoint_clear(&ep);

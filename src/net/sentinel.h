@@ -13,6 +13,7 @@
 #define PROVISIONAL_MS 10000    /* a promotion no sentinel confirms by then was a wrong guess */
 #define RLOCK__EVENT_SENTINELS 4 /* sentinels whose failover events the monitor hears */
 #define SENTINEL_TIMEOUT_MS 1000 /* each step with one sentinel: a dead one costs little */
+#define QUIET_MS 10000           /* a sentinel that timed out is asked again after this */
 #define POLL_INTERVAL_MS 1000    /* ask the sentinels this often, +switch-master or not */
 #define MONITOR_TICK_MS 100      /* the monitor looks at suspect() requests this often */
 #define REPORT_MAX 600
@@ -28,6 +29,11 @@ typedef struct rlock__sentinel {
     atomic_llong epoch;                /* the sentinels' config-epoch of that master */
     pthread_mutex_t mutex;             /* guards the fields below */
     rlock__endpoint sentinels[RLOCK__MAX_SENTINELS];
+    /* A sentinel that did not answer in time (paused, cut off) is left out of
+       the polls (unless every one is) and subscriptions until then: each poll
+       asks every sentinel, and one that hangs would cost the monitor a second
+       a poll. */
+    int64_t quiet_until[RLOCK__MAX_SENTINELS];
     int nsentinels;
     int first;                         /* the sentinel that answered last */
     rlock__node **retired;             /* owned: former masters' nodes */
@@ -63,12 +69,26 @@ typedef struct rlock__sentinel_answer {
  */
 int rlock__sentinel_adopt(rlock__sentinel *r, const rlock__sentinel_answer *a, int provisional);
 /*
- * Asks the sentinels in turn until one names a master that confirms itself,
- * and adopts it (a switch tells the net's listener and posts
- * MASTER_SWITCHED). RLOCK_EIO or the last sentinel's status, with what each
- * said in report, if none did. Call with resolve_mutex held.
+ * Asks every sentinel, takes the master named under the highest config
+ * epoch, and adopts it if it confirms itself (ROLE, scripts) and the
+ * sentinels still name it after that (else their new choice, a few times);
+ * a switch tells the net's listener and posts MASTER_SWITCHED. A master in
+ * use that they no longer name, their new one not adoptable, is left (its
+ * pool fenced) all the same. On failure,
+ * with what each said in report: RLOCK_EREDIS only if every sentinel that
+ * answered knows no such master; RLOCK_EIO if one could not be reached, is
+ * in the middle of a failover, or names a master that cannot be used yet;
+ * a refusal that stays (RLOCK_EAUTH, RLOCK_ENOPERM, ...) before both. Call
+ * with resolve_mutex held.
  */
 int rlock__sentinel_resolve(rlock__sentinel *r, char *report, size_t size);
+/*
+ * Whether sentinel k timed out lately (quiet_until): polls and subscriptions
+ * leave it alone until then. rlock__sentinel_heard notes how asking it,
+ * begun at asked_ms, ended (status).
+ */
+int rlock__sentinel_quiet(rlock__sentinel *r, int k);
+void rlock__sentinel_heard(rlock__sentinel *r, int k, int status, int64_t asked_ms);
 /*
  * A copy of sentinel i (counted from the last responsive one if from_first,
  * else from the start of the list) with the sentinel credentials.

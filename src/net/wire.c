@@ -58,8 +58,12 @@ int rlock__round_trip(rlock__net *net, redisContext *ctx, const rlock__cmd *cmd,
         *reached = RLOCK__REACHED_MAYBE;
         if (rlock__io_read(ctx, deadline_ms, reply) != RLOCK_OK)
             return RLOCK_EIO;
-        if (wait_n > 0 && read_acks(ctx, deadline_ms, acks) != RLOCK_OK)
+        /* The reply alone is no outcome: the caller re-sends, or reports RLOCK_EIO (a
+           reply kept here was reported as an error reply of no type). */
+        if (wait_n > 0 && read_acks(ctx, deadline_ms, acks) != RLOCK_OK) {
+            rlock__drop_reply(reply);
             return RLOCK_EIO;
+        }
         if (cmd->script < 0 || use_body || !rlock__is_noscript(*reply))
             return RLOCK_OK;
         rlock__drop_reply(reply);
