@@ -701,7 +701,10 @@ RLOCK_EXTERN int rlock_get_fair(rlock_client *client, const char *name, rlock **
  *            field of the lock while the owner's read holds keep it: the
  *            lock stays in write mode until the owner unlocks the write hold
  *            (RLOCK_ENOTOWNER after the lease, and the write part goes) or
- *            its read holds end (as in Redisson).
+ *            its read holds end (as in Redisson). Meanwhile the write
+ *            handle's rlock_is_held_by_current_thread and rlock_hold_count
+ *            say 0 for that owner, however often asked: the client, not
+ *            Redis, knows the lease ended.
  *     write: waits while any other owner holds either. An owner that holds
  *            the read lock and not the write lock gets RLOCK_EDEADLK at once,
  *            whatever wait_ms (an upgrade: it would wait for itself, and
@@ -894,7 +897,12 @@ RLOCK_EXTERN int rlock_is_locked(rlock *lock);
  */
 RLOCK_EXTERN int rlock_is_held_by_current_thread(rlock *lock);
 
-/* The calling thread's hold count (0 if it does not hold it), or < 0. Asks Redis. */
+/*
+ * The calling thread's hold count (0 if it does not hold it), or < 0. As
+ * rlock_is_held_by_current_thread(): 0 without a round trip once the client
+ * knows the hold is over (its lease ran out by the client's clock, or its
+ * loss was reported), otherwise asks Redis.
+ */
 RLOCK_EXTERN int rlock_hold_count(rlock *lock);
 
 /*
@@ -1023,7 +1031,10 @@ RLOCK_EXTERN int rlock_unlock_as(rlock *lock, uint64_t owner);
  */
 RLOCK_EXTERN int rlock_is_held_by(rlock *lock, uint64_t owner);
 
-/* rlock_hold_count() for owner (0 if it holds nothing), or < 0. Asks Redis. */
+/*
+ * rlock_hold_count() for owner (0 if it holds nothing), or < 0. Asks Redis
+ * unless the client already knows the hold is over.
+ */
 RLOCK_EXTERN int rlock_hold_count_as(rlock *lock, uint64_t owner);
 
 /*

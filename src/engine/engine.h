@@ -64,6 +64,16 @@ typedef struct rlock__renewer {
      * too): the watchdog keeps the holds of one lock next to each other.
      */
     int by_lock;
+    /*
+     * Non-NULL: a hold's field may outlive its lease in Redis while the
+     * owner has holds of this other renewer's kind of the same lock (a
+     * read-write lock's writer field, in a hash its owner's read holds --
+     * a downgrade -- keep alive; Redis queries would read it as held). Its
+     * entry is kept past the lease, as over, until the owner's next lock
+     * or unlock; when the table fills up it goes only once the owner has
+     * no such hold.
+     */
+    const struct rlock__renewer *kept_by;
 } rlock__renewer;
 
 /* Which hold: owner's hold of lock name, of the kind renewer renews. */
@@ -113,7 +123,8 @@ enum {
     RLOCK__HOLD_NONE,           /* nothing known */
     RLOCK__HOLD_HELD,           /* held, lease not run out by the client's clock */
     RLOCK__HOLD_LOST,           /* lost: reported (or to be reported: info.report) */
-    RLOCK__HOLD_EXPIRED         /* a lease lock whose lease ran out: over, dropped */
+    RLOCK__HOLD_EXPIRED         /* a lease lock whose lease ran out: over, dropped (kept
+                                   where its field may outlive it: renewer.kept_by) */
 };
 
 typedef struct rlock__hold_info {
