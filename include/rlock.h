@@ -470,7 +470,11 @@ RLOCK_EXTERN int rlock_client_open(const rlock_config *cfg, rlock_client **out);
 
 /*
  * Closes a client. NULL is a no-op. Threads blocked in rlock_lock*() or
- * rlock_try_lock() on its handles return RLOCK_ECLOSED; commands in flight are
+ * rlock_try_lock() on its handles return RLOCK_ECLOSED; a thread that waits
+ * in a queue kept in Redis (a fair lock's, or a read-write lock's waiting
+ * writers) first leaves it, as a waiter that gives up does: the close waits
+ * for that (its attempt in flight, then its leave), at most
+ * 2 x command_timeout_ms; then commands in flight are
  * aborted (RLOCK_ECLOSED); later calls on its handles return RLOCK_ECLOSED.
  * Locks still held are NOT released: renewal stops and they expire after
  * their lease (watchdog_timeout_ms for watchdog locks). The client's
@@ -479,7 +483,8 @@ RLOCK_EXTERN int rlock_client_open(const rlock_config *cfg, rlock_client **out);
  * and 0.25 s for the reply (unanswered, it expires by its TTL). Lock handles
  * stay valid until rlock_free(). Blocks until its threads have stopped and
  * every call in flight has returned: normally well under a second, at most
- * about connect_timeout_ms if a connection attempt is under way. Must be called
+ * about connect_timeout_ms if a connection attempt is under way (plus the
+ * queue leaves above, with Redis slow to answer them). Must be called
  * once, and not from the on_lock_lost callback. In a forked child it only
  * marks the inherited client; it releases nothing of the parent's. The
  * client pointer itself stays valid after the close (calls taking it, such

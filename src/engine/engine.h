@@ -261,6 +261,9 @@ typedef struct rlock__waiters {
     int64_t subscriber_wakes_ms; /* when the subscriber's poll() ends by itself
                                    (RLOCK__NO_DEADLINE: only a wake-up ends it) */
     atomic_int resubscribe;     /* a new master took over: reconnect, subscribe again */
+    int queue_calls;            /* calls that may stand in a kind's queue in Redis and
+                                   have not left it yet (rlock__wait_queue_begin) */
+    pthread_cond_t queues_left; /* broadcast when queue_calls drops to 0 */
 } rlock__waiters;
 
 enum {
@@ -424,5 +427,19 @@ int rlock__wait_offer(rlock__engine *e, const char *channel, size_t channel_len,
                       const char *name, size_t name_len, rlock__offer *offer);
 /* Tells the offered waiter the outcome and wakes it. */
 void rlock__wait_settle(rlock__engine *e, const rlock__offer *offer, int granted, int64_t sent_ms);
+
+/*
+ * A call that may stand in a lock kind's queue in Redis (a fair lock's
+ * queue, a read-write lock's waiting writers) is counted from before its
+ * first attempt until it has left that queue (its kind's give_up sent), so
+ * that close lets its leave reach Redis before the network goes: a closed
+ * client's waiter leaves at once, as one that gives up otherwise does.
+ * Begin returns RLOCK_ECLOSED once close has begun (nothing is counted);
+ * every RLOCK_OK is matched by one end.
+ */
+int rlock__wait_queue_begin(rlock__engine *e);
+void rlock__wait_queue_end(rlock__engine *e);
+/* Close, after rlock__waiters_stop: waits until no call is counted, or deadline_ms. */
+void rlock__waiters_drain_queues(rlock__engine *e, int64_t deadline_ms);
 
 #endif /* RLOCK_ENGINE_H */
