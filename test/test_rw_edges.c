@@ -272,6 +272,9 @@ static void test_expired_write_hold_after_downgrade(void **state) {
  * field as a hold, nor does the unlock (RLOCK_ENOTOWNER, the field goes). A write lock
  * taken again after the lease (the read hold gone, the stale field left) starts afresh
  * at one hold (the script takes the field of count 1 for it): its unlock leaves nothing.
+ * Meanwhile an ended write hold is no hold for an attempt either: with the read hold
+ * kept, asking for the write lock is an upgrade (RLOCK_EDEADLK at once); waiting for
+ * another thread's write lock, the attempts expect no hold of the owner's.
  */
 static void test_expired_write_hold_queries(void **state) {
     lease_case t;
@@ -288,6 +291,9 @@ static void test_expired_write_hold_queries(void **state) {
         H_ASSERT_RC(rlock_is_held_by_current_thread(t.wr), 0);
         H_ASSERT_RC(rlock_hold_count(t.wr), 0);
     }
+    /* It holds the read lock only: the write lock is an upgrade, refused at once. */
+    H_ASSERT_RC(rlock_try_lock(t.wr, H_MS(2000), RLOCK_LEASE_WATCHDOG), RLOCK_EDEADLK);
+    H_ASSERT_RC(rlock_is_held_by_current_thread(t.wr), 0);
     H_ASSERT_RC(rlock_unlock(t.wr), RLOCK_ENOTOWNER);
     assert_int_equal(h_hget_int(t.r, t.name, writer), 0);
     H_ASSERT_RC(rlock_unlock(t.wr), RLOCK_ENOTOWNER);
@@ -304,6 +310,17 @@ static void test_expired_write_hold_queries(void **state) {
     assert_int_equal(h_hget_int(t.r, t.name, writer), 1);
     H_ASSERT_RC(rlock_unlock(t.wr), RLOCK_OK);
     assert_int_equal(h_hget_int(t.r, t.name, writer), 0);
+
+    /* An ended write lease (no downgrade: gone in Redis too) counts nothing for a wait:
+     * the lock is taken afresh after thread B's write unlock, never "lost". */
+    H_ASSERT_RC(rlock_try_lock(t.wr, 0, 200), RLOCK_OK);
+    h_sleep_ms(400);
+    H_ASSERT_RC(h_actor_call(t.b, h_op_lock, t.wr), RLOCK_OK);
+    h_actor_post(t.b, op_unlock_later, t.wr);
+    H_ASSERT_RC(rlock_try_lock(t.wr, H_MS(5000), RLOCK_LEASE_WATCHDOG), RLOCK_OK);
+    H_ASSERT_RC((int)h_actor_wait(t.b, 5000), RLOCK_OK);
+    H_ASSERT_RC(rlock_hold_count(t.wr), 1);
+    H_ASSERT_RC(rlock_unlock(t.wr), RLOCK_OK);
     lease_case_close(&t);
 }
 

@@ -155,11 +155,12 @@ void rlock__holds_destroy(rlock__holds *h);
 /*
  * owner's hold of name as of now_ms (one of RLOCK__HOLD_*). A renewed hold
  * past its lease becomes LOST with info->report set: the caller reports it
- * (exactly once). A lease hold past its lease is dropped.
+ * (exactly once). A lease hold past its lease is dropped (kept, over, where
+ * its field may outlive it: renewer.kept_by).
  */
 int rlock__holds_get(rlock__holds *h, const rlock__hold_key *key, int64_t now_ms,
                      rlock__hold_info *info);
-/* The hold's last known hold count (0 = none or lost). */
+/* The hold's last known hold count (0 = none, lost, or a lease hold past its lease). */
 long long rlock__holds_expected(rlock__holds *h, const rlock__hold_key *key);
 /* 1 if the hold is there and the watchdog renews it (nothing else changes). */
 int rlock__holds_renewing(rlock__holds *h, const rlock__hold_key *key);

@@ -286,9 +286,10 @@ int rlock__holds_get(rlock__holds *h, const rlock__hold_key *key, int64_t now_ms
 
 long long rlock__holds_expected(rlock__holds *h, const rlock__hold_key *key) {
     long long count = 0;
+    int64_t now_ms = rlock__now_ms();
     pthread_mutex_lock(&h->mutex);
     rlock__hold *e = find(h, key, NULL);
-    if (e != NULL && e->state == ENTRY_HELD)
+    if (e != NULL && e->state == ENTRY_HELD && !lease_ended(e, now_ms)) /* an ended one is over */
         count = e->count;
     pthread_mutex_unlock(&h->mutex);
     return count;
