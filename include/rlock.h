@@ -1066,9 +1066,9 @@ RLOCK_EXTERN int rlock_hold_count_as(rlock *lock, uint64_t owner);
  * Every acquirer of the name must use a fenced handle (Java: RFencedLock):
  * a plain handle (rlock_get, Java getLock) takes the same lock but draws no
  * token, so a paused fenced holder's late write is not refused after it.
- * A fenced acquisition still always draws its token: one handed the lock
- * in-process by a thread that held it through a plain handle is INCRed
- * for like any other (the hand-off uses the receiving handle's keys).
+ * A fenced acquisition still always draws its token, also when a thread
+ * that held the lock through a plain handle hands it over in-process (the
+ * hand-off uses the receiving handle's keys).
  *
  * When a token can go backwards -- the counter is a Redis key like any other:
  * - Redis restarts without persistence (or loses its AOF/RDB): the counter
