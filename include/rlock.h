@@ -490,7 +490,11 @@ RLOCK_EXTERN int rlock_client_open(const rlock_config *cfg, rlock_client **out);
 
 /*
  * Closes a client. NULL is a no-op. Threads blocked in rlock_lock*() or
- * rlock_try_lock() on its handles return RLOCK_ECLOSED; commands in flight are
+ * rlock_try_lock() on its handles return RLOCK_ECLOSED; a thread that waits
+ * in a queue kept in Redis (a fair lock's, or a read-write lock's waiting
+ * writers) first leaves it, as a waiter that gives up does: the close waits
+ * for that (its attempt in flight, then its leave), at most
+ * 2 x command_timeout_ms; then commands in flight are
  * aborted (RLOCK_ECLOSED); later calls on its handles return RLOCK_ECLOSED.
  * Locks still held are NOT released: renewal stops and they expire after
  * their lease (watchdog_timeout_ms for watchdog locks). The client's
@@ -499,7 +503,8 @@ RLOCK_EXTERN int rlock_client_open(const rlock_config *cfg, rlock_client **out);
  * and 0.25 s for the reply (unanswered, it expires by its TTL). Lock handles
  * stay valid until rlock_free(). Blocks until its threads have stopped and
  * every call in flight has returned: normally well under a second, at most
- * about connect_timeout_ms if a connection attempt is under way. Must be called
+ * about connect_timeout_ms if a connection attempt is under way (plus the
+ * queue leaves above, with Redis slow to answer them). Must be called
  * once, and not from the on_lock_lost callback. In a forked child it only
  * marks the inherited client; it releases nothing of the parent's. The
  * client pointer itself stays valid after the close (calls taking it, such
@@ -721,7 +726,10 @@ RLOCK_EXTERN int rlock_get_fair(rlock_client *client, const char *name, rlock **
  *            field of the lock while the owner's read holds keep it: the
  *            lock stays in write mode until the owner unlocks the write hold
  *            (RLOCK_ENOTOWNER after the lease, and the write part goes) or
- *            its read holds end (as in Redisson).
+ *            its read holds end (as in Redisson). Meanwhile the write
+ *            handle's rlock_is_held_by_current_thread and rlock_hold_count
+ *            say 0 for that owner, however often asked: the client, not
+ *            Redis, knows the lease ended.
  *     write: waits while any other owner holds either. An owner that holds
  *            the read lock and not the write lock gets RLOCK_EDEADLK at once,
  *            whatever wait_ms (an upgrade: it would wait for itself, and
@@ -918,7 +926,12 @@ RLOCK_EXTERN int rlock_is_locked(rlock *lock);
  */
 RLOCK_EXTERN int rlock_is_held_by_current_thread(rlock *lock);
 
-/* The calling thread's hold count (0 if it does not hold it), or < 0. Asks Redis. */
+/*
+ * The calling thread's hold count (0 if it does not hold it), or < 0. As
+ * rlock_is_held_by_current_thread(): 0 without a round trip once the client
+ * knows the hold is over (its lease ran out by the client's clock, or its
+ * loss was reported), otherwise asks Redis.
+ */
 RLOCK_EXTERN int rlock_hold_count(rlock *lock);
 
 /*
@@ -1047,7 +1060,10 @@ RLOCK_EXTERN int rlock_unlock_as(rlock *lock, uint64_t owner);
  */
 RLOCK_EXTERN int rlock_is_held_by(rlock *lock, uint64_t owner);
 
-/* rlock_hold_count() for owner (0 if it holds nothing), or < 0. Asks Redis. */
+/*
+ * rlock_hold_count() for owner (0 if it holds nothing), or < 0. Asks Redis
+ * unless the client already knows the hold is over.
+ */
 RLOCK_EXTERN int rlock_hold_count_as(rlock *lock, uint64_t owner);
 
 /*
@@ -1074,6 +1090,9 @@ RLOCK_EXTERN int rlock_hold_count_as(rlock *lock, uint64_t owner);
  * Every acquirer of the name must use a fenced handle (Java: RFencedLock):
  * a plain handle (rlock_get, Java getLock) takes the same lock but draws no
  * token, so a paused fenced holder's late write is not refused after it.
+ * A fenced acquisition still always draws its token, also when a thread
+ * that held the lock through a plain handle hands it over in-process (the
+ * hand-off uses the receiving handle's keys).
  *
  * When a token can go backwards -- the counter is a Redis key like any other:
  * - Redis restarts without persistence (or loses its AOF/RDB): the counter

@@ -231,6 +231,54 @@ static void test_handoff_token(void **state) {
     rlock_client_close(c);
 }
 
+/*
+ * Issue 22, item 7: thread P holds the lock through a plain handle (rlock_get) of the
+ * name, thread F waits in rlock_try_lock_fenced on a fenced handle of it. P's unlock
+ * hands the lock to F in-process (no PUBLISH); F's acquisition still draws a new token
+ * from the counter (it got 0 and the counter stayed when the transfer was the plain
+ * handle's). A plain waiter handed the lock by a fenced holder draws none.
+ */
+static void test_handoff_token_from_plain_holder(void **state) {
+    rlock_client *c = h_open_handoffs(30000, 4);
+    const char *name = h_unique_name("fence-mixed");
+    rlock *l = fenced(c, name), *plain = h_get(c, name);
+    redisContext *r = h_redis();
+    h_actor *a = h_actor_start();
+    struct fenced_try waiter = {l, H_MS(10000), 0};
+    long long first = 0;
+    (void)state;
+
+    H_ASSERT_RC(rlock_try_lock_fenced(l, 0, -1, &first), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock(plain), RLOCK_OK);
+    h_actor_post(a, op_try_fenced, &waiter);
+    h_scripts_quiet(r, H_MS(100), H_MS(5000));
+    long long published = h_commandstat_calls(r, "publish");
+    H_ASSERT_RC(rlock_unlock(plain), RLOCK_OK);
+    H_ASSERT_RC((int)h_actor_wait(a, 5000), RLOCK_OK);
+    assert_int_equal(h_commandstat_calls(r, "publish"), published); /* handed over */
+    assert_int_equal(waiter.token, first + 1);
+    assert_int_equal(counter(r, name), first + 1);
+
+    /* The reverse: the plain waiter takes no token, the counter stays. */
+    H_ASSERT_RC((int)h_actor_call(a, h_op_unlock, l), RLOCK_OK);
+    H_ASSERT_RC(rlock_try_lock_fenced(l, 0, -1, &first), RLOCK_OK);
+    h_actor_post(a, h_op_lock, plain);
+    h_scripts_quiet(r, H_MS(100), H_MS(5000));
+    published = h_commandstat_calls(r, "publish");
+    H_ASSERT_RC(rlock_unlock(l), RLOCK_OK);
+    H_ASSERT_RC((int)h_actor_wait(a, 5000), RLOCK_OK);
+    assert_int_equal(h_commandstat_calls(r, "publish"), published);
+    assert_int_equal(counter(r, name), first);
+    H_ASSERT_RC((int)h_actor_call(a, h_op_unlock, plain), RLOCK_OK);
+
+    h_actor_stop(a);
+    rlock_free(plain);
+    rlock_free(l);
+    redisFree(r);
+    rlock_client_close(c);
+}
+
 /* ---- the same owner again, right after its lease ended ------------------------------------- */
 
 /*
@@ -678,6 +726,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_tokens_increase),
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_handoff_token),
+        cmocka_unit_test(test_handoff_token_from_plain_holder),
         cmocka_unit_test(test_reacquire_after_lease),
         cmocka_unit_test(test_resend_idempotent),
         cmocka_unit_test(test_fenced_set),

@@ -6,8 +6,9 @@
  * processes, and Redisson's layout written by hand for the kinds librlock
  * does not offer yet (read-write, fenced) and for Java owners.
  *
- *   usage          --help's sections, help COMMAND, usage errors (status 2),
- *                  no server (3), a malformed url (2), $RLOCK_URL
+ *   usage          --help's sections, help COMMAND (unlock's names no kind it
+ *                  cannot unlock), usage errors (status 2), no server (3),
+ *                  a malformed url (2), $RLOCK_URL
  *   plain          list / show / --json: kind, owner and hold count, TTL, the
  *                  owning process from its registration, a waiting process
  *                  counted on the channel; unregistered owners said so
@@ -72,6 +73,11 @@ static void expect_in(const char *text, const char *needle) {
         H_FAIL("\"%s\" not in:\n%s", needle, text);
 }
 
+static void expect_not_in(const char *text, const char *needle) {
+    if (strstr(text, needle) != NULL)
+        H_FAIL("\"%s\" in:\n%s", needle, text);
+}
+
 /* ---- usage ------------------------------------------------------------------------- */
 
 static void test_usage(void **state) {
@@ -86,6 +92,12 @@ static void test_usage(void **state) {
     h_tool_free(&t);
     h_tool_run(&t, NULL, "help", "unlock", NULL);
     h_tool_expect(&t, 0, "rlockctl unlock NAME [--yes]");
+    /* every kind is force-unlocked (test_rw_fenced): 5 is for "not a lock" only */
+    expect_in(t.out, "read-write lock with the handle of its mode");
+    expect_not_in(t.out, "cannot force-unlock");
+    h_tool_free(&t);
+    h_tool_run(&t, NULL, "--help", NULL);
+    expect_not_in(t.out, "cannot force-unlock");
     h_tool_free(&t);
     h_tool_run(&t, NULL, "show", "--help", NULL);
     h_tool_expect(&t, 0, "rlockctl show NAME [--json]");

@@ -266,6 +266,65 @@ static void test_expired_write_hold_after_downgrade(void **state) {
     lease_case_close(&t);
 }
 
+/*
+ * The same writer asks about its write hold after the lease, several times (issue 22,
+ * item 6): not held, hold count 0, each time -- its field is still in Redis, but the
+ * first query no longer drops what the client knows, so the next one does not read the
+ * field as a hold, nor does the unlock (RLOCK_ENOTOWNER, the field goes). A write lock
+ * taken again after the lease (the read hold gone, the stale field left) starts afresh
+ * at one hold (the script takes the field of count 1 for it): its unlock leaves nothing.
+ * Meanwhile an ended write hold is no hold for an attempt either: with the read hold
+ * kept, asking for the write lock is an upgrade (RLOCK_EDEADLK at once); waiting for
+ * another thread's write lock, the attempts expect no hold of the owner's.
+ */
+static void test_expired_write_hold_queries(void **state) {
+    lease_case t;
+    char writer[160];
+    (void)state;
+    lease_case_open(&t, "rwe-wquery", H_MS(3000));
+    snprintf(writer, sizeof writer, "%s:write", my_field(t.c));
+
+    H_ASSERT_RC(rlock_try_lock(t.wr, 0, 200), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock(t.rd), RLOCK_OK); /* the downgrade */
+    h_sleep_ms(400);
+    assert_int_equal(h_hget_int(t.r, t.name, writer), 1);
+    for (int i = 0; i < 2; i++) {
+        H_ASSERT_RC(rlock_is_held_by_current_thread(t.wr), 0);
+        H_ASSERT_RC(rlock_hold_count(t.wr), 0);
+    }
+    /* It holds the read lock only: the write lock is an upgrade, refused at once. */
+    H_ASSERT_RC(rlock_try_lock(t.wr, H_MS(2000), RLOCK_LEASE_WATCHDOG), RLOCK_EDEADLK);
+    H_ASSERT_RC(rlock_is_held_by_current_thread(t.wr), 0);
+    H_ASSERT_RC(rlock_unlock(t.wr), RLOCK_ENOTOWNER);
+    assert_int_equal(h_hget_int(t.r, t.name, writer), 0);
+    H_ASSERT_RC(rlock_unlock(t.wr), RLOCK_ENOTOWNER);
+
+    H_ASSERT_RC(rlock_unlock(t.rd), RLOCK_OK);
+    H_ASSERT_RC(rlock_try_lock(t.wr, 0, 200), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock(t.rd), RLOCK_OK);
+    h_sleep_ms(400);
+    H_ASSERT_RC(rlock_hold_count(t.wr), 0);
+    H_ASSERT_RC(rlock_unlock(t.rd), RLOCK_OK); /* the stale writer field stays */
+    assert_int_equal(h_hget_int(t.r, t.name, writer), 1);
+    H_ASSERT_RC(rlock_try_lock(t.wr, 0, RLOCK_LEASE_WATCHDOG), RLOCK_OK); /* afresh */
+    H_ASSERT_RC(rlock_hold_count(t.wr), 1);
+    assert_int_equal(h_hget_int(t.r, t.name, writer), 1);
+    H_ASSERT_RC(rlock_unlock(t.wr), RLOCK_OK);
+    assert_int_equal(h_hget_int(t.r, t.name, writer), 0);
+
+    /* An ended write lease (no downgrade: gone in Redis too) counts nothing for a wait:
+     * the lock is taken afresh after thread B's write unlock, never "lost". */
+    H_ASSERT_RC(rlock_try_lock(t.wr, 0, 200), RLOCK_OK);
+    h_sleep_ms(400);
+    H_ASSERT_RC(h_actor_call(t.b, h_op_lock, t.wr), RLOCK_OK);
+    h_actor_post(t.b, op_unlock_later, t.wr);
+    H_ASSERT_RC(rlock_try_lock(t.wr, H_MS(5000), RLOCK_LEASE_WATCHDOG), RLOCK_OK);
+    H_ASSERT_RC((int)h_actor_wait(t.b, 5000), RLOCK_OK);
+    H_ASSERT_RC(rlock_hold_count(t.wr), 1);
+    H_ASSERT_RC(rlock_unlock(t.wr), RLOCK_OK);
+    lease_case_close(&t);
+}
+
 /* ---- the cost of a read unlock ------------------------------------------------------ */
 
 #define MANY_READERS 16
@@ -509,6 +568,7 @@ int main(void) {
         cmocka_unit_test(test_expired_read_hold_is_no_upgrade),
         cmocka_unit_test(test_expired_read_hold_unlock),
         cmocka_unit_test(test_expired_write_hold_after_downgrade),
+        cmocka_unit_test(test_expired_write_hold_queries),
         cmocka_unit_test(test_read_unlock_cost_is_flat),
         cmocka_unit_test(test_deep_reentrancy),
         cmocka_unit_test(test_reader_killed),

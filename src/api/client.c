@@ -134,13 +134,17 @@ void rlock__leave_all_on_cancel(void *guards) {
 /* ---- open ------------------------------------------------------------------ */
 
 /*
- * Stops what runs, in the order close needs: waiters return RLOCK_ECLOSED,
- * commands in flight fail now, then the watchdog; calls in progress drain
- * (close only); events queued are still delivered.
+ * Stops what runs, in the order close needs: waiters return RLOCK_ECLOSED
+ * and those in a kind's queue in Redis leave it (their attempt in flight,
+ * then their leave: each within a command timeout), commands in flight
+ * fail now, then the watchdog; calls in progress drain (close only);
+ * events queued are still delivered.
  */
 static void stop_threads(rlock_client *c, int drain_calls) {
     rlock__shared_read_stop(c); /* it releases idle holds: before the network goes */
     rlock__waiters_stop(&c->engine);
+    rlock__waiters_drain_queues(&c->engine,
+                                rlock__deadline_after(2LL * c->settings.command_timeout_ms));
     rlock__net_abort(&c->net);
     rlock__watchdog_stop(&c->engine);
     if (drain_calls) {

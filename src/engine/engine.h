@@ -65,6 +65,16 @@ typedef struct rlock__renewer {
      * too): the watchdog keeps the holds of one lock next to each other.
      */
     int by_lock;
+    /*
+     * Non-NULL: a hold's field may outlive its lease in Redis while the
+     * owner has holds of this other renewer's kind of the same lock (a
+     * read-write lock's writer field, in a hash its owner's read holds --
+     * a downgrade -- keep alive; Redis queries would read it as held). Its
+     * entry is kept past the lease, as over, until the owner's next lock
+     * or unlock; when the table fills up it goes only once the owner has
+     * no such hold.
+     */
+    const struct rlock__renewer *kept_by;
 } rlock__renewer;
 
 /* Which hold: owner's hold of lock name, of the kind renewer renews. */
@@ -114,7 +124,8 @@ enum {
     RLOCK__HOLD_NONE,           /* nothing known */
     RLOCK__HOLD_HELD,           /* held, lease not run out by the client's clock */
     RLOCK__HOLD_LOST,           /* lost: reported (or to be reported: info.report) */
-    RLOCK__HOLD_EXPIRED         /* a lease lock whose lease ran out: over, dropped */
+    RLOCK__HOLD_EXPIRED         /* a lease lock whose lease ran out: over, dropped (kept
+                                   where its field may outlive it: renewer.kept_by) */
 };
 
 typedef struct rlock__hold_info {
@@ -145,11 +156,12 @@ void rlock__holds_destroy(rlock__holds *h);
 /*
  * owner's hold of name as of now_ms (one of RLOCK__HOLD_*). A renewed hold
  * past its lease becomes LOST with info->report set: the caller reports it
- * (exactly once). A lease hold past its lease is dropped.
+ * (exactly once). A lease hold past its lease is dropped (kept, over, where
+ * its field may outlive it: renewer.kept_by).
  */
 int rlock__holds_get(rlock__holds *h, const rlock__hold_key *key, int64_t now_ms,
                      rlock__hold_info *info);
-/* The hold's last known hold count (0 = none or lost). */
+/* The hold's last known hold count (0 = none, lost, or a lease hold past its lease). */
 long long rlock__holds_expected(rlock__holds *h, const rlock__hold_key *key);
 /* 1 if the hold is there and the watchdog renews it (nothing else changes). */
 int rlock__holds_renewing(rlock__holds *h, const rlock__hold_key *key);
@@ -251,6 +263,9 @@ typedef struct rlock__waiters {
     int64_t subscriber_wakes_ms; /* when the subscriber's poll() ends by itself
                                    (RLOCK__NO_DEADLINE: only a wake-up ends it) */
     atomic_int resubscribe;     /* a new master took over: reconnect, subscribe again */
+    int queue_calls;            /* calls that may stand in a kind's queue in Redis and
+                                   have not left it yet (rlock__wait_queue_begin) */
+    pthread_cond_t queues_left; /* broadcast when queue_calls drops to 0 */
 } rlock__waiters;
 
 enum {
@@ -414,5 +429,19 @@ int rlock__wait_offer(rlock__engine *e, const char *channel, size_t channel_len,
                       const char *name, size_t name_len, rlock__offer *offer);
 /* Tells the offered waiter the outcome and wakes it. */
 void rlock__wait_settle(rlock__engine *e, const rlock__offer *offer, int granted, int64_t sent_ms);
+
+/*
+ * A call that may stand in a lock kind's queue in Redis (a fair lock's
+ * queue, a read-write lock's waiting writers) is counted from before its
+ * first attempt until it has left that queue (its kind's give_up sent), so
+ * that close lets its leave reach Redis before the network goes: a closed
+ * client's waiter leaves at once, as one that gives up otherwise does.
+ * Begin returns RLOCK_ECLOSED once close has begun (nothing is counted);
+ * every RLOCK_OK is matched by one end.
+ */
+int rlock__wait_queue_begin(rlock__engine *e);
+void rlock__wait_queue_end(rlock__engine *e);
+/* Close, after rlock__waiters_stop: waits until no call is counted, or deadline_ms. */
+void rlock__waiters_drain_queues(rlock__engine *e, int64_t deadline_ms);
 
 #endif /* RLOCK_ENGINE_H */

@@ -21,7 +21,10 @@
  * learns of it (RLOCK_ELOST / RLOCK_ENOTOWNER) and starts afresh. A lease
  * hold past its lease is over, not lost: dropped when its owner calls
  * again, or -- for owners that never do, such as an explicit owner made for
- * one request -- when the table fills up, before it grows. Each
+ * one request -- when the table fills up, before it grows. One whose field
+ * may outlive its lease in Redis (renewer.kept_by: a downgraded writer's)
+ * stays, over, until its owner's lock or unlock (which takes the field
+ * out), or the table fills up while the owner has no hold that keeps it. Each
  * entry created afresh gets a new serial, so a renewal result about an
  * older hold cannot touch a newer one.
  *
@@ -184,6 +187,15 @@ static int lease_ended(const rlock__hold *e, int64_t now_ms) {
     return e->state == ENTRY_HELD && !e->renew && e->releasing == 0 && now_ms >= e->expires_ms;
 }
 
+/* Whether e's owner has a hold of the kind that keeps e's field in Redis past its lease. */
+static int kept_in_redis(rlock__holds *h, const rlock__hold *e) {
+    if (e->renewer->kept_by == NULL)
+        return 0;
+    rlock__hold_key key = {.name = e->name, .len = e->name_len, .owner = e->owner,
+                           .renewer = e->renewer->kept_by};
+    return find(h, &key, NULL) != NULL;
+}
+
 /*
  * Drops every lease hold past its lease. rlock__holds_get drops one when
  * its owner calls again; an owner that never does -- an explicit owner made
@@ -194,7 +206,7 @@ static void drop_ended_leases(rlock__holds *h, int64_t now_ms) {
     for (size_t i = 0; i < h->nbuckets; i++) {
         rlock__hold **link = &h->buckets[i];
         while (*link != NULL) {
-            if (lease_ended(*link, now_ms))
+            if (lease_ended(*link, now_ms) && !kept_in_redis(h, *link))
                 unlink_entry(h, link);
             else
                 link = &(*link)->next;
@@ -252,7 +264,8 @@ int rlock__holds_get(rlock__holds *h, const rlock__hold_key *key, int64_t now_ms
         info->lease_left_ms = e->expires_ms - now_ms;
         state = RLOCK__HOLD_LOST;
     } else if (lease_ended(e, now_ms)) {
-        unlink_entry(h, link); /* a lease lock that ran its lease: over, not lost */
+        if (e->renewer->kept_by == NULL) /* Redis no longer shows it: its TTL ran out too */
+            unlink_entry(h, link); /* a lease lock that ran its lease: over, not lost */
         state = RLOCK__HOLD_EXPIRED;
     } else if (now_ms >= e->expires_ms && e->releasing == 0) {
         info->count = e->count;
@@ -274,9 +287,10 @@ int rlock__holds_get(rlock__holds *h, const rlock__hold_key *key, int64_t now_ms
 
 long long rlock__holds_expected(rlock__holds *h, const rlock__hold_key *key) {
     long long count = 0;
+    int64_t now_ms = rlock__now_ms();
     pthread_mutex_lock(&h->mutex);
     rlock__hold *e = find(h, key, NULL);
-    if (e != NULL && e->state == ENTRY_HELD)
+    if (e != NULL && e->state == ENTRY_HELD && !lease_ended(e, now_ms)) /* an ended one is over */
         count = e->count;
     pthread_mutex_unlock(&h->mutex);
     return count;

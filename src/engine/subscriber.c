@@ -518,9 +518,13 @@ static void on_stop(void *arg) {
 
 int rlock__waiters_start(rlock__engine *e) {
     rlock__waiters *ws = &e->waiters;
+    if (rlock__cond_init(&ws->queues_left) != 0)
+        return RLOCK_ENOMEM;
     int status = rlock__worker_init(&ws->worker);
-    if (status != RLOCK_OK)
+    if (status != RLOCK_OK) {
+        pthread_cond_destroy(&ws->queues_left); /* destroy skips what init did not finish */
         return status;
+    }
     ws->wake_pipe[0] = ws->wake_pipe[1] = -1;
     ws->subscriber_wakes_ms = RLOCK__NO_DEADLINE;
     if (pipe2(ws->wake_pipe, O_NONBLOCK | O_CLOEXEC) != 0)
@@ -542,6 +546,7 @@ void rlock__waiters_destroy(rlock__engine *e) {
         return; /* never started: no pipe either */
     rlock__channels_free(ws);
     rlock__worker_destroy(&ws->worker);
+    pthread_cond_destroy(&ws->queues_left);
     for (int i = 0; i < 2; i++)
         if (ws->wake_pipe[i] >= 0)
             close(ws->wake_pipe[i]);

@@ -21,6 +21,37 @@
 
 #include "channels.h"
 
+int rlock__wait_queue_begin(rlock__engine *e) {
+    rlock__waiters *ps = &e->waiters;
+    int status = RLOCK_OK;
+    pthread_mutex_lock(&ps->worker.mutex);
+    if (ps->worker.stop) /* close may be past its drain: this call must queue nowhere */
+        status = rlock__fail(RLOCK_ECLOSED, 0, "client closed");
+    else
+        ps->queue_calls++;
+    pthread_mutex_unlock(&ps->worker.mutex);
+    return status;
+}
+
+void rlock__wait_queue_end(rlock__engine *e) {
+    rlock__waiters *ps = &e->waiters;
+    pthread_mutex_lock(&ps->worker.mutex);
+    if (--ps->queue_calls == 0)
+        pthread_cond_broadcast(&ps->queues_left);
+    pthread_mutex_unlock(&ps->worker.mutex);
+}
+
+void rlock__waiters_drain_queues(rlock__engine *e, int64_t deadline_ms) {
+    rlock__waiters *ps = &e->waiters;
+    if (!ps->worker.initialised)
+        return;
+    pthread_mutex_lock(&ps->worker.mutex);
+    while (ps->queue_calls > 0 &&
+           rlock__cond_wait_until(&ps->queues_left, &ps->worker.mutex, deadline_ms) != ETIMEDOUT)
+        ;
+    pthread_mutex_unlock(&ps->worker.mutex);
+}
+
 int rlock__wait_join(rlock__engine *e, const char *channel, size_t len, int64_t deadline_ms,
                      rlock__waiter *w) {
     rlock__waiters *ps = &e->waiters;

@@ -292,8 +292,10 @@ static void stop_waiting(void *arg) {
     }
     if (unclaimed) /* best effort */
         lock->kind->release(lock, &w->waiter.owner, 1, RLOCK__NO_DEADLINE, &ignored_release);
-    if (w->cancelled && lock->kind->give_up != NULL)
+    if (w->cancelled && lock->kind->give_up != NULL) {
         lock->kind->give_up(lock, &w->waiter.owner, w->wait_ms);
+        rlock__wait_queue_end(lock->engine); /* rlock__acquire's end does not run */
+    }
     rlock__free(w->spare);
     rlock__gauge_add(&lock->engine->events->stats.waiting_threads, -1);
 }
@@ -439,6 +441,10 @@ int rlock__acquire(rlock *lock, const rlock__owner *owner, long long wait_ms, lo
     /* An owner that would wait for a hold of its own never starts waiting. */
     if (lock->kind->self_deadlock != NULL && (status = lock->kind->self_deadlock(lock, owner)) != RLOCK_OK)
         return status;
+    /* It may stand in the kind's queue in Redis: close waits for it to leave. */
+    int may_queue = wait_ms != 0 && lock->kind->give_up != NULL;
+    if (may_queue && (status = rlock__wait_queue_begin(lock->engine)) != RLOCK_OK)
+        return status;
     if (should_queue(lock, wait_ms, owner)) {
         wait_start_us = rlock__now_us();
         status = wait_and_acquire(call, lock, owner, wait_ms, lease_ms, 1, deadline_ms, &token,
@@ -458,7 +464,9 @@ int rlock__acquire(rlock *lock, const rlock__owner *owner, long long wait_ms, lo
     else if (!call->member) /* a multi-lock's call counts its own outcome */
         rlock__count_busy(&lock->engine->events->stats, status);
     /* An attempt that may have queued us in the kind's queue: a waiter that gives up leaves it. */
-    if (status != RLOCK_OK && wait_ms != 0 && lock->kind->give_up != NULL)
+    if (status != RLOCK_OK && may_queue)
         lock->kind->give_up(lock, owner, wait_ms);
+    if (may_queue)
+        rlock__wait_queue_end(lock->engine);
     return status;
 }

@@ -268,12 +268,20 @@ static int read_transfer(const redisReply *reply, void *arg) {
     return RLOCK_OK;
 }
 
+/*
+ * The keys are the receiving waiter's handle's, not the releaser's: the two
+ * may be a plain and a fenced handle of one name (one hash, one channel),
+ * and a waiter in rlock_try_lock_fenced must draw its token (the counter's
+ * INCR) however the holder before it held the lock; a plain waiter draws
+ * none. The waiter's handle is in its call until the offer is settled.
+ */
 static int transfer(const rlock *lock, const rlock__owner *owner, const rlock__offer *offer,
                     rlock__released *out) {
     char from[RLOCK__OWNER_MAX], to[RLOCK__OWNER_MAX], lease[24];
     const char *argv[5];
     size_t argvlen[5];
-    int k = lock_keys(lock, argv, argvlen);
+    const rlock *receiver = offer->waiter->lock;
+    int k = lock_keys(receiver, argv, argvlen);
     argv[k] = from;
     argvlen[k] = rlock__owner_field(lock->client_id, owner->id, from);
     argv[k + 1] = to;

@@ -32,19 +32,24 @@ static int unlock_lost(const rlock *lock, const rlock__owner *owner, int report,
 }
 
 /*
- * The unlock of owner's hold whose lease ran out by the client's clock, of a
- * kind whose field may outlive it (kind.release_expired): a release of every
- * hold (expected 0), best effort, takes the field out -- or the hold itself,
- * should Redis's TTL not have run out yet: the owner holds nothing after
- * this unlock either way. The unlock's answer stands (RLOCK_ENOTOWNER).
+ * Ends owner's hold whose lease ran out by the client's clock, at its
+ * unlock: its entry goes, and for a kind whose field may outlive the lease
+ * (kind.release_expired) a release of every hold (expected 0), best effort,
+ * takes the field out -- or the hold itself, should Redis's TTL not have
+ * run out yet: the owner holds nothing after this unlock either way. The
+ * unlock's answer stands (RLOCK_ENOTOWNER).
  */
-static void release_expired(rlock *lock, const rlock__owner *owner) {
+static void forget_expired(rlock *lock, const rlock__owner *owner) {
     rlock__released out;
     rlock__error_detail saved;
-    rlock__error_save(&saved);
-    int64_t deadline_ms = rlock__deadline_after(lock->engine->settings->command_timeout_ms);
-    lock->kind->release(lock, owner, 0, deadline_ms, &out);
-    rlock__error_restore(&saved);
+    rlock__hold_key key = rlock__hold_of(lock, owner);
+    if (lock->kind->release_expired) {
+        rlock__error_save(&saved);
+        int64_t deadline_ms = rlock__deadline_after(lock->engine->settings->command_timeout_ms);
+        lock->kind->release(lock, owner, 0, deadline_ms, &out);
+        rlock__error_restore(&saved);
+    }
+    rlock__holds_forget(&lock->engine->holds, &key);
 }
 
 /*
@@ -64,8 +69,7 @@ static int hold_before_release(rlock *lock, const rlock__owner *owner, long long
     if (state == RLOCK__HOLD_EXPIRED) {
         int status = rlock__fail(RLOCK_ENOTOWNER, 0,
                                  "lock '%.200s': its lease ran out before the unlock", lock->name);
-        if (lock->kind->release_expired)
-            release_expired(lock, owner);
+        forget_expired(lock, owner);
         return status;
     }
     if (state != RLOCK__HOLD_LOST)

@@ -59,7 +59,7 @@ static const rlock__renewer read_renewer = {.script = RLOCK__SCRIPT_RW_RENEW,
 static const rlock__renewer write_renewer = {.script = RLOCK__SCRIPT_RW_RENEW,
                                              .node_script = RLOCK__SCRIPT_RW_RENEW_NODE,
                                              .owner_field = write_field,
-                                             .by_lock = 1};
+                                             .by_lock = 1, .kept_by = &read_renewer};
 
 /* An RW_READ_ACQUIRE or RW_WRITE_ACQUIRE command with its argument strings. */
 typedef struct acquire_cmd {

@@ -43,13 +43,13 @@ static const command_help command_helps[] = {
      "    each other, each starting with a line \"-- rlockctl watch ...\".\n"},
     {"unlock", "rlockctl unlock NAME [--yes]",
      "    Force-unlocks NAME whoever holds it (rlock_force_unlock on a handle of\n"
-     "    the lock's kind) and wakes its waiters. Shows the holders and asks\n"
+     "    the lock's kind: a read-write lock with the handle of its mode) and\n"
+     "    wakes its waiters. Shows the holders and asks\n"
      "    \"force-unlock NAME held by ...? [y/N]\" on the terminal; --yes skips\n"
      "    the question. Without a terminal on stdin it refuses unless --yes is\n"
      "    given (exit status 4). If the holders changed while you answered, it\n"
      "    refuses too (4): the yes was to the holders shown. Exit status 1 if\n"
-     "    NAME was not locked, 5 if it is not a lock or a kind this build cannot\n"
-     "    force-unlock (read-write).\n"
+     "    NAME was not locked, 5 if it is not a lock (left untouched).\n"
      "    The previous holder learns of the loss at its next renewal or call.\n"},
     {"clients", "rlockctl clients [--json]",
      "    The rlock clients registered on the masters (SCAN rlock:client:*):\n"
@@ -113,8 +113,7 @@ static const char *const options_etc =
     "    3  cannot connect, Redis answered an error (message on stderr), or the\n"
     "       output could not be written\n"
     "    4  unlock refused: not confirmed, or no terminal and no --yes\n"
-    "    5  the name holds something that is not a lock, or a lock this build\n"
-    "       cannot force-unlock\n"
+    "    5  the name holds something that is not a lock\n"
     "\n"
     "EXAMPLES\n"
     "    rlockctl list 'orders:*'\n"

@@ -34,7 +34,7 @@ enum {
     CTL_USAGE = 2,    /* bad command line */
     CTL_REDIS = 3,    /* cannot connect, or Redis answered an error */
     CTL_REFUSED = 4,  /* unlock not confirmed (answered no, or no terminal and no --yes) */
-    CTL_NOT_LOCK = 5  /* the key is not a lock rlockctl knows, or a kind it cannot unlock */
+    CTL_NOT_LOCK = 5  /* the key is not a lock rlockctl knows (every lock kind is unlocked) */
 };
 
 /* ---- main.c ---------------------------------------------------------------- */
