@@ -29,6 +29,19 @@
 /* ---- 3. an unlock that errs has not released --------------------------- */
 
 /*
+ * A server to make ACL users on: the suite's if its url (*base) is plain
+ * redis://host:port, else one of our own (*own, *base its url). Its admin connection.
+ */
+static redisContext *acl_server(h_server **own, const char **base) {
+    *own = NULL;
+    if (strncmp(*base, "redis://", 8) == 0 && !strchr(*base + 8, '@') && !strchr(*base + 8, '/'))
+        return h_redis();
+    *own = h_server_start();
+    *base = h_server_url(*own);
+    return h_server_redis(*own);
+}
+
+/*
  * An ACL user that may use every key and command, whose channels are taken
  * away while it holds a lock: the unlock cannot PUBLISH. rlock_unlock is
  * RLOCK_ENOPERM with Redis's NOPERM text, the lock is still held and
@@ -52,14 +65,7 @@ static void test_unlock_refused_keeps_lock(void **state) {
     long long t_end;
     (void)state;
 
-    /* The suite's server if its url is plain redis://host:port, else our own. */
-    if (strncmp(base, "redis://", 8) != 0 || strchr(base + 8, '@') || strchr(base + 8, '/')) {
-        own = h_server_start();
-        base = h_server_url(own);
-        admin = h_server_redis(own);
-    } else {
-        admin = h_redis();
-    }
+    admin = acl_server(&own, &base);
     snprintf(user, sizeof user, "rlock-truth-%ld-%lld", (long)getpid(), h_now_us());
     h_cmd_ok(admin, "ACL SETUSER %s on >pw ~* &* +@all", user);
     h_url_auth(url, sizeof url, base, user, "pw");
@@ -190,13 +196,7 @@ static void test_lock_refused_for_its_unlock(void **state) {
     redisContext *admin;
     (void)state;
 
-    if (strncmp(base, "redis://", 8) != 0 || strchr(base + 8, '@') || strchr(base + 8, '/')) {
-        own = h_server_start();
-        base = h_server_url(own);
-        admin = h_server_redis(own);
-    } else {
-        admin = h_redis();
-    }
+    admin = acl_server(&own, &base);
     if (h_server_major(admin) >= 7) {
         refused_case(admin, base, "resetchannels", "+publish", "publish");
         refused_case(admin, base, "&*", "-del", "del");
