@@ -49,9 +49,12 @@ static int attempt(const rlock *lock, const rlock__owner *owner, long long lease
                         1};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_FAIR_ACQUIRE, .flags = RLOCK__CMD_WRITE,
                       .argc = 9, .nkeys = 3, .argv = argv, .argvlen = argvlen};
+    rlock__exec_info info = {0};
     answer->outcome = RLOCK__ATTEMPT_NONE;
-    return rlock__exec_read(lock->engine->net, &cmd, deadline_ms, NULL, rlock__read_attempt,
-                            answer);
+    int status = rlock__exec_read(lock->engine->net, &cmd, deadline_ms, &info,
+                                  rlock__read_attempt, answer);
+    answer->sent_ms = info.sent_ms; /* reentrant.c's attempt explains */
+    return status;
 }
 
 static int read_left(const redisReply *reply, void *arg) {

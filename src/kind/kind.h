@@ -95,6 +95,9 @@ typedef struct rlock__attempt {
     int outcome;                /* RLOCK__ATTEMPT_* */
     long long value;
     long long token;            /* HELD on a fenced lock: the acquisition's token; else 0 */
+    int64_t sent_ms;            /* when the send Redis answered began (0: not known): the
+                                   lease runs from it, not from an earlier send that went
+                                   unanswered (every acquire re-arms the TTL when re-sent) */
 } rlock__attempt;
 
 /* A release's outcome (rlock__kind.release / .transfer). */

@@ -91,9 +91,13 @@ static int attempt(const rlock *lock, const rlock__owner *owner, long long lease
                    rlock__attempt *answer) {
     rlock__lock_cmd a;
     (void)wait_ms; /* no queue: every waiter tries alike */
+    rlock__exec_info info = {0};
     rlock__acquire_cmd(&a, lock, owner->id, lease_ms, expected);
     answer->outcome = RLOCK__ATTEMPT_NONE;
-    return rlock__exec_read(lock->engine->net, &a.cmd, deadline_ms, NULL, rlock__read_attempt, answer);
+    int status = rlock__exec_read(lock->engine->net, &a.cmd, deadline_ms, &info,
+                                  rlock__read_attempt, answer);
+    answer->sent_ms = info.sent_ms; /* the lease runs from the send Redis answered */
+    return status;
 }
 
 /*

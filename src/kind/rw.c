@@ -119,8 +119,11 @@ static int attempt(const rlock *lock, const rlock__owner *owner, long long lease
     acquire_cmd a;
     attempt_reply r = {lock, owner, answer};
     acquire_cmd_init(&a, lock, owner->id, lease_ms, expected, wait_ms != 0);
+    rlock__exec_info info = {0};
     answer->outcome = RLOCK__ATTEMPT_NONE;
-    return rlock__exec_read(lock->engine->net, &a.cmd, deadline_ms, NULL, read_attempt, &r);
+    int status = rlock__exec_read(lock->engine->net, &a.cmd, deadline_ms, &info, read_attempt, &r);
+    answer->sent_ms = info.sent_ms; /* reentrant.c's attempt explains */
+    return status;
 }
 
 /* A sleeping waiter's next attempt, sent ahead (reentrant.c's send_ahead explains). */

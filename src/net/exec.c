@@ -193,7 +193,8 @@ int rlock__exec(rlock__net *net, const rlock__cmd *cmd, int64_t deadline_ms, red
     *reply = NULL;
     for (int tries = 0;;) {
         if (info != NULL)
-            *info = (rlock__exec_info){.resent = maybe_sent, .acks = -1};
+            *info = (rlock__exec_info){.resent = maybe_sent, .acks = -1,
+                                       .sent_ms = rlock__now_ms()};
         if (!redirected)
             a.node = rlock__node_of(net, cmd); /* asked again: the master may have moved */
         redirected = 0;

@@ -543,6 +543,9 @@ typedef struct rlock__exec_info {
     int resent;    /* an attempt that may have reached Redis was followed by another */
     int acks;      /* a write with replica_acks set: replicas that acknowledged it; else -1 */
     int asked;     /* it ran after ASKING, on a node importing its slot (Cluster) */
+    int64_t sent_ms; /* when the attempt whose reply ended the call began: what a script
+                        that re-arms a TTL on every send (an acquire) counts its lease from;
+                        earlier re-sends may have gone nowhere (a master down) */
 } rlock__exec_info;
 
 /*
