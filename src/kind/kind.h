@@ -57,6 +57,10 @@ struct rlock {
     size_t token_key_len;
     char *writers;              /* read-write lock: owned "rlock_rwlock_writers:{name}"; else NULL */
     size_t writers_len;
+    const char *family;         /* a lock of several keys: "{name}" (name if it has a '{'),
+                                   which each of its keys names (net.h, rlock__cmd.family);
+                                   points into queue, token_key or writers; else NULL */
+    size_t family_len;
     struct rlock__shared_read *shared_read; /* read-write lock of a client with shared reads:
                                    the API layer's (api/shared_read.c), counted; else NULL */
 };

@@ -87,7 +87,8 @@ static void acquire_cmd_init(acquire_cmd *a, const rlock *lock, uint64_t owner,
     a->cmd = (rlock__cmd){.script = write ? RLOCK__SCRIPT_RW_WRITE_ACQUIRE
                                           : RLOCK__SCRIPT_RW_READ_ACQUIRE,
                           .flags = RLOCK__CMD_WRITE, .argc = write ? 7 : 5, .nkeys = 2,
-                          .argv = a->argv, .argvlen = a->argvlen};
+                          .argv = a->argv, .argvlen = a->argvlen,
+                          .family = lock->family, .family_len = lock->family_len};
 }
 
 /* An attempt's reply: the generic answers, and the write lock's "it would wait for itself". */
@@ -152,7 +153,8 @@ static int force_unlock(const rlock *lock) {
     size_t argvlen[] = {lock->name_len, strlen(mode), lock->channel_len,
                         strlen(lock->publish_verb), 1};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_RW_FORCE_UNLOCK, .flags = RLOCK__CMD_WRITE,
-                      .argc = 5, .nkeys = 1, .argv = argv, .argvlen = argvlen};
+                      .argc = 5, .nkeys = 1, .argv = argv, .argvlen = argvlen,
+                      .family = lock->family, .family_len = lock->family_len};
     rlock__exec_info info = {0};
     int status = rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, &info,
                                   rlock__read_forced, (void *)"RW_FORCE_UNLOCK");
@@ -180,7 +182,8 @@ static int read_holds(const rlock *lock, const rlock__owner *owner, long long *v
     const char *argv[] = {lock->name, field};
     size_t argvlen[] = {lock->name_len, rlock__owner_field(lock->client_id, owner->id, field)};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_RW_READ_HOLDS, .argc = 2, .nkeys = 1, .argv = argv,
-                      .argvlen = argvlen};
+                      .argvlen = argvlen,
+                      .family = lock->family, .family_len = lock->family_len};
     return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, read_locked,
                             value);
 }
@@ -198,7 +201,8 @@ static int ask(const rlock *lock, int question, const rlock__owner *owner, long 
     const char *argv[] = {lock->name, mode};
     size_t argvlen[] = {lock->name_len, strlen(mode)};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_RW_LOCKED, .argc = 2, .nkeys = 1, .argv = argv,
-                      .argvlen = argvlen};
+                      .argvlen = argvlen,
+                      .family = lock->family, .family_len = lock->family_len};
     return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, read_locked,
                             value);
 }
@@ -218,7 +222,8 @@ static void give_up(const rlock *lock, const rlock__owner *owner, long long wait
                         write_field(lock->client_id, owner->id, field), lock->channel_len,
                         strlen(lock->publish_verb)};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_RW_WRITE_LEAVE, .flags = RLOCK__CMD_WRITE,
-                      .argc = 5, .nkeys = 2, .argv = argv, .argvlen = argvlen};
+                      .argc = 5, .nkeys = 2, .argv = argv, .argvlen = argvlen,
+                      .family = lock->family, .family_len = lock->family_len};
     rlock__error_detail saved;
     (void)wait_ms;
     rlock__error_save(&saved);

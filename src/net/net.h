@@ -219,7 +219,23 @@ typedef struct rlock__cmd {
     /* Run it on this node whatever its key (a command for every master, such as
        SCAN; a channel's PUBSUB NUMSUB); NULL: the route names the node. Not owned. */
     rlock__node *node;
+    /* A script of a lock of several keys (fair, fenced, read-write): the lock's keys are
+       KEYS[1] and those of its slot whose names contain family (Redisson's "{name}").
+       A slot migration that splits them is met by moving them together (exec.c). NULL:
+       the script touches its declared keys only. Not owned. */
+    const char *family;
+    size_t family_len;
 } rlock__cmd;
+
+/*
+ * A script of several keys sent to a slot's importing node (after ASKING)
+ * declares KEYS[1] alone, and passes the others as its first arguments after
+ * this mark and their count: there, a command of several keys one of which
+ * does not exist is answered TRYAGAIN for the whole migration. The scripts'
+ * prelude (kind/lua_prelude.h, KEYS_AS_ARGS_LUA) puts them back in KEYS.
+ */
+#define RLOCK__KEYS_AS_ARGS "rlock:keys-as-args"
+
 
 /* SCRIPT LOAD of every script of set on ctx (one pipeline) by deadline_ms. */
 int rlock__scripts_load(redisContext *ctx, int64_t deadline_ms, rlock__script_set *set);
