@@ -258,7 +258,11 @@ typedef struct rlock_config {
      * are for every node (a cluster has only db 0). Each lock goes to the
      * master of its name's slot (Redis's hash-tag rule); MOVED, ASK,
      * TRYAGAIN, CLUSTERDOWN, slot migrations and failovers are followed
-     * (docs/design.md section 6). pool_size is per master (connections idle
+     * (docs/design.md section 6); a fair, fenced or read-write lock whose
+     * keys a migration has split between two masters has those left on the
+     * exporting master moved to the importing one with MIGRATE before its
+     * script runs there (the ACL user then needs CLUSTER COUNTKEYSINSLOT,
+     * CLUSTER GETKEYSINSLOT, MIGRATE and ASKING: docs/failure-modes.md). pool_size is per master (connections idle
      * for 30 s close, one per master stays).
      */
     const char *url;
