@@ -14,6 +14,9 @@
  *               hold key, all. Each reader in turn unlocks (the other
  *               still reads: a writer is busy), reads again and re-enters;
  *               then both leave and a writer takes the lock
+ *   read-write, watchdog  two watchdog readers (1.5 s lease) with a hold
+ *               key or the hash moved: renewed for three leases, never
+ *               reported lost; then they leave and a writer gets it
  *   fair        a holder, a waiter in the queue (a thread of its own), the
  *               hash, the queue and the timeouts; moved: each subset of
  *               one or two keys. A third owner's try is busy, the holder
@@ -22,7 +25,8 @@
  *               acquisition's token is above the last, the resource
  *               helper's key and fence move key by key too
  *
- * Leases are explicit (60 s): no renewal runs. One cluster per test.
+ * Leases are explicit (60 s) except in the watchdog case. One cluster per
+ * test.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -156,6 +160,47 @@ static void test_rw_keys_split(void **state) {
         rw_split(*state, cases[i]);
 }
 
+/*
+ * Watchdog readers (a 1.5 s lease, renewed every 500 ms) while one hold key
+ * (hash 0) or the hash (hash 1) has moved: renewed through the split for
+ * three leases, never reported lost; they unlock and a writer gets it.
+ */
+static void rw_watchdog_split(h_cluster *hc, int hash) {
+    mig g;
+    rlock *r, *w;
+    char keys[MAX_KEYS][256];
+    const char *moved[1];
+    open_case(&g, hc, "rwwatch");
+    rlock_client_close(g.c); /* a client of a short watchdog lease instead */
+    g.c = h_cluster_open(hc, H_MS(1500), RLOCK_PUBSUB_AUTO, g.seen);
+    H_ASSERT_RC(rlock_get_rw(g.c, g.name, &r, &w), RLOCK_OK);
+    uint64_t a = rlock_owner_new(), b = rlock_owner_new(), writer = rlock_owner_new();
+    H_ASSERT_RC(rlock_lock_as(r, a, RLOCK_LEASE_WATCHDOG), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock_as(r, b, RLOCK_LEASE_WATCHDOG), RLOCK_OK);
+    g.m.slot = h_slot(g.name, strlen(g.name));
+    int nkeys = source_keys(&g, keys);
+    assert_int_equal(nkeys, 3);
+    moved[0] = hash ? g.name : strcmp(keys[0], g.name) != 0 ? keys[0] : keys[1];
+    split(&g, moved, 1);
+    h_sleep_ms(H_MS(4500));
+    printf("      renewal failures %d, lost %d\n",
+           atomic_load(&g.seen->kinds[RLOCK_EVENT_RENEWAL_FAILED]), h_cseen_lost(g.seen));
+    assert_int_equal(h_cseen_lost(g.seen), 0);
+    assert_int_equal(rlock_is_held_by(r, a), 1);
+    assert_int_equal(rlock_is_held_by(r, b), 1);
+    H_ASSERT_RC(rlock_try_lock_as(w, writer, 0, H_MS(LEASE)), RLOCK_BUSY);
+    H_ASSERT_RC(rlock_unlock_as(r, a), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock_as(r, b), RLOCK_OK);
+    H_ASSERT_RC(rlock_try_lock_as(w, writer, 0, H_MS(LEASE)), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock_as(w, writer), RLOCK_OK);
+    finish_case(&g);
+}
+
+static void test_rw_watchdog_keys_split(void **state) {
+    rw_watchdog_split(*state, 0);
+    rw_watchdog_split(*state, 1);
+}
+
 /* ---- fair -------------------------------------------------------------------- */
 
 static void fair_split(h_cluster *hc, unsigned which) {
@@ -248,6 +293,7 @@ int main(void) {
         cmocka_set_test_filter(getenv("CLUSTER_FILTER"));
     const struct CMUnitTest tests[] = {
         H_CLUSTER_TEST(test_rw_keys_split),
+        H_CLUSTER_TEST(test_rw_watchdog_keys_split),
         H_CLUSTER_TEST(test_fair_keys_split),
         H_CLUSTER_TEST(test_fenced_keys_split),
     };

@@ -45,10 +45,23 @@ static size_t write_field(const void *client_id, uint64_t owner, char *buf) {
     return len + 6;
 }
 
+/* "{<name>}", or the name itself if it has a '{' (rw_lua.c's hold_key rule). */
+static size_t family(const char *name, size_t len, char *buf) {
+    if (memchr(name, '{', len) != NULL) {
+        memcpy(buf, name, len);
+        return len;
+    }
+    buf[0] = '{';
+    memcpy(buf + 1, name, len);
+    buf[len + 1] = '}';
+    return len + 2;
+}
+
 static const rlock__renewer read_renewer = {.script = RLOCK__SCRIPT_RW_RENEW,
                                             .node_script = RLOCK__SCRIPT_RW_RENEW_NODE,
                                             .owner_field = rlock__owner_field_of,
-                                            .by_lock = 1};
+                                            .by_lock = 1,
+                                            .family = family};
 
 /*
  * A write hold too is renewed by RW_RENEW (not RENEW, which sets the hash's
@@ -58,7 +71,8 @@ static const rlock__renewer read_renewer = {.script = RLOCK__SCRIPT_RW_RENEW,
 static const rlock__renewer write_renewer = {.script = RLOCK__SCRIPT_RW_RENEW,
                                              .node_script = RLOCK__SCRIPT_RW_RENEW_NODE,
                                              .owner_field = write_field,
-                                             .by_lock = 1};
+                                             .by_lock = 1,
+                                             .family = family};
 
 /* An RW_READ_ACQUIRE or RW_WRITE_ACQUIRE command with its argument strings. */
 typedef struct acquire_cmd {
