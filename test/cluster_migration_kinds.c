@@ -21,6 +21,9 @@
  *               hash, the queue and the timeouts; moved: each subset of
  *               one or two keys. A third owner's try is busy, the holder
  *               re-enters and unlocks, the waiter gets the lock at once
+ *   multi       a multi-lock of a fair lock whose slot migrates (held by
+ *               another owner, then free) and a plain lock: one fan-out,
+ *               busy then held
  *   fenced      a holder and the token counter; moved: either. Each
  *               acquisition's token is above the last, the resource
  *               helper's key and fence move key by key too
@@ -251,6 +254,39 @@ static void test_fair_keys_split(void **state) {
         fair_split(*state, cases[i]);
 }
 
+/*
+ * A multi-lock (one fan-out for its members) of a fair lock whose slot
+ * migrates and a plain lock elsewhere: the fair lock held by another owner
+ * (busy, the true answer: the exporting node has its hash, not its queue,
+ * and answers TRYAGAIN), then free with no key left on the exporting node
+ * (ASK; the importing node answers TRYAGAIN to three declared keys none of
+ * which exists).
+ */
+static void test_multi_fair_keys_split(void **state) {
+    mig g;
+    rlock *f, *members[2];
+    rlock_multi *m;
+    char other[128];
+    h_server *masters[H_CLUSTER_NODES];
+    open_case(&g, *state, "multisplit");
+    h_cluster_masters(g.hc, masters);
+    h_cluster_name_on(g.hc, masters[2], h_unique_name("multiplain"), other, sizeof other);
+    H_ASSERT_RC(rlock_get_fair(g.c, g.name, &f), RLOCK_OK);
+    members[0] = f;
+    members[1] = h_get(g.c, other);
+    H_ASSERT_RC(rlock_multi_new(members, 2, &m), RLOCK_OK);
+    uint64_t holder = rlock_owner_new();
+    H_ASSERT_RC(rlock_lock_as(f, holder, H_MS(LEASE)), RLOCK_OK);
+    split(&g, NULL, 0);
+    H_ASSERT_RC(rlock_multi_try_lock(m, 0, H_MS(LEASE)), RLOCK_BUSY);
+    H_ASSERT_RC(rlock_unlock_as(f, holder), RLOCK_OK);
+    H_ASSERT_RC(rlock_multi_try_lock(m, 0, H_MS(LEASE)), RLOCK_OK);
+    H_ASSERT_RC(rlock_multi_unlock(m), RLOCK_OK);
+    rlock_multi_free(m);
+    rlock_free(members[1]);
+    finish_case(&g);
+}
+
 /* ---- fenced ------------------------------------------------------------------ */
 
 static void fenced_split(h_cluster *hc, int counter_moved) {
@@ -295,6 +331,7 @@ int main(void) {
         H_CLUSTER_TEST(test_rw_keys_split),
         H_CLUSTER_TEST(test_rw_watchdog_keys_split),
         H_CLUSTER_TEST(test_fair_keys_split),
+        H_CLUSTER_TEST(test_multi_fair_keys_split),
         H_CLUSTER_TEST(test_fenced_keys_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -276,8 +276,9 @@ static int of_family(const rlock__cmd *cmd, const redisReply *key) {
 #define GATHER_SLOT_KEYS_MAX 100000
 
 /*
- * The slot's keys on source (CLUSTER COUNTKEYSINSLOT, GETKEYSINSLOT): a
- * reply the caller frees, NULL on failure (recorded).
+ * The slot's keys on source (CLUSTER COUNTKEYSINSLOT, GETKEYSINSLOT) into
+ * *keys, a reply the caller frees. RLOCK_EREDIS for a slot of more than
+ * GATHER_SLOT_KEYS_MAX keys there, or a failure (recorded).
  */
 static int slot_keys(rlock__net *net, rlock__node *source, int slot, int64_t hard_ms,
                      redisReply **keys) {
@@ -292,13 +293,15 @@ static int slot_keys(rlock__net *net, rlock__node *source, int slot, int64_t har
         rlock__drop_reply(&reply);
         return status;
     }
-    long long n = reply->integer < GATHER_SLOT_KEYS_MAX ? reply->integer : GATHER_SLOT_KEYS_MAX;
+    long long n = reply->integer;
     rlock__drop_reply(&reply);
-    argv[1] = "GETKEYSINSLOT";
-    argvlen[1] = 13;
-    const char *get[] = {argv[0], argv[1], slot_str, count_str};
-    size_t getlen[] = {argvlen[0], argvlen[1], argvlen[2],
-                       rlock__fmt_u64(count_str, (uint64_t)(n > 0 ? n : 1))};
+    if (n > GATHER_SLOT_KEYS_MAX) /* a lock's keys beyond those read would be taken for gone */
+        return rlock__fail(RLOCK_EREDIS, 0, "slot %d has %lld keys on the node exporting it: "
+                                            "more than %d to look through for a lock's keys "
+                                            "that its migration split",
+                           slot, n, GATHER_SLOT_KEYS_MAX);
+    const char *get[] = {"CLUSTER", "GETKEYSINSLOT", slot_str, count_str};
+    size_t getlen[] = {7, 13, argvlen[2], rlock__fmt_u64(count_str, (uint64_t)(n > 0 ? n : 1))};
     status = run_on(net, source, 4, get, getlen, hard_ms, keys);
     if (status == RLOCK_OK && (*keys)->type != REDIS_REPLY_ARRAY)
         status = rlock__fail_reply(*keys, "CLUSTER GETKEYSINSLOT");
