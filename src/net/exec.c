@@ -327,8 +327,12 @@ static int migrate_family(rlock__net *net, const rlock__cmd *cmd, rlock__node *s
     size_t *argvlen = rlock__calloc(keys->elements + 12, sizeof(*argvlen));
     char port[24], timeout[24];
     int argc = 0;
-    if (argv == NULL || argvlen == NULL || ep->host == NULL) {
-        status = ep->host == NULL ? RLOCK_EREDIS : RLOCK_ENOMEM;
+    if (argv == NULL || argvlen == NULL) {
+        status = rlock__fail(RLOCK_ENOMEM, 0, "MIGRATE of a lock's keys: out of memory");
+        goto done;
+    }
+    if (ep->host == NULL) { /* a Cluster node is a TCP address: only a bug gets here */
+        status = rlock__fail(RLOCK_EREDIS, 0, "MIGRATE of a lock's keys: no TCP address");
         goto done;
     }
 #define ARG(s, n) (argv[argc] = (s), argvlen[argc++] = (n))
