@@ -893,7 +893,8 @@ RLOCK_EXTERN int rlock_is_locked(rlock *lock);
  * 1 if the calling thread holds the lock, 0 if not, or a negative error.
  * Answers 0 without a round trip once the hold's lease has run out by the
  * client's clock (send time of the last confirmed acquisition or renewal +
- * lease) or its loss was reported; otherwise asks Redis (HEXISTS), so a
+ * lease: of the send Redis answered, when a call was re-sent, e.g. through
+ * a failover) or its loss was reported; otherwise asks Redis (HEXISTS), so a
  * deleted lock shows as 0.
  */
 RLOCK_EXTERN int rlock_is_held_by_current_thread(rlock *lock);
