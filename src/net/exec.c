@@ -432,7 +432,7 @@ int rlock__exec(rlock__net *net, const rlock__cmd *cmd, int64_t deadline_ms, red
             return rlock__fail(RLOCK_ECLOSED, 0, "client closed during %s",
                                rlock__net_cmd_name(net, cmd));
         }
-        if (status == RLOCK_OK && split_by_migration(cmd, *reply) &&
+        if (status == RLOCK_OK && net->route->slotted && split_by_migration(cmd, *reply) &&
             redirects++ < MAX_REDIRECTS) {
             int gathered, moved = gather_family(net, cmd, *reply, &a, hard_ms, &gathered);
             if (moved != RLOCK_OK || gathered) {
