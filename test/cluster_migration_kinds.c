@@ -13,7 +13,8 @@
  *               key, one hold key, both hold keys, the hash, the hash and a
  *               hold key, all. Each reader in turn unlocks (the other
  *               still reads: a writer is busy), reads again and re-enters;
- *               then both leave and a writer takes the lock
+ *               then both leave and a writer takes the lock; names with
+ *               and without a hash tag
  *   read-write, watchdog  two watchdog readers (1.5 s lease) with a hold
  *               key or the hash moved: renewed for three leases, never
  *               reported lost; then they leave and a writer gets it
@@ -125,13 +126,22 @@ static void reader_turn(rlock *r, rlock *w, uint64_t me, uint64_t other, uint64_
     H_ASSERT_RC(rlock_unlock_as(r, me), RLOCK_OK);
 }
 
-static void rw_split(h_cluster *hc, rw_case k) {
+/* The name with a hash tag, "{<name>}:tagged": the same slot. */
+static void tag_name(mig *g) {
+    char plain[sizeof g->name];
+    snprintf(plain, sizeof plain, "%s", g->name);
+    snprintf(g->name, sizeof g->name, "{%.100s}:tagged", plain);
+}
+
+static void rw_split(h_cluster *hc, rw_case k, int tagged) {
     mig g;
     rlock *r, *w;
     char keys[MAX_KEYS][256];
     const char *moved[MAX_KEYS];
     int n = 0;
     open_case(&g, hc, "rwsplit");
+    if (tagged)
+        tag_name(&g);
     H_ASSERT_RC(rlock_get_rw(g.c, g.name, &r, &w), RLOCK_OK);
     uint64_t a = rlock_owner_new(), b = rlock_owner_new(), writer = rlock_owner_new();
     H_ASSERT_RC(rlock_lock_as(r, a, H_MS(LEASE)), RLOCK_OK);
@@ -160,7 +170,9 @@ static void rw_split(h_cluster *hc, rw_case k) {
 static void test_rw_keys_split(void **state) {
     const rw_case cases[] = {{0, 0}, {1, 0}, {2, 0}, {0, 1}, {1, 1}, {2, 2}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-        rw_split(*state, cases[i]);
+        rw_split(*state, cases[i], 0);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        rw_split(*state, cases[i], 1); /* a name with a hash tag */
 }
 
 /*
