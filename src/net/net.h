@@ -590,6 +590,13 @@ typedef struct rlock__exec_info {
  * pooled connection was found closed, or the write failed) is sent again at
  * once on a fresh connection, also past deadline_ms (within the hard bound).
  *
+ * A script of a lock of several keys (cmd->family) answered TRYAGAIN, ASK
+ * or "non local key" on a Cluster whose slot is migrating: the lock's keys
+ * left on the exporting node are moved to the importing one (one MIGRATE),
+ * where it runs next after ASKING, its keys as arguments (RLOCK__KEYS_AS_ARGS);
+ * a failure of that move is the call's status (ENOPERM: an ACL without
+ * MIGRATE), with no reply.
+ *
  * An error reply records its detail (rlock__fail_reply) and returns its
  * mapped status (EAUTH, ENOPERM, ENOTLOCK, EREDIS) with the reply. I/O
  * failures record host:port and errno, and tell events. Returns RLOCK_OK,
