@@ -269,7 +269,11 @@ typedef struct rlock_config {
      * are for every node (a cluster has only db 0). Each lock goes to the
      * master of its name's slot (Redis's hash-tag rule); MOVED, ASK,
      * TRYAGAIN, CLUSTERDOWN, slot migrations and failovers are followed
-     * (docs/design.md section 6). pool_size is per master (connections idle
+     * (docs/design.md section 6); a fair, fenced or read-write lock whose
+     * keys a migration has split between two masters has those left on the
+     * exporting master moved to the importing one with MIGRATE before its
+     * script runs there (the ACL user then needs CLUSTER COUNTKEYSINSLOT,
+     * CLUSTER GETKEYSINSLOT, MIGRATE and ASKING: docs/failure-modes.md). pool_size is per master (connections idle
      * for 30 s close, one per master stays).
      */
     const char *url;
@@ -921,7 +925,8 @@ RLOCK_EXTERN int rlock_is_locked(rlock *lock);
  * 1 if the calling thread holds the lock, 0 if not, or a negative error.
  * Answers 0 without a round trip once the hold's lease has run out by the
  * client's clock (send time of the last confirmed acquisition or renewal +
- * lease) or its loss was reported; otherwise asks Redis (HEXISTS), so a
+ * lease: of the send Redis answered, when a call was re-sent, e.g. through
+ * a failover) or its loss was reported; otherwise asks Redis (HEXISTS), so a
  * deleted lock shows as 0.
  */
 RLOCK_EXTERN int rlock_is_held_by_current_thread(rlock *lock);

@@ -12,13 +12,16 @@
  *               in the three phases (IMPORTING/MIGRATING, MIGRATE of
  *               whatever lock key exists at that moment, SETSLOT NODE),
  *               with pauses in each phase: zero overlaps, exact count, and
- *               every unlock RLOCK_OK (no hold lost)
+ *               every unlock RLOCK_OK (no hold lost); the same for a
+ *               fair lock and for a read-write lock's write handle, whose
+ *               other keys the migration moves too (and the contest's
+ *               scripts gather on the importing node when it split them)
  *   failover    CLUSTER FAILOVER of the lock's master, then back (a
  *               coordinated failover loses no acknowledged write, so no
  *               WAIT is needed): zero overlaps, exact count, every unlock
  *               RLOCK_OK
  *
- * Both also require that every process kept acquiring, and that acquiring
+ * All also require that every process kept acquiring, and that acquiring
  * went on after the last change. Durations are scaled by TEST_TIMEOUT_SCALE.
  */
 #include <setjmp.h>
@@ -29,6 +32,7 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -93,6 +97,81 @@ static void test_exclusion_during_migration(void **state) {
     finish_contest(&ct);
 }
 
+/* ---- the kinds of several keys: a fair lock, a read-write lock's write handle ---- */
+
+typedef struct kind_arg {
+    rlock_config cfg;
+    char name[128];
+    int fair; /* else the write lock of rlock_get_rw */
+} kind_arg;
+
+typedef struct kind_ctx {
+    rlock_client *client;
+    rlock *lock, *read;
+} kind_ctx;
+
+static void *kind_open(const void *arg, int process) {
+    const kind_arg *k = arg;
+    kind_ctx *x = calloc(1, sizeof *x);
+    (void)process;
+    if (x == NULL || rlock_client_open(&k->cfg, &x->client) != RLOCK_OK)
+        return NULL;
+    int rc = k->fair ? rlock_get_fair(x->client, k->name, &x->lock)
+                     : rlock_get_rw(x->client, k->name, &x->read, &x->lock);
+    return rc == RLOCK_OK ? x : NULL;
+}
+
+static int kind_acquire(void *ctx, long long *valid_ms) {
+    *valid_ms = -1;
+    return rlock_lock(((kind_ctx *)ctx)->lock);
+}
+
+static int kind_release(void *ctx) {
+    return rlock_unlock(((kind_ctx *)ctx)->lock);
+}
+
+static void kind_close(void *ctx) {
+    kind_ctx *x = ctx;
+    rlock_free(x->lock);
+    rlock_free(x->read);
+    rlock_client_close(x->client);
+    free(x);
+}
+
+/*
+ * The same contest over a fair lock or a read-write lock's write handle,
+ * whose keys (the queue and its timeouts, the waiting writers' set) the
+ * migration moves along with the hash, and which the contest's scripts
+ * gather on the importing node when the migration has split them.
+ */
+static void kind_during_migration(h_cluster *hc, int fair) {
+    h_server *masters[H_CLUSTER_NODES];
+    kind_arg k = {.fair = fair};
+    contest ct;
+    h_cluster_masters(hc, masters);
+    h_excl_config(&k.cfg, hc->url);
+    h_cluster_name_on(hc, masters[0], h_unique_name(fair ? "fairexcl" : "rwexcl"), k.name,
+                      sizeof k.name);
+    snprintf(ct.name, sizeof ct.name, "%s", k.name);
+    ct.slot = h_slot(ct.name, strlen(ct.name));
+    h_excl_ops ops = {kind_open, kind_acquire, kind_release, kind_close, &k};
+    h_excl_start_ops(&ct.ex, &ops, PROCESSES, THREADS);
+    H_WAIT_FOR(h_excl_acquisitions(&ct.ex) > 100, 20000); /* going */
+    for (int round = 0; round < 2; round++) {
+        move_slot(hc, &ct, masters[1]);
+        move_slot(hc, &ct, masters[0]);
+    }
+    finish_contest(&ct);
+}
+
+static void test_fair_exclusion_during_migration(void **state) {
+    kind_during_migration(*state, 1);
+}
+
+static void test_rw_exclusion_during_migration(void **state) {
+    kind_during_migration(*state, 0);
+}
+
 static void test_exclusion_during_failover(void **state) {
     h_cluster *hc = *state;
     h_server *masters[H_CLUSTER_NODES];
@@ -114,9 +193,13 @@ static void test_exclusion_during_failover(void **state) {
 }
 
 int main(void) {
+    if (getenv("CLUSTER_FILTER")) /* e.g. CLUSTER_FILTER='test_fair*' */
+        cmocka_set_test_filter(getenv("CLUSTER_FILTER"));
     const struct CMUnitTest tests[] = {
         H_CLUSTER_TEST(test_exclusion_during_migration),
         H_CLUSTER_TEST(test_exclusion_during_failover),
+        H_CLUSTER_TEST(test_fair_exclusion_during_migration),
+        H_CLUSTER_TEST(test_rw_exclusion_during_migration),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

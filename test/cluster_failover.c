@@ -21,6 +21,10 @@
  *                    new master, not reported lost, unlock works, the waiter
  *                    acquires promptly; and back again
  *
+ *   lease from the answered send  a lease lock whose try_lock re-sent its
+ *                    attempt through a kill -9 failover: its lease runs from
+ *                    the send the new master answered, not from the first
+ *
  *   paused           SIGSTOP of one master of three (700 ms, under the node
  *                    timeout), each holding a lock with a 600 ms lease: the
  *                    other two are renewed through the pause and never
@@ -226,12 +230,60 @@ static void test_cluster_failover(void **state) {
     h_cseen_free(sb);
 }
 
+/*
+ * A lease lock taken across a failover: b's try_lock, a waiter behind a's
+ * 500 ms lease, sends its attempts while the lock's master is killed and
+ * gets the lock only once the replica is promoted (~2.5 s of re-sends). Its
+ * lease runs from the send Redis answered (failure-modes.md, lease
+ * guarantee 5), so the hold is still b's most of a lease after the grant:
+ * counted from the first send, which went to the dead master, it ran out
+ * 1-2 s after try_lock returned and was reported lost (issue 22, item 5).
+ */
+static void test_lease_from_answered_send(void **state) {
+    h_cluster *hc = *state;
+    h_cseen *sb = h_cseen_new("B");
+    long long wd = H_MS(3000), lease = H_MS(4000);
+    rlock_client *a = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, NULL);
+    rlock_client *b = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, sb);
+    h_server *masters[H_CLUSTER_NODES];
+    char name[128];
+    h_cluster_masters(hc, masters);
+    h_cluster_name_on(hc, masters[0], h_unique_name("lease"), name, sizeof name);
+    rlock *la = h_get(a, name), *lb = h_get(b, name);
+    H_ASSERT_RC(rlock_lock_lease(la, H_MS(500)), RLOCK_OK);
+    h_actor *waiter = h_actor_start();
+    struct h_try t = {.lock = lb, .wait_ms = H_MS(20000), .lease_ms = lease};
+    h_actor_post(waiter, h_op_try_lock, &t);
+    h_sleep_ms(H_MS(100)); /* its first attempt found a's lock: it sleeps */
+    long long t0 = h_now_ms();
+    h_cluster_kill_master(hc, masters[0]);
+    H_ASSERT_RC(h_actor_wait(waiter, 20000), RLOCK_OK);
+    long long granted = h_actor_finished_ms(waiter);
+    printf("      try_lock returned %lld ms after kill -9\n", granted - t0);
+    h_sleep_ms(granted + lease * 5 / 8 - h_now_ms()); /* 2.5 s of the 4 s lease */
+    long long held = h_actor_call(waiter, h_op_is_held, lb);
+    print_events(sb);
+    printf("      held %lld ms after the grant: %lld\n", h_now_ms() - granted, held);
+    assert_int_equal(held, 1);
+    assert_int_equal(h_cseen_lost(sb), 0);
+    H_ASSERT_RC(h_actor_call(waiter, h_op_unlock, lb), RLOCK_OK);
+    h_actor_stop(waiter);
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    h_cseen_free(sb);
+}
+
 int main(void) {
+    if (getenv("CLUSTER_FILTER")) /* e.g. CLUSTER_FILTER='test_lease*' */
+        cmocka_set_test_filter(getenv("CLUSTER_FILTER"));
     const struct CMUnitTest tests[] = {
         H_CLUSTER_TEST(test_killed_master_lock_survives),
         H_CLUSTER_TEST(test_killed_master_lock_lost_once),
         H_CLUSTER_TEST(test_cluster_failover),
         H_CLUSTER_TEST(test_paused_master_others_renewed),
+        H_CLUSTER_TEST(test_lease_from_answered_send),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

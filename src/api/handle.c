@@ -25,6 +25,21 @@ void rlock__handle_free(rlock *lock) {
     rlock__free(lock);
 }
 
+/* The part of a key of several a lock's keys share: what follows the prefix's ':'. */
+static void set_family(rlock *lock) {
+    const char *key = lock->queue != NULL       ? lock->queue
+                      : lock->token_key != NULL ? lock->token_key
+                                                : lock->writers;
+    size_t len = lock->queue != NULL       ? lock->queue_len
+                 : lock->token_key != NULL ? lock->token_key_len
+                                           : lock->writers_len;
+    if (key == NULL)
+        return;
+    const char *colon = memchr(key, ':', len);
+    lock->family = colon + 1;
+    lock->family_len = len - (size_t)(colon + 1 - key);
+}
+
 rlock *rlock__handle_new(rlock_client *c, const rlock__kind *kind, const char *name, size_t len) {
     rlock *lock = rlock__calloc(1, sizeof(*lock));
     if (lock == NULL)
@@ -48,6 +63,7 @@ rlock *rlock__handle_new(rlock_client *c, const rlock__kind *kind, const char *n
         rlock__handle_free(lock);
         return NULL;
     }
+    set_family(lock);
     lock->magic = RLOCK__LOCK_MAGIC;
     lock->client = c;
     lock->engine = &c->engine;

@@ -75,6 +75,15 @@ typedef struct rlock__renewer {
      * no such hold.
      */
     const struct rlock__renewer *kept_by;
+    /*
+     * A lock of several keys whose script touches them all (a read-write
+     * lock's read holds): its family (net.h, rlock__cmd.family) for name into
+     * buf (len + 2 bytes), its length. A renewal of such a lock whose keys a
+     * migration split is sent alone, with its family, and answered by the
+     * script "TRYAGAIN" where a key is elsewhere, so that the net gathers
+     * them. NULL: the renewal touches the name only.
+     */
+    size_t (*family)(const char *name, size_t len, char *buf);
 } rlock__renewer;
 
 /* Which hold: owner's hold of lock name, of the kind renewer renews. */

@@ -290,7 +290,8 @@ static int build_pass(rlock__engine *e, round_buffers *b, const rlock__renewal *
         rlock__cmd *cmd = &cmds[ncmds++];
         /* every field set (routed by key: no node), the buffer is reused */
         *cmd = (rlock__cmd){.script = by_node ? rn->node_script : rn->script,
-                            .flags = RLOCK__CMD_WRITE | (by_node ? RLOCK__CMD_NO_ASK : 0),
+                            .flags = RLOCK__CMD_WRITE |
+                                     (by_node || rn->family != NULL ? RLOCK__CMD_NO_ASK : 0),
                             .nkeys = by_node ? 1 : (int)k, .argc = (int)(2 * k + 1),
                             .argv = argv, .argvlen = argvlen};
         fill_args(&oc, b->owners.data, by_node, r + first, k, lease, lease_len, argv, argvlen);
@@ -390,7 +391,11 @@ static int64_t round_deadline(const rlock__engine *e, const rlock__renewal *r, s
  * A RENEW script whose keys a slot migration has split between two nodes
  * (some moved, some not yet) is answered TRYAGAIN until the migration ends:
  * its keys are renewed one by one instead (each follows its own ASK),
- * reusing the script's arguments. Returns the first failure's status (the
+ * reusing the script's arguments. So is one of a lock of several keys
+ * answered ASK (sent with RLOCK__CMD_NO_ASK: after ASKING the importing node
+ * would read its keys still on the source as gone) or TRYAGAIN by its
+ * script (one of its keys is elsewhere): alone, with its family, the net
+ * moves its keys together first (net.h, rlock__cmd.family). Returns the first failure's status (the
  * entries not renewed are kept in failed), else RLOCK_OK.
  */
 static int renew_singly(rlock__engine *e, round_buffers *b, size_t *nfailed,
@@ -405,11 +410,19 @@ static int renew_singly(rlock__engine *e, round_buffers *b, size_t *nfailed,
         rlock__cmd cmd = *batch_cmd;
         rlock__exec_info info;
         redisReply *reply = NULL;
+        char *family = NULL;
         cmd.nkeys = 1;
         cmd.argc = 3;
         cmd.argv = argv;
         cmd.argvlen = argvlen;
+        cmd.flags &= ~RLOCK__CMD_NO_ASK;
+        if (batch[i].renewer->family != NULL &&
+            (family = rlock__malloc(batch[i].name_len + 2)) != NULL) {
+            cmd.family = family;
+            cmd.family_len = batch[i].renewer->family(batch[i].name, batch[i].name_len, family);
+        }
         int status = rlock__exec(e->net, &cmd, deadline_ms, &reply, &info);
+        rlock__free(family);
         int acknowledged = info.acks < 0 || info.acks >= e->settings->replica_acks;
         if (status == RLOCK_OK && note_reply(b, reply, &batch[i], 1, acknowledged) != RLOCK_OK)
             status = rlock__fail_reply(reply, "renewal (RENEW script)");
@@ -462,7 +475,7 @@ static int note_pass(rlock__engine *e, round_buffers *b, const rlock__renewal *r
             keep_failed(b, nfailed, batch, k);
         } else if (by_node && (rlock__is_tryagain(replies[i]) || rlock__is_redirect(replies[i]))) {
             send_elsewhere(b, batch, k);
-        } else if (rlock__is_tryagain(replies[i])) {
+        } else if (rlock__is_tryagain(replies[i]) || rlock__is_redirect(replies[i])) {
             int singly = renew_singly(e, b, nfailed, &cmds[i], batch, deadline_ms);
             if (status == RLOCK_OK)
                 status = singly;

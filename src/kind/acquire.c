@@ -196,6 +196,17 @@ int rlock__try_begin(rlock *lock, const rlock__owner *owner, rlock__try *t) {
     return status;
 }
 
+/*
+ * The attempt's sends may have spanned a failover: the lease is counted from
+ * the one Redis answered (every acquire script re-arms the TTL, also when
+ * it finds an earlier send applied), not from the first, which may have
+ * gone to a dead master (failure-modes.md, lease guarantee 5).
+ */
+static void answered_send(rlock__try *t, const rlock__attempt *answer) {
+    if (answer->sent_ms > t->sent_ms)
+        t->sent_ms = answer->sent_ms;
+}
+
 int rlock__try_settle(rlock *lock, const rlock__owner *owner, long long lease_ms,
                       long long wait_ms, int64_t deadline_ms, rlock__try *t, int status,
                       rlock__attempt *answer) {
@@ -211,6 +222,7 @@ int rlock__try_settle(rlock *lock, const rlock__owner *owner, long long lease_ms
         t->sent_ms = rlock__now_ms();
         status = lock->kind->attempt(lock, owner, rlock__lease_ttl(lock, lease_ms), t->expected,
                                      wait_ms, deadline_ms, answer);
+        answered_send(t, answer);
     }
     if (status == RLOCK_OK && answer->outcome == RLOCK__ATTEMPT_BUSY)
         return RLOCK_BUSY;
@@ -247,6 +259,7 @@ static int acquire_once(rlock *lock, const rlock__owner *owner, long long lease_
         t.sent_ms = rlock__now_ms();
         status = lock->kind->attempt(lock, owner, rlock__lease_ttl(lock, lease_ms), t.expected,
                                      wait_ms, deadline_ms, &answer);
+        answered_send(&t, &answer);
         status = rlock__try_settle(lock, owner, lease_ms, wait_ms, deadline_ms, &t, status,
                                    &answer);
     }

@@ -52,10 +52,14 @@ static int attempt(const rlock *lock, const rlock__owner *owner, long long lease
                         lock->channel_len,
                         strlen(lock->publish_verb)};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_FAIR_ACQUIRE, .flags = RLOCK__CMD_WRITE,
-                      .argc = 11, .nkeys = 3, .argv = argv, .argvlen = argvlen};
+                      .argc = 11, .nkeys = 3, .argv = argv, .argvlen = argvlen,
+                      .family = lock->family, .family_len = lock->family_len};
+    rlock__exec_info info = {0};
     answer->outcome = RLOCK__ATTEMPT_NONE;
-    return rlock__exec_read(lock->engine->net, &cmd, deadline_ms, NULL, rlock__read_attempt,
-                            answer);
+    int status = rlock__exec_read(lock->engine->net, &cmd, deadline_ms, &info,
+                                  rlock__read_attempt, answer);
+    answer->sent_ms = info.sent_ms; /* reentrant.c's attempt explains */
+    return status;
 }
 
 static int read_left(const redisReply *reply, void *arg) {
@@ -80,7 +84,8 @@ static void give_up(const rlock *lock, const rlock__owner *owner, long long wait
                         strlen(publish),
                         rlock__fmt_i64(now, rlock__wall_ms())};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_FAIR_LEAVE, .flags = RLOCK__CMD_WRITE, .argc = 8,
-                      .nkeys = 3, .argv = argv, .argvlen = argvlen};
+                      .nkeys = 3, .argv = argv, .argvlen = argvlen,
+                      .family = lock->family, .family_len = lock->family_len};
     /* Best effort: the caller's status stands; a queue entry left behind dies by its deadline. */
     rlock__error_detail saved;
     rlock__error_save(&saved);
@@ -96,7 +101,8 @@ static int force_unlock(const rlock *lock) {
     size_t argvlen[] = {lock->name_len, lock->queue_len, lock->timeouts_len, lock->channel_len,
                         strlen(publish), rlock__fmt_i64(now, rlock__wall_ms())};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_FAIR_FORCE_UNLOCK, .flags = RLOCK__CMD_WRITE,
-                      .argc = 6, .nkeys = 3, .argv = argv, .argvlen = argvlen};
+                      .argc = 6, .nkeys = 3, .argv = argv, .argvlen = argvlen,
+                      .family = lock->family, .family_len = lock->family_len};
     return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, rlock__read_forced,
                             (void *)"FAIR_FORCE_UNLOCK");
 }

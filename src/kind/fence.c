@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kind.h"
 
@@ -82,6 +83,11 @@ int rlock__fenced_set(rlock__net *net, const char *key, size_t key_len, const ch
     size_t argvlen[] = {key_len, fence_key_len, rlock__fmt_i64(token_str, token), len};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_FENCED_SET, .flags = RLOCK__CMD_WRITE, .argc = 4,
                       .nkeys = 2, .argv = argv, .argvlen = argvlen};
+    const char *colon = memchr(fence_key, ':', fence_key_len); /* "rlock_fence:{<key>}" */
+    if (colon != NULL) { /* the part both keys name: a migration moves them together */
+        cmd.family = colon + 1;
+        cmd.family_len = fence_key_len - (size_t)(colon + 1 - fence_key);
+    }
     set_answer a = {key, token};
     return rlock__exec_read(net, &cmd, RLOCK__NO_DEADLINE, NULL, read_set, &a);
 }

@@ -28,6 +28,7 @@
  * those above 2^53.
  */
 const char rlock__fenced_set_lua[] =
+    KEYS_AS_ARGS_LUA
     REFUSED_LUA
     "local function below(a, b)\n"
     "  if #a ~= #b then return #a < #b end\n"

@@ -58,6 +58,10 @@ struct rlock {
     size_t token_key_len;
     char *writers;              /* read-write lock: owned "rlock_rwlock_writers:{name}"; else NULL */
     size_t writers_len;
+    const char *family;         /* a lock of several keys: "{name}" (name if it has a '{'),
+                                   which each of its keys names (net.h, rlock__cmd.family);
+                                   points into queue, token_key or writers; else NULL */
+    size_t family_len;
     struct rlock__shared_read *shared_read; /* read-write lock of a client with shared reads:
                                    the API layer's (api/shared_read.c), counted; else NULL */
 };
@@ -96,6 +100,9 @@ typedef struct rlock__attempt {
     int outcome;                /* RLOCK__ATTEMPT_* */
     long long value;
     long long token;            /* HELD on a fenced lock: the acquisition's token; else 0 */
+    int64_t sent_ms;            /* when the send Redis answered began (0: not known): the
+                                   lease runs from it, not from an earlier send that went
+                                   unanswered (every acquire re-arms the TTL when re-sent) */
 } rlock__attempt;
 
 /* A release's outcome (rlock__kind.release / .transfer). */

@@ -21,7 +21,20 @@
  * "<id>:<thread>". A hash without a TTL, or with another field, is somebody's
  * data under the same name: NOTALOCK, untouched.
  */
+/*
+ * Keys passed as arguments (net.h, RLOCK__KEYS_AS_ARGS: a script of several
+ * keys on a slot's importing node) are put back where the script reads them.
+ * First in every script of several keys.
+ */
+#define KEYS_AS_ARGS_LUA                                                                          \
+    "if ARGV[1] == 'rlock:keys-as-args' then\n"                                                   \
+    "  local n = tonumber(ARGV[2])\n"                                                             \
+    "  for i = 1, n do KEYS[1 + i] = ARGV[2 + i] end\n"                                           \
+    "  for _ = 1, n + 2 do table.remove(ARGV, 1) end\n"                                           \
+    "end\n"
+
 #define PRELUDE_LUA                                                                               \
+    KEYS_AS_ARGS_LUA                                                                              \
     "local function not_a_lock(key)\n"                                                            \
     "  if redis.call('pttl', key) == -1 then return true end\n"                                   \
     "  for _, field in ipairs(redis.call('hkeys', key)) do\n"                                     \

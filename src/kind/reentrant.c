@@ -74,7 +74,8 @@ void rlock__renew_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
     a->argv[2] = a->owner;
     a->argvlen[2] = rn->owner_field(lock->client_id, owner, a->owner);
     a->cmd = (rlock__cmd){.script = rn->script, .flags = RLOCK__CMD_WRITE, .argc = 3, .nkeys = 1,
-                          .argv = a->argv, .argvlen = a->argvlen};
+                          .argv = a->argv, .argvlen = a->argvlen,
+                          .family = lock->family, .family_len = lock->family_len};
 }
 
 void rlock__acquire_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
@@ -88,7 +89,8 @@ void rlock__acquire_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
     a->argv[k + 4] = lock->publish_verb;
     a->argvlen[k + 4] = strlen(lock->publish_verb);
     a->cmd = (rlock__cmd){.script = RLOCK__SCRIPT_ACQUIRE, .flags = RLOCK__CMD_WRITE,
-                          .argc = k + 5, .nkeys = k, .argv = a->argv, .argvlen = a->argvlen};
+                          .argc = k + 5, .nkeys = k, .argv = a->argv, .argvlen = a->argvlen,
+                          .family = lock->family, .family_len = lock->family_len};
 }
 
 static int attempt(const rlock *lock, const rlock__owner *owner, long long lease_ms,
@@ -96,9 +98,13 @@ static int attempt(const rlock *lock, const rlock__owner *owner, long long lease
                    rlock__attempt *answer) {
     rlock__lock_cmd a;
     (void)wait_ms; /* no queue: every waiter tries alike */
+    rlock__exec_info info = {0};
     rlock__acquire_cmd(&a, lock, owner->id, lease_ms, expected);
     answer->outcome = RLOCK__ATTEMPT_NONE;
-    return rlock__exec_read(lock->engine->net, &a.cmd, deadline_ms, NULL, rlock__read_attempt, answer);
+    int status = rlock__exec_read(lock->engine->net, &a.cmd, deadline_ms, &info,
+                                  rlock__read_attempt, answer);
+    answer->sent_ms = info.sent_ms; /* the lease runs from the send Redis answered */
+    return status;
 }
 
 /*
@@ -164,7 +170,8 @@ void rlock__release_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
     a->argv[4] = publish;
     a->argvlen[4] = strlen(publish);
     a->cmd = (rlock__cmd){.script = RLOCK__SCRIPT_RELEASE, .flags = RLOCK__CMD_WRITE, .argc = 5,
-                          .nkeys = 1, .argv = a->argv, .argvlen = a->argvlen};
+                          .nkeys = 1, .argv = a->argv, .argvlen = a->argvlen,
+                          .family = lock->family, .family_len = lock->family_len};
 }
 
 /*
@@ -188,7 +195,8 @@ static int send_release(const rlock *lock, int script, const rlock__owner *owner
     if (lock->queue != NULL) {
         fair_len[7] = rlock__fmt_i64(now, rlock__wall_ms());
         cmd = (rlock__cmd){.script = RLOCK__SCRIPT_FAIR_RELEASE, .flags = RLOCK__CMD_WRITE,
-                           .argc = 8, .nkeys = 3, .argv = fair, .argvlen = fair_len};
+                           .argc = 8, .nkeys = 3, .argv = fair, .argvlen = fair_len,
+                           .family = lock->family, .family_len = lock->family_len};
     }
     answer->read = 0;
     return rlock__exec_read(lock->engine->net, &cmd, deadline_ms, info, rlock__read_release,
@@ -196,9 +204,38 @@ static int send_release(const rlock *lock, int script, const rlock__owner *owner
 }
 
 /*
+ * A fair lock's unlock message goes to the head of its queue only, on
+ * "<channel>:<head's field>" (fair_lua.c): the head is read (LINDEX, where
+ * the queue is now) and told again. Best effort.
+ */
+static void republish_to_head(const rlock *lock, const char *message, int64_t deadline_ms) {
+    const char *argv[] = {"LINDEX", lock->queue, "0"};
+    size_t argvlen[] = {6, lock->queue_len, 1};
+    rlock__cmd cmd = {.script = -1, .argc = 3, .argv = argv, .argvlen = argvlen};
+    redisReply *head = NULL;
+    if (rlock__exec(lock->engine->net, &cmd, deadline_ms, &head, NULL) == RLOCK_OK &&
+        head->type == REDIS_REPLY_STRING) {
+        size_t len = lock->channel_len + 1 + head->len;
+        char *channel = rlock__malloc(len + 1);
+        if (channel != NULL) {
+            memcpy(channel, lock->channel, lock->channel_len);
+            channel[lock->channel_len] = ':';
+            memcpy(channel + lock->channel_len + 1, head->str, head->len);
+            channel[len] = '\0';
+            rlock__net_publish(lock->engine->net, lock->publish_verb, channel, len, message,
+                               deadline_ms);
+            rlock__free(channel);
+        }
+    }
+    if (head != NULL)
+        freeReplyObject(head);
+}
+
+/*
  * An unlock that ran at a node importing the lock's slot (after ASKING)
  * published there, where no sharded subscriber listens until the migration
- * ends: publish once more at the slot's owner. Best effort (the waiters'
+ * ends: publish once more at the slot's owner (a fair lock's: to its head).
+ * Best effort (the waiters'
  * sleeps are bounded by the TTL); the unlock's own outcome stands.
  */
 void rlock__republish_if_asked(const rlock *lock, const rlock__exec_info *info,
@@ -207,8 +244,11 @@ void rlock__republish_if_asked(const rlock *lock, const rlock__exec_info *info,
         return;
     rlock__error_detail saved;
     rlock__error_save(&saved);
-    rlock__net_publish(lock->engine->net, lock->publish_verb, lock->channel, lock->channel_len,
-                       message, deadline_ms);
+    if (lock->queue != NULL)
+        republish_to_head(lock, message, deadline_ms);
+    else
+        rlock__net_publish(lock->engine->net, lock->publish_verb, lock->channel,
+                           lock->channel_len, message, deadline_ms);
     rlock__error_restore(&saved);
 }
 
@@ -289,7 +329,8 @@ static int transfer(const rlock *lock, const rlock__owner *owner, const rlock__o
     argv[k + 2] = lease;
     argvlen[k + 2] = rlock__fmt_i64(lease, rlock__lease_ttl(lock, offer->lease_ms));
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_TRANSFER, .flags = RLOCK__CMD_WRITE, .argc = k + 3,
-                      .nkeys = k, .argv = argv, .argvlen = argvlen};
+                      .nkeys = k, .argv = argv, .argvlen = argvlen,
+                      .family = lock->family, .family_len = lock->family_len};
     *out = (rlock__released){.remaining = -2, .sent_ms = rlock__now_ms()};
     int status =
         rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, read_transfer, out);
@@ -309,7 +350,8 @@ static int force_unlock(const rlock *lock) {
     const char *argv[] = {lock->name, lock->channel, publish};
     size_t argvlen[] = {lock->name_len, lock->channel_len, strlen(publish)};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_FORCE_UNLOCK, .flags = RLOCK__CMD_WRITE,
-                      .argc = 3, .nkeys = 1, .argv = argv, .argvlen = argvlen};
+                      .argc = 3, .nkeys = 1, .argv = argv, .argvlen = argvlen,
+                      .family = lock->family, .family_len = lock->family_len};
     rlock__exec_info info = {0};
     int status =
         rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, &info, rlock__read_forced,

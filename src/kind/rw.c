@@ -46,10 +46,23 @@ static size_t write_field(const void *client_id, uint64_t owner, char *buf) {
     return len + 6;
 }
 
+/* "{<name>}", or the name itself if it has a '{' (rw_lua.c's hold_key rule). */
+static size_t family(const char *name, size_t len, char *buf) {
+    if (memchr(name, '{', len) != NULL) {
+        memcpy(buf, name, len);
+        return len;
+    }
+    buf[0] = '{';
+    memcpy(buf + 1, name, len);
+    buf[len + 1] = '}';
+    return len + 2;
+}
+
 static const rlock__renewer read_renewer = {.script = RLOCK__SCRIPT_RW_RENEW,
                                             .node_script = RLOCK__SCRIPT_RW_RENEW_NODE,
                                             .owner_field = rlock__owner_field_of,
-                                            .by_lock = 1};
+                                            .by_lock = 1,
+                                            .family = family};
 
 /*
  * A write hold too is renewed by RW_RENEW (not RENEW, which sets the hash's
@@ -59,7 +72,8 @@ static const rlock__renewer read_renewer = {.script = RLOCK__SCRIPT_RW_RENEW,
 static const rlock__renewer write_renewer = {.script = RLOCK__SCRIPT_RW_RENEW,
                                              .node_script = RLOCK__SCRIPT_RW_RENEW_NODE,
                                              .owner_field = write_field,
-                                             .by_lock = 1, .kept_by = &read_renewer};
+                                             .by_lock = 1, .kept_by = &read_renewer,
+                                             .family = family};
 
 /* An RW_READ_ACQUIRE or RW_WRITE_ACQUIRE command with its argument strings. */
 typedef struct acquire_cmd {
@@ -90,7 +104,8 @@ static void acquire_cmd_init(acquire_cmd *a, const rlock *lock, uint64_t owner,
     a->cmd = (rlock__cmd){.script = write ? RLOCK__SCRIPT_RW_WRITE_ACQUIRE
                                           : RLOCK__SCRIPT_RW_READ_ACQUIRE,
                           .flags = RLOCK__CMD_WRITE, .argc = 9, .nkeys = 2,
-                          .argv = a->argv, .argvlen = a->argvlen};
+                          .argv = a->argv, .argvlen = a->argvlen,
+                          .family = lock->family, .family_len = lock->family_len};
 }
 
 /* An attempt's reply: the generic answers, and the write lock's "it would wait for itself". */
@@ -122,8 +137,11 @@ static int attempt(const rlock *lock, const rlock__owner *owner, long long lease
     acquire_cmd a;
     attempt_reply r = {lock, owner, answer};
     acquire_cmd_init(&a, lock, owner->id, lease_ms, expected, wait_ms != 0);
+    rlock__exec_info info = {0};
     answer->outcome = RLOCK__ATTEMPT_NONE;
-    return rlock__exec_read(lock->engine->net, &a.cmd, deadline_ms, NULL, read_attempt, &r);
+    int status = rlock__exec_read(lock->engine->net, &a.cmd, deadline_ms, &info, read_attempt, &r);
+    answer->sent_ms = info.sent_ms; /* reentrant.c's attempt explains */
+    return status;
 }
 
 /* A sleeping waiter's next attempt, sent ahead (reentrant.c's send_ahead explains). */
@@ -152,7 +170,8 @@ static int force_unlock(const rlock *lock) {
     size_t argvlen[] = {lock->name_len, strlen(mode), lock->channel_len,
                         strlen(lock->publish_verb), 1};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_RW_FORCE_UNLOCK, .flags = RLOCK__CMD_WRITE,
-                      .argc = 5, .nkeys = 1, .argv = argv, .argvlen = argvlen};
+                      .argc = 5, .nkeys = 1, .argv = argv, .argvlen = argvlen,
+                      .family = lock->family, .family_len = lock->family_len};
     rlock__exec_info info = {0};
     int status = rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, &info,
                                   rlock__read_forced, (void *)"RW_FORCE_UNLOCK");
@@ -180,7 +199,8 @@ static int read_holds(const rlock *lock, const rlock__owner *owner, long long *v
     const char *argv[] = {lock->name, field};
     size_t argvlen[] = {lock->name_len, rlock__owner_field(lock->client_id, owner->id, field)};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_RW_READ_HOLDS, .argc = 2, .nkeys = 1, .argv = argv,
-                      .argvlen = argvlen};
+                      .argvlen = argvlen,
+                      .family = lock->family, .family_len = lock->family_len};
     return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, read_locked,
                             value);
 }
@@ -198,7 +218,8 @@ static int ask(const rlock *lock, int question, const rlock__owner *owner, long 
     const char *argv[] = {lock->name, mode};
     size_t argvlen[] = {lock->name_len, strlen(mode)};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_RW_LOCKED, .argc = 2, .nkeys = 1, .argv = argv,
-                      .argvlen = argvlen};
+                      .argvlen = argvlen,
+                      .family = lock->family, .family_len = lock->family_len};
     return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, read_locked,
                             value);
 }
@@ -218,7 +239,8 @@ static void give_up(const rlock *lock, const rlock__owner *owner, long long wait
                         write_field(lock->client_id, owner->id, field), lock->channel_len,
                         strlen(lock->publish_verb)};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_RW_WRITE_LEAVE, .flags = RLOCK__CMD_WRITE,
-                      .argc = 5, .nkeys = 2, .argv = argv, .argvlen = argvlen};
+                      .argc = 5, .nkeys = 2, .argv = argv, .argvlen = argvlen,
+                      .family = lock->family, .family_len = lock->family_len};
     rlock__error_detail saved;
     (void)wait_ms;
     rlock__error_save(&saved);

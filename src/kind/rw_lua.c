@@ -519,11 +519,20 @@ const char rlock__rw_read_holds_lua[] =
     "  end\n"                                                                                     \
     "end\n"
 
-/* RW_RENEW  KEYS = names (one lock's readers together), ARGV as RENEW's. */
+/*
+ * RW_RENEW  KEYS = names (one lock's readers together), ARGV as RENEW's.
+ * A hold key on another node (a migration moved it, or the name: its slot
+ * is migrating) is TRYAGAIN for the whole script: the watchdog renews that
+ * lock alone, and the net moves its keys together first (net/exec.c). The
+ * holds renewed before are renewed again then, harmlessly.
+ */
 const char rlock__rw_renew_lua[] =
     RW_RENEW_PRELUDE_LUA
     "for i = 1, #KEYS do\n"
     "  renew(i, KEYS[i], ARGV[i + 1])\n"
+    "  if result[i] == -1 then\n"
+    "    return redis.error_reply('TRYAGAIN a key of ' .. KEYS[i] .. ' is on another node')\n"
+    "  end\n"
     "end\n"
     "return result\n";
 

@@ -220,7 +220,23 @@ typedef struct rlock__cmd {
     /* Run it on this node whatever its key (a command for every master, such as
        SCAN; a channel's PUBSUB NUMSUB); NULL: the route names the node. Not owned. */
     rlock__node *node;
+    /* A script of a lock of several keys (fair, fenced, read-write): the lock's keys are
+       KEYS[1] and those of its slot whose names contain family (Redisson's "{name}").
+       A slot migration that splits them is met by moving them together (exec.c). NULL:
+       the script touches its declared keys only. Not owned. */
+    const char *family;
+    size_t family_len;
 } rlock__cmd;
+
+/*
+ * A script of several keys sent to a slot's importing node (after ASKING)
+ * declares KEYS[1] alone, and passes the others as its first arguments after
+ * this mark and their count: there, a command of several keys one of which
+ * does not exist is answered TRYAGAIN for the whole migration. The scripts'
+ * prelude (kind/lua_prelude.h, KEYS_AS_ARGS_LUA) puts them back in KEYS.
+ */
+#define RLOCK__KEYS_AS_ARGS "rlock:keys-as-args"
+
 
 /* SCRIPT LOAD of every script of set on ctx (one pipeline) by deadline_ms. */
 int rlock__scripts_load(redisContext *ctx, int64_t deadline_ms, rlock__script_set *set);
@@ -562,6 +578,9 @@ typedef struct rlock__exec_info {
     int resent;    /* an attempt that may have reached Redis was followed by another */
     int acks;      /* a write with replica_acks set: replicas that acknowledged it; else -1 */
     int asked;     /* it ran after ASKING, on a node importing its slot (Cluster) */
+    int64_t sent_ms; /* when the attempt whose reply ended the call began: what a script
+                        that re-arms a TTL on every send (an acquire) counts its lease from;
+                        earlier re-sends may have gone nowhere (a master down) */
 } rlock__exec_info;
 
 /*
@@ -589,6 +608,13 @@ typedef struct rlock__exec_info {
  * and reading all count. A command that surely never reached Redis (the
  * pooled connection was found closed, or the write failed) is sent again at
  * once on a fresh connection, also past deadline_ms (within the hard bound).
+ *
+ * A script of a lock of several keys (cmd->family) answered TRYAGAIN, ASK
+ * or "non local key" on a Cluster whose slot is migrating: the lock's keys
+ * left on the exporting node are moved to the importing one (one MIGRATE),
+ * where it runs next after ASKING, its keys as arguments (RLOCK__KEYS_AS_ARGS);
+ * a failure of that move is the call's status (ENOPERM: an ACL without
+ * MIGRATE), with no reply.
  *
  * An error reply records its detail (rlock__fail_reply) and returns its
  * mapped status (EAUTH, ENOPERM, ENOTLOCK, EREDIS) with the reply. I/O
