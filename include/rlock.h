@@ -480,8 +480,8 @@ RLOCK_EXTERN void rlock_config_init(rlock_config *cfg);
  * password is required); RLOCK_ENOPERM (the ACL user may not run a command
  * rlock needs: SELECT, SCRIPT LOAD); RLOCK_EREDIS (any other refusal, e.g.
  * SELECT of a db that does not exist; a master name no sentinel knows
- * (every sentinel that answered said so): the message says what each
- * sentinel answered; a redis-cluster:// seed that
+ * (every sentinel was reached and said so -- with one unreachable, RLOCK_EIO:
+ * it may know the name): the message says what each sentinel answered; a redis-cluster:// seed that
  * is not in cluster mode: "cluster support disabled"; a server older than
  * Redis 6.2, the oldest supported: the message names its version);
  * RLOCK_ENOMEM. Blocks

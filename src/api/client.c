@@ -241,9 +241,20 @@ int rlock_client_open(const rlock_config *cfg, rlock_client **out) {
 
 /* ---- close ----------------------------------------------------------------- */
 
+/* Close itself is no cancellation point: cancelled in one of its waits, the closing thread
+ * would leave a mutex of the client locked and the client half closed. */
+static void close_client(rlock_client *c);
+
 void rlock_client_close(rlock_client *c) {
+    int was;
     if (c == NULL || c->magic != RLOCK__CLIENT_MAGIC || rlock__inherited(c))
         return;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &was);
+    close_client(c);
+    pthread_setcancelstate(was, NULL);
+}
+
+static void close_client(rlock_client *c) {
     pthread_mutex_lock(&c->mutex);
     int was_open = atomic_load(&c->state) == RLOCK__OPEN;
     atomic_store(&c->state, RLOCK__CLOSING);

@@ -44,6 +44,8 @@ static int first_connection(rlock__net *net) {
     rlock__node *node = net->route->ops->node_for(net->route, NULL, 0);
     int status;
     rlock__conn *conn = rlock__pool_take(&node->pool, RLOCK__NO_DEADLINE, &status);
+    if (conn == NULL && rlock__pool_fenced(&node->pool))
+        return rlock__fail(RLOCK_EIO, 0, "the master changed while the client opened: try again");
     if (conn == NULL)
         return status;
     status = rlock__pool_connect(conn, s->connect_timeout_ms,

@@ -265,6 +265,8 @@ int rlock__pool_connect(rlock__conn *conn, int connect_timeout_ms, int64_t deadl
     if (conn->ctx != NULL && settle_owed(conn, deadline_ms) == RLOCK_OK && usable(conn))
         return RLOCK_OK;
     drop_context(conn);
+    if (rlock__pool_fenced(pool)) /* left before we connected: not even a socket to it */
+        return rlock__fail(RLOCK_EIO, 0, "the client has left the master there");
     int status = rlock__connect_socket(&conn->node->endpoint, connect_timeout_ms, deadline_ms,
                                        &ctx, &setup_by);
     if (status != RLOCK_OK)
