@@ -450,6 +450,8 @@ void rlock__wait_settle(rlock__engine *e, const rlock__offer *offer, int granted
  */
 int rlock__wait_queue_begin(rlock__engine *e);
 void rlock__wait_queue_end(rlock__engine *e);
+/* Whether close has begun: a counted call that got its lock meanwhile gives it back. */
+int rlock__wait_closing(rlock__engine *e);
 /* Close, after rlock__waiters_stop: waits until no call is counted, or deadline_ms. */
 void rlock__waiters_drain_queues(rlock__engine *e, int64_t deadline_ms);
 

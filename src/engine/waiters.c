@@ -41,6 +41,14 @@ void rlock__wait_queue_end(rlock__engine *e) {
     pthread_mutex_unlock(&ps->worker.mutex);
 }
 
+int rlock__wait_closing(rlock__engine *e) {
+    rlock__waiters *ps = &e->waiters;
+    pthread_mutex_lock(&ps->worker.mutex);
+    int stopping = ps->worker.stop;
+    pthread_mutex_unlock(&ps->worker.mutex);
+    return stopping;
+}
+
 void rlock__waiters_drain_queues(rlock__engine *e, int64_t deadline_ms) {
     rlock__waiters *ps = &e->waiters;
     if (!ps->worker.initialised)

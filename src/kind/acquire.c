@@ -470,6 +470,14 @@ int rlock__acquire(rlock *lock, const rlock__owner *owner, long long wait_ms, lo
                                       &token, &handed_over);
         }
     }
+    /* Close began while the lock was taken (close waits for counted calls before it cuts
+     * the network): the call gives it back and says RLOCK_ECLOSED, as every blocked call
+     * of a closed client does; nothing would renew it. */
+    if (status == RLOCK_OK && may_queue && rlock__wait_closing(lock->engine)) {
+        (void)rlock__release(lock, owner);
+        status = rlock__fail(RLOCK_ECLOSED, 0, "client closed while '%.200s' was acquired: "
+                                               "given back", lock->name);
+    }
     if (status == RLOCK_OK && call->token != NULL)
         *call->token = token;
     if (status == RLOCK_OK)
