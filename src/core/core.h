@@ -97,6 +97,9 @@ int rlock__fail(int status, int sys_errno, const char *fmt, ...) RLOCK__PRINTF(3
  * Redis's text and `where` (e.g. "EVALSHA at 127.0.0.1:6379"), returns the status.
  */
 int rlock__fail_reply(const redisReply *reply, const char *where);
+/* The same, with `otherwise` for a code that maps to EREDIS: a caller that knows what any
+ * refusal of its command means (every refusal of AUTH is about the credentials). */
+int rlock__fail_reply_as(const redisReply *reply, const char *where, int otherwise);
 /*
  * Records status with Redis's own text as rlock_error_info.redis_error, not
  * appended to the message (which already tells it): a summary of several

@@ -118,11 +118,6 @@ int rlock__reply_status(const char *text) {
         return RLOCK_ENOPERM;
     if (strstr(text, "NOTALOCK") != NULL)
         return RLOCK_ENOTLOCK;
-    /* A password sent to a server that has none (requirepass unset): the
-     * credentials are wrong too ("ERR AUTH <password> called without any
-     * password configured ..."). */
-    if (strncmp(text, "ERR AUTH ", 9) == 0)
-        return RLOCK_EAUTH;
     return RLOCK_EREDIS;
 }
 
@@ -142,12 +137,16 @@ int rlock__fail_redis(int status, const char *redis_text, const char *fmt, ...) 
     return status;
 }
 
-int rlock__fail_reply(const redisReply *reply, const char *where) {
+int rlock__fail_reply_as(const redisReply *reply, const char *where, int otherwise) {
     const char *text = reply != NULL && reply->type == REDIS_REPLY_ERROR ? reply->str : "";
     int status = text[0] != '\0' ? rlock__reply_status(text) : RLOCK_EREDIS;
     if (text[0] == '\0')
         return fail_with_redis_text(status, "", "%s: unexpected reply type", where);
-    return fail_with_redis_text(status, text, "%s", where);
+    return fail_with_redis_text(status == RLOCK_EREDIS ? otherwise : status, text, "%s", where);
+}
+
+int rlock__fail_reply(const redisReply *reply, const char *where) {
+    return rlock__fail_reply_as(reply, where, RLOCK_EREDIS);
 }
 
 void rlock__fail_host_not_found(void) {

@@ -138,6 +138,10 @@ static int setup_refused(const rlock__endpoint *ep, const setup *st, int i,
         snprintf(what, sizeof(what), "CLIENT SETNAME at %s", at);
     else
         snprintf(what, sizeof(what), "%s at %s", argv[0], at);
+    /* AUTH refused is the credentials, whatever the words (WRONGPASS, or an ERR for a password
+     * sent to a server that has none): decided by the command, not by the text. */
+    if (strcmp(argv[0], "AUTH") == 0)
+        return rlock__fail_reply_as(reply, what, RLOCK_EAUTH);
     return rlock__fail_reply(reply, what);
 }
 
