@@ -217,10 +217,14 @@ static void watch_promotion(rlock__sentinel *r) {
         stop_watching(r);
 }
 
-static void resolve_locked(rlock__sentinel *r) {
+/* Resolves (asks every sentinel) if all, else polls (asks one, more on a difference). */
+static void resolve_locked(rlock__sentinel *r, int all) {
     char report[REPORT_MAX];
     pthread_mutex_lock(&r->resolve_mutex);
-    rlock__sentinel_resolve(r, report, sizeof(report));
+    if (all)
+        rlock__sentinel_resolve(r, report, sizeof(report));
+    else
+        rlock__sentinel_poll(r, report, sizeof(report));
     pthread_mutex_unlock(&r->resolve_mutex);
 }
 
@@ -237,8 +241,9 @@ static void *monitor_main(void *arg) {
         int heard = heard_events(r, r->promoting_until ? PROMOTION_POLL_MS : MONITOR_TICK_MS);
         if (r->promoting_until != 0)
             watch_promotion(r);
-        if (heard || atomic_exchange(&r->resolve_wanted, 0) || rlock__now_ms() >= next_poll) {
-            resolve_locked(r);
+        int wanted = heard || atomic_exchange(&r->resolve_wanted, 0);
+        if (wanted || rlock__now_ms() >= next_poll) {
+            resolve_locked(r, wanted);
             next_poll = rlock__now_ms() + POLL_INTERVAL_MS;
         }
         pthread_mutex_lock(&w->mutex);
