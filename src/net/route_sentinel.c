@@ -18,8 +18,13 @@
  * replicated) before any command goes to it.
  *
  * Learning of a failover: the route's own monitor thread subscribes to
- * +switch-master and +selected-slave on up to four sentinels and asks the
- * sentinels again about once a second. +selected-slave comes from the
+ * +switch-master and +selected-slave on up to four sentinels and polls about
+ * once a second: one sentinel, the next in turn (asking every one from each
+ * of many clients every second multiplied each sentinel's connections by
+ * their number), and every sentinel only if its answer differs from the
+ * master in use (another address or config epoch), or while that master is
+ * left or a promotion not yet confirmed. A failover event, open and
+ * resolve_wanted ask every sentinel. +selected-slave comes from the
  * sentinel leading a failover and names the replica it is promoting: the
  * monitor then asks that replica's ROLE every 10 ms and adopts it as soon
  * as it says master (about a second before the sentinels name it), one

@@ -8,6 +8,8 @@
  * has the scripts loaded, and is still the sentinels' choice when they are
  * asked again after that ROLE. Adopting a new master retires the old node
  * and tells the net's listener (route_sentinel.c has the why of all this).
+ * The monitor's poll asks one sentinel, in turn, and resolves only when
+ * its answer differs from the master in use.
  *
  * Threads: the monitor thread and command threads (on_error), one at a
  * time (resolve_mutex); the sentinel list under the route's mutex.
