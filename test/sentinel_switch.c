@@ -418,6 +418,51 @@ static void test_silent_sentinel_left_out(void **state) {
     close(fd);
 }
 
+/* The connections sentinel s accepted so far (INFO stats, on the kept connection c). */
+static long long connections_received(redisContext *c) {
+    redisReply *reply = h_cmd(c, "INFO stats");
+    assert_non_null(reply);
+    assert_int_equal(reply->type, REDIS_REPLY_STRING);
+    const char *at = strstr(reply->str, "total_connections_received:");
+    assert_non_null(at);
+    long long n = atoll(at + strlen("total_connections_received:"));
+    freeReplyObject(reply);
+    return n;
+}
+
+/*
+ * In steady state (no failover, the master in use named by every sentinel)
+ * the monitor's 1 s poll asks one sentinel, the next in turn each time, not
+ * every one: counted by the connections each sentinel accepts over 6 s of
+ * it (the subscriptions are kept, and so are this test's connections).
+ */
+static void test_poll_asks_one_sentinel(void **state) {
+    h_sentinels *hs = *state;
+    seen s = {0};
+    rlock_config cfg;
+    redisContext *kept[3];
+    long long before[3], total = 0;
+    sentinel_config(hs, &cfg, &s);
+    rlock_client *c = h_open_config(&cfg);
+    for (int i = 0; i < 3; i++)
+        kept[i] = h_server_redis(hs->sentinel[i]);
+    h_sleep_ms(1500); /* the subscriptions made, the first polls done */
+    for (int i = 0; i < 3; i++)
+        before[i] = connections_received(kept[i]);
+    h_sleep_ms(6000);
+    for (int i = 0; i < 3; i++) {
+        long long n = connections_received(kept[i]) - before[i];
+        printf("      connections to sentinel %d in 6 s of steady state: %lld\n", i, n);
+        assert_true(n >= 1); /* rotating: each is asked in turn */
+        assert_true(n <= 3); /* asked by every poll: 6 */
+        total += n;
+        redisFree(kept[i]);
+    }
+    assert_true(total >= 4 && total <= 8); /* one a poll: 6 (every one at each: 18) */
+    assert_int_equal(atomic_load(&s.switched), 0);
+    rlock_client_close(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         H_SENTINEL_TEST(test_open_during_failover),
@@ -427,6 +472,7 @@ int main(void) {
         H_SENTINEL_TEST(test_unnamed_master_left),
         H_SENTINEL_TEST(test_open_mid_failover_is_eio),
         H_SENTINEL_TEST(test_silent_sentinel_left_out),
+        H_SENTINEL_TEST(test_poll_asks_one_sentinel),
     };
     /* SENTINEL_SWITCH_ONLY=<name>: that test alone (each costs a set-up and a failover). */
     const char *only = getenv("SENTINEL_SWITCH_ONLY");

@@ -18,8 +18,13 @@
  * replicated) before any command goes to it.
  *
  * Learning of a failover: the route's own monitor thread subscribes to
- * +switch-master and +selected-slave on up to four sentinels and asks the
- * sentinels again about once a second. +selected-slave comes from the
+ * +switch-master and +selected-slave on up to four sentinels and polls about
+ * once a second: one sentinel, the next in turn (asking every one from each
+ * of many clients every second multiplied each sentinel's connections by
+ * their number), and every sentinel only if its answer differs from the
+ * master in use (another address or config epoch), or while that master is
+ * left or a promotion not yet confirmed. A failover event, open and
+ * resolve_wanted ask every sentinel. +selected-slave comes from the
  * sentinel leading a failover and names the replica it is promoting: the
  * monitor then asks that replica's ROLE every 10 ms and adopts it as soon
  * as it says master (about a second before the sentinels name it), one
@@ -217,10 +222,14 @@ static void watch_promotion(rlock__sentinel *r) {
         stop_watching(r);
 }
 
-static void resolve_locked(rlock__sentinel *r) {
+/* Resolves (asks every sentinel) if all, else polls (asks one, more on a difference). */
+static void resolve_locked(rlock__sentinel *r, int all) {
     char report[REPORT_MAX];
     pthread_mutex_lock(&r->resolve_mutex);
-    rlock__sentinel_resolve(r, report, sizeof(report));
+    if (all)
+        rlock__sentinel_resolve(r, report, sizeof(report));
+    else
+        rlock__sentinel_poll(r, report, sizeof(report));
     pthread_mutex_unlock(&r->resolve_mutex);
 }
 
@@ -237,8 +246,9 @@ static void *monitor_main(void *arg) {
         int heard = heard_events(r, r->promoting_until ? PROMOTION_POLL_MS : MONITOR_TICK_MS);
         if (r->promoting_until != 0)
             watch_promotion(r);
-        if (heard || atomic_exchange(&r->resolve_wanted, 0) || rlock__now_ms() >= next_poll) {
-            resolve_locked(r);
+        int wanted = heard || atomic_exchange(&r->resolve_wanted, 0);
+        if (wanted || rlock__now_ms() >= next_poll) {
+            resolve_locked(r, wanted);
             next_poll = rlock__now_ms() + POLL_INTERVAL_MS;
         }
         pthread_mutex_lock(&w->mutex);

@@ -30,12 +30,13 @@ typedef struct rlock__sentinel {
     pthread_mutex_t mutex;             /* guards the fields below */
     rlock__endpoint sentinels[RLOCK__MAX_SENTINELS];
     /* A sentinel that did not answer in time (paused, cut off) is left out of
-       the polls (unless every one is) and subscriptions until then: each poll
-       asks every sentinel, and one that hangs would cost the monitor a second
-       a poll. */
+       the resolves and polls (unless every one is) and subscriptions until
+       then: a resolve asks every sentinel, and one that hangs would cost the
+       monitor a second each time it is asked. */
     int64_t quiet_until[RLOCK__MAX_SENTINELS];
     int nsentinels;
     int first;                         /* the sentinel that answered last */
+    int poll_next;                     /* the sentinel the next poll asks first */
     rlock__node **retired;             /* owned: former masters' nodes */
     size_t nretired;
     pthread_mutex_t resolve_mutex;     /* one resolve at a time (the monitor, and open
@@ -82,6 +83,16 @@ int rlock__sentinel_adopt(rlock__sentinel *r, const rlock__sentinel_answer *a, i
  * with resolve_mutex held.
  */
 int rlock__sentinel_resolve(rlock__sentinel *r, char *report, size_t size);
+/*
+ * The monitor's steady-state poll: asks one sentinel (the next in turn after
+ * the one that answered the last poll; if it fails, the one after it, ...)
+ * and, if it names another master than the one in use or another config
+ * epoch, resolves (asks every sentinel). Resolves at once if the master in
+ * use was left or is a provisional promotion no sentinel confirmed yet.
+ * Status and report as rlock__sentinel_resolve's. Call with resolve_mutex
+ * held.
+ */
+int rlock__sentinel_poll(rlock__sentinel *r, char *report, size_t size);
 /*
  * Whether sentinel k timed out lately (quiet_until): polls and subscriptions
  * leave it alone until then. rlock__sentinel_heard notes how asking it,

@@ -8,6 +8,8 @@
  * has the scripts loaded, and is still the sentinels' choice when they are
  * asked again after that ROLE. Adopting a new master retires the old node
  * and tells the net's listener (route_sentinel.c has the why of all this).
+ * The monitor's poll asks one sentinel, in turn, and resolves only when
+ * its answer differs from the master in use.
  *
  * Threads: the monitor thread and command threads (on_error), one at a
  * time (resolve_mutex); the sentinel list under the route's mutex.
@@ -408,6 +410,68 @@ static void leave_unnamed(rlock__sentinel *r, const answer *named) {
                " at=%s named=%.100s:%d epoch=%lld why=\"%s\"",
                rlock__endpoint_str(&current->endpoint, at, sizeof(at)), named->host,
                named->port, named->epoch, rlock__last_message());
+}
+
+/*
+ * Asks the sentinels one at a time, from the one after the sentinel that
+ * answered the last poll (those that timed out lately left out, unless all
+ * did), until one answers: its answer in *a. Rotating spreads the polls of
+ * many clients over the sentinels. RLOCK_OK if one answered; else what the
+ * last said, with what each said in report.
+ */
+static int ask_next(rlock__sentinel *r, answer *a, char *report, size_t size) {
+    int status = RLOCK_EIO;
+    report[0] = '\0';
+    sentinel_set among = not_quiet(r, ALL_SENTINELS);
+    pthread_mutex_lock(&r->mutex);
+    int n = r->nsentinels, next = r->poll_next;
+    pthread_mutex_unlock(&r->mutex);
+    for (int i = 0; i < n && !atomic_load(&r->closing); i++) {
+        int k = (next + i) % n;
+        rlock__endpoint ep;
+        if (!(among & ((sentinel_set)1 << k)) || rlock__sentinel_at(r, k, 0, &ep) != RLOCK_OK)
+            continue;
+        int64_t asked_ms = rlock__now_ms();
+        status = ask_sentinel(r, &ep, a);
+        rlock__sentinel_heard(r, k, status, asked_ms);
+        if (status != RLOCK_OK)
+            note(report, size, &ep);
+        rlock__endpoint_clear(&ep);
+        if (status == RLOCK_OK) {
+            pthread_mutex_lock(&r->mutex);
+            r->poll_next = (k + 1) % n;
+            pthread_mutex_unlock(&r->mutex);
+            return RLOCK_OK;
+        }
+    }
+    return atomic_load(&r->closing) ? RLOCK_ECLOSED : status;
+}
+
+/*
+ * Whether the master in use is settled: a sentinel named it (not a
+ * provisional promotion), it was not left, and a is that master under the
+ * config epoch in use. Call with resolve_mutex held.
+ */
+static int names_master_in_use(const rlock__sentinel *r, const answer *a) {
+    rlock__node *current = atomic_load(&r->master);
+    return current != NULL && r->provisional_until == 0 &&
+           !rlock__pool_fenced(&current->pool) &&
+           rlock__endpoint_is(&current->endpoint, a->host, a->port) &&
+           a->epoch == atomic_load(&r->epoch);
+}
+
+int rlock__sentinel_poll(rlock__sentinel *r, char *report, size_t size) {
+    answer a;
+    rlock__node *current = atomic_load(&r->master);
+    if (current == NULL || r->provisional_until != 0 || rlock__pool_fenced(&current->pool))
+        return rlock__sentinel_resolve(r, report, size);
+    int status = ask_next(r, &a, report, size);
+    if (status != RLOCK_OK) /* every sentinel was asked: none could tell anything */
+        return status;
+    if (names_master_in_use(r, &a))
+        return RLOCK_OK;
+    /* another master or another epoch: what do they all say (highest epoch, ROLE, ...)? */
+    return rlock__sentinel_resolve(r, report, size);
 }
 
 /* A new answer after a ROLE check is followed this many times in one resolve. */
