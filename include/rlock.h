@@ -467,7 +467,9 @@ RLOCK_EXTERN void rlock_config_init(rlock_config *cfg);
  * On success *out is the new client.
  *
  * Returns RLOCK_OK; RLOCK_EINVAL (NULL out, a field out of range, a malformed
- * url, cfg not initialised by rlock_config_init, RLOCK_PUBSUB_SHARDED on a
+ * url -- rlock_last_error() names the wrong part, its text (never a
+ * password's) and its position from 1; a rediss:// url: TLS is not
+ * supported by this build --, cfg not initialised by rlock_config_init, RLOCK_PUBSUB_SHARDED on a
  * server without sharded pub/sub); RLOCK_EIO (cannot resolve
  * the host, connection refused, or no answer within connect_timeout_ms: see
  * rlock_last_error_info(); Sentinel: also a failover under way -- a sentinel

@@ -79,13 +79,7 @@ void rlock__net_on_switch(rlock__net *net, void (*fn)(void *arg), void *arg) {
 
 static int open_route(rlock__net *net, const char *url) {
     rlock__url u;
-    int status = rlock__parse_url(url, &u);
-    if (status == RLOCK_EINVAL)
-        return rlock__fail(status, 0, "malformed url (expected redis://[[user]:password@]host"
-                                      "[:port][/db], unix:///path[?db=N], redis-sentinel://"
-                                      "[[user]:password@]host[:port][,host[:port]...]/master"
-                                      "[?db=N&sentinel_password=P] or redis-cluster://"
-                                      "[[user]:password@]host[:port][,host[:port]...])");
+    int status = rlock__parse_url(url, &u); /* a malformed url says what is wrong */
     if (status != RLOCK_OK)
         return status;
     if (u.kind == RLOCK__URL_SENTINEL)

@@ -65,7 +65,10 @@ typedef struct rlock__url {
     char *sentinel_password;   /* owned, or NULL */
 } rlock__url;
 
-/* RLOCK_EINVAL for a malformed url (nothing left allocated), RLOCK_ENOMEM. */
+/*
+ * RLOCK_EINVAL for a malformed url, recorded with the part that is wrong and
+ * its position (nothing left allocated); RLOCK_ENOMEM.
+ */
 int rlock__parse_url(const char *url, rlock__url *u);
 /*
  * url without its credentials, to show (a registration, a log line): the
