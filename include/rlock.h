@@ -841,7 +841,10 @@ RLOCK_EXTERN int rlock_lock_lease(rlock *lock, long long lease_ms);
  * renewal.
  *
  * Returns RLOCK_OK (acquired); RLOCK_BUSY (another owner held it for the whole
- * wait); RLOCK_ELOST, RLOCK_EDEADLK (as for rlock_lock(), whatever wait_ms);
+ * wait; rlock_last_error() names the lock and what the last busy answer told:
+ * a plain or fenced lock's holder's lease left, e.g. "lock 'seat:42' is held
+ * by another owner for 12.4 s more (rlockctl show names the holder)", a fair
+ * or read-write lock's time to try again); RLOCK_ELOST, RLOCK_EDEADLK (as for rlock_lock(), whatever wait_ms);
  * RLOCK_EINVAL; RLOCK_EIO (Redis
  * unreachable: returned within wait_ms + command_timeout_ms plus scheduling
  * slack, whatever the signals, the pool's queue or a hanging connect);

@@ -183,6 +183,55 @@ static void test_no_socket_file(void **state) {
     assert_non_null(strstr(info.message, url + strlen("unix://")));
 }
 
+/* Whether message starts with prefix and ends with suffix. */
+static void assert_framed(const char *message, const char *prefix, const char *suffix) {
+    size_t n = strlen(message), p = strlen(prefix), s = strlen(suffix);
+    if (n < p + s || strncmp(message, prefix, p) != 0 || strcmp(message + n - s, suffix) != 0)
+        H_FAIL("message \"%s\" is not \"%s...%s\"", message, prefix, suffix);
+}
+
+/*
+ * RLOCK_BUSY says which lock and what the busy answer told (issue 25, item
+ * 7): a plain lock's holder's lease left, a fair lock's time to try again.
+ */
+static void test_busy_detail(void **state) {
+    rlock_client *holder = h_open(30000, H_MS(2000)), *c = h_open(30000, H_MS(2000));
+    const char *name = h_unique_name("busydetail");
+    char fair_name[128], expected[256];
+    rlock *held, *l, *fair_held, *fair;
+    (void)state;
+
+    H_ASSERT_RC(rlock_get(holder, name, &held), RLOCK_OK);
+    H_ASSERT_RC(rlock_get(c, name, &l), RLOCK_OK);
+    H_ASSERT_RC(rlock_try_lock(held, 0, 90000), RLOCK_OK);
+    H_ASSERT_RC(rlock_try_lock(l, 0, 30000), RLOCK_BUSY);
+    printf("      %s\n", rlock_last_error());
+    snprintf(expected, sizeof expected, "lock '%s' is held by another owner for 1 min ", name);
+    assert_framed(rlock_last_error(), expected, " s more (rlockctl show names the holder)");
+    H_ASSERT_RC(rlock_try_lock(l, H_MS(100), 30000), RLOCK_BUSY); /* after waiting, too */
+    assert_framed(rlock_last_error(), expected, " s more (rlockctl show names the holder)");
+
+    snprintf(fair_name, sizeof fair_name, "%s:fair", name);
+    H_ASSERT_RC(rlock_get_fair(holder, fair_name, &fair_held), RLOCK_OK);
+    H_ASSERT_RC(rlock_get_fair(c, fair_name, &fair), RLOCK_OK);
+    H_ASSERT_RC(rlock_try_lock(fair_held, 0, 20000), RLOCK_OK);
+    H_ASSERT_RC(rlock_try_lock(fair, 0, 20000), RLOCK_BUSY);
+    printf("      %s\n", rlock_last_error());
+    snprintf(expected, sizeof expected,
+             "fair lock '%s' is busy (held, or others queued first); the server said to try "
+             "again in ", fair_name);
+    assert_framed(rlock_last_error(), expected, " (rlockctl show names the holder)");
+
+    H_ASSERT_RC(rlock_unlock(fair_held), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(held), RLOCK_OK);
+    rlock_free(fair);
+    rlock_free(fair_held);
+    rlock_free(l);
+    rlock_free(held);
+    rlock_client_close(c);
+    rlock_client_close(holder);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_script_load_refused),
@@ -193,6 +242,7 @@ int main(void) {
         cmocka_unit_test(test_select_refused),
         cmocka_unit_test(test_setup_timed_out),
         cmocka_unit_test(test_no_socket_file),
+        cmocka_unit_test(test_busy_detail),
     };
     setvbuf(stdout, NULL, _IOLBF, 0);
     return cmocka_run_group_tests(tests, NULL, NULL);
