@@ -1194,7 +1194,11 @@ typedef struct rlock_error_info {
     int host_not_found;     /* 1 when the url's host name could not be resolved */
     const char *redis_error; /* Redis's own error reply ("WRONGPASS invalid ...",
                                "NOPERM ...", "READONLY ..."), or "" */
-    const char *message;    /* one line: what failed, where (host:port), why; "" if none */
+    const char *message;    /* one line: what failed, where (host:port), why; "" if none.
+                               A reply that did not come on an open connection says
+                               "<command> at host:port: no reply in time (...)" with
+                               sys_errno ETIMEDOUT; an answer that is not Redis's
+                               protocol (an HTTP port) adds "not a Redis server?" */
 } rlock_error_info;
 
 /*

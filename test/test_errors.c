@@ -32,6 +32,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+
 #include "harness.h"
 
 static void assert_names(const rlock_error_info *info, const char *what, const char *where) {
@@ -167,6 +172,11 @@ static void test_setup_timed_out(void **state) {
     assert_int_equal(info.sys_errno, ETIMEDOUT);
     assert_names(&info, "SELECT", h_url_host_port(h_server_url(srv)));
     H_ASSERT_BETWEEN(elapsed, bound, bound + H_MS(250));
+    /* It was the reply that did not come, not the connection (issue 25, item 5). */
+    snprintf(url, sizeof url, "SELECT at %s: no reply in time (the connection is open, the "
+             "server did not answer: stopped, overloaded, or not a Redis server)",
+             h_url_host_port(h_server_url(srv)));
+    assert_string_equal(info.message, url);
 
     h_server_stop(srv);
 }
@@ -232,6 +242,78 @@ static void test_busy_detail(void **state) {
     rlock_client_close(holder);
 }
 
+/* A command whose reply does not come names the command and says it was the reply. */
+static void test_reply_timed_out(void **state) {
+    h_server *srv = h_server_start();
+    rlock_client *c = h_open_url(h_server_url(srv), 30000, (int)H_MS(300));
+    const char *name = h_unique_name("replytimeout");
+    char expected[256];
+    rlock *l;
+    (void)state;
+
+    H_ASSERT_RC(rlock_get(c, name, &l), RLOCK_OK);
+    h_server_pause(srv);
+    H_ASSERT_RC(rlock_try_lock(l, 0, 30000), RLOCK_EIO);
+    h_server_resume(srv);
+    printf("      %s\n", rlock_last_error());
+    snprintf(expected, sizeof expected, " at %s: no reply in time (the connection is open, the "
+             "server did not answer: stopped, overloaded, or not a Redis server)",
+             h_url_host_port(h_server_url(srv)));
+    assert_non_null(strstr(rlock_last_error(), expected));
+    assert_null(strstr(rlock_last_error(), "Connection timed out"));
+
+    rlock_free(l);
+    rlock_client_close(c);
+    h_server_stop(srv);
+}
+
+/* A port that answers like a web server: one HTTP answer to whatever comes, then closed. */
+static void *http_server(void *arg) {
+    static const char answer[] = "<!DOCTYPE html><html>not redis</html>\r\n";
+    int listener = *(int *)arg;
+    for (int i = 0; i < 4; i++) {
+        char buf[512];
+        int fd = accept(listener, NULL, NULL);
+        if (fd < 0)
+            break;
+        if (read(fd, buf, sizeof buf) > 0 && write(fd, answer, sizeof answer - 1) < 0)
+            perror("write");
+        close(fd);
+    }
+    return NULL;
+}
+
+/* hiredis's "Protocol error" is said to be an answer that is not Redis's protocol. */
+static void test_not_a_redis_server(void **state) {
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    int listener = socket(AF_INET, SOCK_STREAM, 0);
+    rlock_error_info info;
+    pthread_t thread;
+    char url[64];
+    (void)state;
+
+    assert_true(listener >= 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(listener, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(listener, 4), 0);
+    assert_int_equal(getsockname(listener, (struct sockaddr *)&a, &len), 0);
+    assert_int_equal(pthread_create(&thread, NULL, http_server, &listener), 0);
+
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", ntohs(a.sin_port));
+    H_ASSERT_RC(h_open_status(url, (int)H_MS(2000), &info), RLOCK_EIO);
+    assert_non_null(strstr(info.message, url + strlen("redis://")));
+    assert_non_null(strstr(info.message, "Protocol error"));
+    assert_non_null(strstr(info.message, ": not a Redis server? (its answer is not Redis's "
+                                         "protocol)"));
+
+    shutdown(listener, SHUT_RDWR);
+    close(listener);
+    pthread_join(thread, NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_script_load_refused),
@@ -243,6 +325,8 @@ int main(void) {
         cmocka_unit_test(test_setup_timed_out),
         cmocka_unit_test(test_no_socket_file),
         cmocka_unit_test(test_busy_detail),
+        cmocka_unit_test(test_reply_timed_out),
+        cmocka_unit_test(test_not_a_redis_server),
     };
     setvbuf(stdout, NULL, _IOLBF, 0);
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -70,13 +70,13 @@ static void escape_controls(char message[RLOCK__MESSAGE_MAX]) {
  * as an argument ("giving it back failed too (%s)"), and those live in the
  * very buffers being written.
  */
-static void record(int status, int sys_errno, const char *redis_error, int append_redis,
-                   const char *fmt, va_list ap) {
+static void record(int status, int sys_errno, int append_errno, const char *redis_error,
+                   int append_redis, const char *fmt, va_list ap) {
     char message[sizeof(last.message)], redis_text[sizeof(last.redis_error)];
     snprintf(redis_text, sizeof(redis_text), "%s", redis_error);
     int wrote = vsnprintf(message, sizeof(message), fmt, ap);
     size_t n = wrote < 0 ? 0 : (size_t)wrote < sizeof(message) ? (size_t)wrote : sizeof(message) - 1;
-    if (sys_errno != 0)
+    if (sys_errno != 0 && append_errno)
         append_detail(message, sizeof(message), n, strerror(sys_errno));
     else if (redis_text[0] != '\0' && append_redis)
         append_detail(message, sizeof(message), n, redis_text);
@@ -92,7 +92,15 @@ static void record(int status, int sys_errno, const char *redis_error, int appen
 int rlock__fail(int status, int sys_errno, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    record(status, sys_errno, "", 0, fmt, ap);
+    record(status, sys_errno, 1, "", 0, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+int rlock__fail_errno(int status, int sys_errno, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    record(status, sys_errno, 0, "", 0, fmt, ap);
     va_end(ap);
     return status;
 }
@@ -129,7 +137,7 @@ int rlock__reply_status(const char *text) {
 static int fail_with_redis_text(int status, const char *text, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    record(status, 0, text, 1, fmt, ap);
+    record(status, 0, 0, text, 1, fmt, ap);
     va_end(ap);
     return status;
 }
@@ -137,7 +145,7 @@ static int fail_with_redis_text(int status, const char *text, const char *fmt, .
 int rlock__fail_redis(int status, const char *redis_text, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    record(status, 0, redis_text, 0, fmt, ap);
+    record(status, 0, 0, redis_text, 0, fmt, ap);
     va_end(ap);
     return status;
 }
