@@ -89,7 +89,10 @@ RLOCK_EXTERN unsigned rlock_version_num(void);
  *   EIO       Redis unreachable, connection lost, or no reply in time;
  *             rlock_last_error() names host:port and the system error
  *   EREDIS    Redis answered an error not listed below (WRONGTYPE, OOM,
- *             READONLY, ...); rlock_last_error() has Redis's text
+ *             READONLY, ...); rlock_last_error() has Redis's text (a
+ *             script's: without Lua's "script: <sha>, on @user_script:N",
+ *             after the command and the lock's name: "ACQUIRE on 'seat:42'
+ *             at host:port: WRONGTYPE ..."; redis_error keeps the whole reply)
  *   ENOMEM    an allocation of rlock's own failed
  *   ECLOSED   client closed, or used in a forked child
  *   ELOST     the calling thread believed it held the lock, and its hold is

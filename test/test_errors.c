@@ -314,6 +314,52 @@ static void test_not_a_redis_server(void **state) {
     pthread_join(thread, NULL);
 }
 
+/*
+ * A script's refused redis.call keeps Redis's words without Lua's "script:
+ * <sha>, on @user_script:N" and names the command and the lock (issue 25,
+ * item 6): WRONGTYPE, OOM, READONLY. redis_error keeps Redis's whole reply.
+ */
+static void expect_script_error(rlock *l, const char *name, const char *at, const char *words) {
+    char expected[512];
+    H_ASSERT_RC(rlock_try_lock(l, 0, 30000), RLOCK_EREDIS);
+    printf("      %s\n", rlock_last_error());
+    snprintf(expected, sizeof expected, "ACQUIRE on '%s' at %s: %s", name, at, words);
+    assert_string_equal(rlock_last_error(), expected);
+}
+
+static void test_script_errors(void **state) {
+    h_server *srv = h_server_start();
+    redisContext *r = h_server_redis(srv);
+    const char *at = h_url_host_port(h_server_url(srv));
+    rlock_client *c = h_open_url(h_server_url(srv), 30000, (int)H_MS(2000));
+    const char *name = h_unique_name("scripterror");
+    rlock_error_info info;
+    rlock *l;
+    (void)state;
+
+    H_ASSERT_RC(rlock_get(c, name, &l), RLOCK_OK);
+    h_cmd_ok(r, "SET %s not-a-lock", name);
+    expect_script_error(l, name, at,
+                        "WRONGTYPE Operation against a key holding the wrong kind of value");
+    rlock_last_error_info(&info);
+    assert_non_null(strstr(info.redis_error, "WRONGTYPE")); /* Redis's whole reply */
+    assert_non_null(strstr(info.redis_error, "user_script"));
+    h_cmd_ok(r, "DEL %s", name);
+
+    h_cmd_ok(r, "CONFIG SET maxmemory 1");
+    expect_script_error(l, name, at, "OOM command not allowed when used memory > 'maxmemory'.");
+    h_cmd_ok(r, "CONFIG SET maxmemory 0");
+
+    h_cmd_ok(r, "REPLICAOF 127.0.0.1 1"); /* a replica of nothing: read-only */
+    expect_script_error(l, name, at, "READONLY You can't write against a read only replica.");
+    h_cmd_ok(r, "REPLICAOF NO ONE");
+
+    rlock_free(l);
+    rlock_client_close(c);
+    redisFree(r);
+    h_server_stop(srv);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_script_load_refused),
@@ -327,6 +373,7 @@ int main(void) {
         cmocka_unit_test(test_busy_detail),
         cmocka_unit_test(test_reply_timed_out),
         cmocka_unit_test(test_not_a_redis_server),
+        cmocka_unit_test(test_script_errors),
     };
     setvbuf(stdout, NULL, _IOLBF, 0);
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -87,9 +87,13 @@ const char *rlock__net_cmd_name(const rlock__net *net, const rlock__cmd *cmd) {
 
 int rlock__fail_cmd_reply(rlock__net *net, const rlock__node *node, const redisReply *reply,
                           const rlock__cmd *cmd) {
-    char at[RLOCK__WHERE_MAX], what[RLOCK__WHERE_MAX + 64];
-    snprintf(what, sizeof(what), "%s at %s", rlock__net_cmd_name(net, cmd),
-             rlock__endpoint_str(&node->endpoint, at, sizeof(at)));
+    char at[RLOCK__WHERE_MAX], what[RLOCK__WHERE_MAX + 320];
+    rlock__endpoint_str(&node->endpoint, at, sizeof(at));
+    if (cmd->script >= 0 && cmd->nkeys > 0) /* a script's first key is the lock's name */
+        snprintf(what, sizeof(what), "%s on '%.*s' at %s", rlock__net_cmd_name(net, cmd),
+                 cmd->argvlen[0] > 200 ? 200 : (int)cmd->argvlen[0], cmd->argv[0], at);
+    else
+        snprintf(what, sizeof(what), "%s at %s", rlock__net_cmd_name(net, cmd), at);
     return rlock__fail_reply(reply, what);
 }
 
