@@ -479,7 +479,9 @@ RLOCK_EXTERN void rlock_config_init(rlock_config *cfg);
  * in the middle of one, a master named that is down or not yet master --:
  * try again); RLOCK_EAUTH (wrong user or password, or a
  * password is required); RLOCK_ENOPERM (the ACL user may not run a command
- * rlock needs: SELECT, SCRIPT LOAD); RLOCK_EREDIS (any other refusal, e.g.
+ * rlock needs: SELECT, SCRIPT LOAD, EVALSHA -- asked at open with EVALSHA of
+ * a sha no script has, which runs nothing; the message points at the
+ * least-privilege ACL); RLOCK_EREDIS (any other refusal, e.g.
  * SELECT of a db that does not exist; a master name no sentinel knows
  * (every sentinel that answered said so): the message says what each
  * sentinel answered; a redis-cluster:// seed that
