@@ -336,7 +336,7 @@ static int bad_scheme(const char *url) {
     const char *sep = strstr(url, "://");
     if (url[0] == '\0')
         return rlock__fail(RLOCK_EINVAL, 0, "malformed url: empty; %s", schemes);
-    if (strncmp(url, "rediss://", 9) == 0 || strncmp(url, "valkeys://", 10) == 0)
+    if (strncmp(url, "rediss://", 9) == 0)
         return rlock__fail(RLOCK_EINVAL, 0, "TLS (rediss://) is not supported by this build");
     if (sep == NULL)
         return bad_part(url, url, strlen(url), "no scheme in", schemes);
