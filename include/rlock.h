@@ -89,7 +89,10 @@ RLOCK_EXTERN unsigned rlock_version_num(void);
  *   EIO       Redis unreachable, connection lost, or no reply in time;
  *             rlock_last_error() names host:port and the system error
  *   EREDIS    Redis answered an error not listed below (WRONGTYPE, OOM,
- *             READONLY, ...); rlock_last_error() has Redis's text
+ *             READONLY, ...); rlock_last_error() has Redis's text (a
+ *             script's: without Lua's "script: <sha>, on @user_script:N",
+ *             after the command and the lock's name: "ACQUIRE on 'seat:42'
+ *             at host:port: WRONGTYPE ..."; redis_error keeps the whole reply)
  *   ENOMEM    an allocation of rlock's own failed
  *   ECLOSED   client closed, or used in a forked child
  *   ELOST     the calling thread believed it held the lock, and its hold is
@@ -471,14 +474,18 @@ RLOCK_EXTERN void rlock_config_init(rlock_config *cfg);
  * On success *out is the new client.
  *
  * Returns RLOCK_OK; RLOCK_EINVAL (NULL out, a field out of range, a malformed
- * url, cfg not initialised by rlock_config_init, RLOCK_PUBSUB_SHARDED on a
+ * url -- rlock_last_error() names the wrong part, its text (never a
+ * password's) and its position from 1; a rediss:// url: TLS is not
+ * supported by this build --, cfg not initialised by rlock_config_init, RLOCK_PUBSUB_SHARDED on a
  * server without sharded pub/sub); RLOCK_EIO (cannot resolve
  * the host, connection refused, or no answer within connect_timeout_ms: see
  * rlock_last_error_info(); Sentinel: also a failover under way -- a sentinel
  * in the middle of one, a master named that is down or not yet master --:
  * try again); RLOCK_EAUTH (wrong user or password, or a
  * password is required); RLOCK_ENOPERM (the ACL user may not run a command
- * rlock needs: SELECT, SCRIPT LOAD); RLOCK_EREDIS (any other refusal, e.g.
+ * rlock needs: SELECT, SCRIPT LOAD, EVALSHA -- asked at open with EVALSHA of
+ * a sha no script has, which runs nothing; the message points at the
+ * least-privilege ACL); RLOCK_EREDIS (any other refusal, e.g.
  * SELECT of a db that does not exist; a master name no sentinel knows
  * (every sentinel was reached and said so -- with one unreachable, RLOCK_EIO:
  * it may know the name): the message says what each sentinel answered; a redis-cluster:// seed that
@@ -851,7 +858,10 @@ RLOCK_EXTERN int rlock_lock_lease(rlock *lock, long long lease_ms);
  * renewal.
  *
  * Returns RLOCK_OK (acquired); RLOCK_BUSY (another owner held it for the whole
- * wait); RLOCK_ELOST, RLOCK_EDEADLK (as for rlock_lock(), whatever wait_ms);
+ * wait; rlock_last_error() names the lock and what the last busy answer told:
+ * a plain or fenced lock's holder's lease left, e.g. "lock 'seat:42' is held
+ * by another owner for 12.4 s more (rlockctl show names the holder)", a fair
+ * or read-write lock's time to try again); RLOCK_ELOST, RLOCK_EDEADLK (as for rlock_lock(), whatever wait_ms);
  * RLOCK_EINVAL; RLOCK_EIO (Redis
  * unreachable: returned within wait_ms + command_timeout_ms plus scheduling
  * slack, whatever the signals, the pool's queue or a hanging connect);
@@ -1213,7 +1223,11 @@ typedef struct rlock_error_info {
     int host_not_found;     /* 1 when the url's host name could not be resolved */
     const char *redis_error; /* Redis's own error reply ("WRONGPASS invalid ...",
                                "NOPERM ...", "READONLY ..."), or "" */
-    const char *message;    /* one line: what failed, where (host:port), why; "" if none */
+    const char *message;    /* one line: what failed, where (host:port), why; "" if none.
+                               A reply that did not come on an open connection says
+                               "<command> at host:port: no reply in time (...)" with
+                               sys_errno ETIMEDOUT; an answer that is not Redis's
+                               protocol (an HTTP port) adds "not a Redis server?" */
 } rlock_error_info;
 
 /*

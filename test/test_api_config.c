@@ -193,6 +193,67 @@ static void test_bad_urls(void **state) {
     }
 }
 
+/*
+ * A malformed url is reported by the part that is wrong, its text and its
+ * position (issue 25, item 4), never by the whole grammar, and a password is
+ * never quoted.
+ */
+static void test_bad_url_words(void **state) {
+    static const struct {
+        const char *url;
+        const char *message;
+    } cases[] = {
+        {"rediss://127.0.0.1:6379", "TLS (rediss://) is not supported by this build"},
+        {"127.0.0.1:6379", "malformed url: no scheme in \"127.0.0.1:6379\" at position 1; "
+                           "expected redis://, unix://, redis-sentinel:// or redis-cluster://"},
+        {"http://127.0.0.1:6379", "malformed url: unknown scheme \"http://\" at position 1; "
+                                  "expected redis://, unix://, redis-sentinel:// or "
+                                  "redis-cluster://"},
+        {"redis-sentinel://127.0.0.1:26379",
+         "malformed url: no master name at position 33; expected "
+         "redis-sentinel://host:26379[,host...]/master-name (the name the sentinels monitor)"},
+        {"redis-sentinel://127.0.0.1:26379/",
+         "malformed url: no master name at position 34; expected "
+         "redis-sentinel://host:26379[,host...]/master-name (the name the sentinels monitor)"},
+        {"redis://127.0.0.1:6379/abc",
+         "malformed url: the db \"abc\" at position 24; expected a number 0..2147483647"},
+        {"redis://127.0.0.1:port",
+         "malformed url: the port \"port\" at position 19; expected a number 1..65535"},
+        {"redis://:pa/ss@127.0.0.1:6379",
+         "malformed url: '/' or '?' before the '@' (in a password write '/' as %2F, '?' as %3F, "
+         "'@' as %40) at position 12"},
+        {"redis://secret@127.0.0.1:6379",
+         "malformed url: the credentials before '@' have no ':' (write :password@ or "
+         "user:password@) at position 9"},
+        {"redis://:se%zzcret@127.0.0.1:6379",
+         "malformed url: '%' not followed by two hex digits (not %00) in the password at "
+         "position 12"},
+        {"redis-sentinel://127.0.0.1:26379/m?db=1&color=red",
+         "malformed url: unknown parameter \"color\" at position 41; expected db=N, "
+         "sentinel_user=U or sentinel_password=P"},
+        {"redis-cluster://127.0.0.1:7000/0",
+         "malformed url: the path \"/0\" at position 31; a redis-cluster:// url has no db (a "
+         "cluster has only db 0) and no query"},
+        {"redis://127.0.0.1:6379,", "malformed url: the port \"6379,\" at position 19; expected "
+                                    "a number 1..65535"},
+        {"redis-cluster://127.0.0.1:7000,", "malformed url: no host at position 32"},
+        {"unix://relative.sock", "malformed url: the socket path \"relative.sock\" at position 8; "
+                                 "expected an absolute path: unix:///path/to/socket[?db=N]"},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rlock_config cfg;
+        char what[200];
+        h_config(&cfg);
+        cfg.url = cases[i].url;
+        snprintf(what, sizeof what, "url \"%s\"", cases[i].url);
+        expect_open(&cfg, RLOCK_EINVAL, what);
+        print_message("%s -> %s\n", cases[i].url, rlock_last_error());
+        assert_string_equal(rlock_last_error(), cases[i].message);
+        assert_null(strstr(rlock_last_error(), "secret"));
+    }
+}
+
 /* A TCP port on 127.0.0.1 nobody listens on (bound, then closed). */
 static int closed_port(void) {
     struct sockaddr_in a;
@@ -321,6 +382,7 @@ int main(void) {
         cmocka_unit_test(test_config_defaults),
         cmocka_unit_test(test_config_validation),
         cmocka_unit_test(test_bad_urls),
+        cmocka_unit_test(test_bad_url_words),
         cmocka_unit_test(test_connect_refused),
         cmocka_unit_test(test_cluster_url_plain_server),
         cmocka_unit_test(test_auth_refused),

@@ -92,6 +92,12 @@ size_t rlock__fmt_i64(char *buf, int64_t v);
  */
 int rlock__fail(int status, int sys_errno, const char *fmt, ...) RLOCK__PRINTF(3, 4);
 /*
+ * As rlock__fail, but the message is left as formatted: it tells the cause in
+ * its own words where strerror's would mislead ("Connection timed out" for a
+ * reply that never came on an open connection).
+ */
+int rlock__fail_errno(int status, int sys_errno, const char *fmt, ...) RLOCK__PRINTF(3, 4);
+/*
  * For an error reply of Redis: maps its code to a status (NOAUTH, WRONGPASS
  * -> EAUTH; NOPERM -> ENOPERM; NOTALOCK -> ENOTLOCK; else EREDIS), records
  * Redis's text and `where` (e.g. "EVALSHA at 127.0.0.1:6379"), returns the status.

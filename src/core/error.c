@@ -70,13 +70,13 @@ static void escape_controls(char message[RLOCK__MESSAGE_MAX]) {
  * as an argument ("giving it back failed too (%s)"), and those live in the
  * very buffers being written.
  */
-static void record(int status, int sys_errno, const char *redis_error, int append_redis,
-                   const char *fmt, va_list ap) {
+static void record(int status, int sys_errno, int append_errno, const char *redis_error,
+                   int append_redis, const char *fmt, va_list ap) {
     char message[sizeof(last.message)], redis_text[sizeof(last.redis_error)];
     snprintf(redis_text, sizeof(redis_text), "%s", redis_error);
     int wrote = vsnprintf(message, sizeof(message), fmt, ap);
     size_t n = wrote < 0 ? 0 : (size_t)wrote < sizeof(message) ? (size_t)wrote : sizeof(message) - 1;
-    if (sys_errno != 0)
+    if (sys_errno != 0 && append_errno)
         append_detail(message, sizeof(message), n, strerror(sys_errno));
     else if (redis_text[0] != '\0' && append_redis)
         append_detail(message, sizeof(message), n, redis_text);
@@ -92,7 +92,15 @@ static void record(int status, int sys_errno, const char *redis_error, int appen
 int rlock__fail(int status, int sys_errno, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    record(status, sys_errno, "", 0, fmt, ap);
+    record(status, sys_errno, 1, "", 0, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+int rlock__fail_errno(int status, int sys_errno, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    record(status, sys_errno, 0, "", 0, fmt, ap);
     va_end(ap);
     return status;
 }
@@ -121,18 +129,72 @@ int rlock__reply_status(const char *text) {
     return RLOCK_EREDIS;
 }
 
+/* Whether [s, s+n) are n hex digits. */
+static int is_hex(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+/* Past Lua's "@user_script:N: " or "@user_script: N: " at text, if there. */
+static const char *skip_user_script(const char *text) {
+    static const char user_script[] = "@user_script:";
+    const char *p = text;
+    if (strncmp(p, user_script, sizeof(user_script) - 1) != 0)
+        return text;
+    p += sizeof(user_script) - 1;
+    p += *p == ' ';
+    while (*p >= '0' && *p <= '9')
+        p++;
+    return strncmp(p, ": ", 2) == 0 ? p + 2 : text;
+}
+
+/*
+ * Redis's own words of an error a script's redis.call met, without what Lua
+ * wraps them in: Redis 7's " script: <sha>, on @user_script:N." after them;
+ * Redis 6.2's "ERR Error running script (call to f_<sha>): @user_script:N: "
+ * (twice over, and a '-' of the reply's, for a refusal before the command
+ * ran) before them. Other text is copied as it is.
+ */
+static void redis_words(const char *text, char *out, size_t size) {
+    static const char call_to[] = "ERR Error running script (call to f_";
+    const char *rest = strstr(text, "): ");
+    if (strncmp(text, call_to, sizeof(call_to) - 1) == 0 && rest != NULL) {
+        const char *prev = NULL;
+        for (text = rest + 3; text != prev;) {
+            prev = text;
+            text = skip_user_script(text);
+        }
+        text += *text == '-';
+    }
+    size_t len = strlen(text);
+    for (const char *p = strstr(text, " script: "); p != NULL; p = strstr(p + 1, " script: ")) {
+        const char *sha = p + 9;
+        if (strlen(sha) >= 40 && is_hex(sha, 40) && strncmp(sha + 40, ", on @", 6) == 0) {
+            len = (size_t)(p - text);
+            break;
+        }
+    }
+    while (len > 0 && (text[len - 1] == ' ' || text[len - 1] == '\r' || text[len - 1] == '\n'))
+        len--;
+    snprintf(out, size, "%.*s", (int)len, text);
+}
+
 static int fail_with_redis_text(int status, const char *text, const char *fmt, ...) {
+    char words[RLOCK__MESSAGE_MAX], message[RLOCK__MESSAGE_MAX];
     va_list ap;
     va_start(ap, fmt);
-    record(status, 0, text, 1, fmt, ap);
+    vsnprintf(message, sizeof(message), fmt, ap);
     va_end(ap);
-    return status;
+    redis_words(text, words, sizeof(words));
+    return rlock__fail_redis(status, text, "%s: %s", message, words);
 }
 
 int rlock__fail_redis(int status, const char *redis_text, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    record(status, 0, redis_text, 0, fmt, ap);
+    record(status, 0, 0, redis_text, 0, fmt, ap);
     va_end(ap);
     return status;
 }

@@ -242,6 +242,41 @@ void rlock__try_end(rlock__try *t) {
     t->spare = NULL;
 }
 
+/* A duration for a person: "350 ms", "8.2 s", "12 min 5 s". */
+static const char *duration(long long ms, char *buf, size_t size) {
+    if (ms < 1000)
+        snprintf(buf, size, "%lld ms", ms);
+    else if (ms < 60000)
+        snprintf(buf, size, "%lld.%lld s", ms / 1000, ms % 1000 / 100);
+    else
+        snprintf(buf, size, "%lld min %lld s", ms / 60000, ms % 60000 / 1000);
+    return buf;
+}
+
+/*
+ * RLOCK_BUSY's detail: what the busy answer told. A plain or fenced lock's
+ * answer is the holder's PTTL; a fair or read-write lock's is when to try
+ * again (the holder's PTTL, or sooner when a queue is ahead), so it is named
+ * as such. The answer does not name the holder: rlockctl does.
+ */
+static int busy(const rlock *lock, long long ttl_ms) {
+    char left[32];
+    int plain = lock->kind == &rlock__reentrant || lock->kind == &rlock__fenced;
+    if (plain && ttl_ms < 0)
+        return rlock__fail(RLOCK_BUSY, 0, "lock '%.200s' is held by another owner, with no "
+                                          "expiry (rlockctl show names the holder)",
+                           lock->name);
+    if (plain)
+        return rlock__fail(RLOCK_BUSY, 0, "lock '%.200s' is held by another owner for %s more "
+                                          "(rlockctl show names the holder)",
+                           lock->name, duration(ttl_ms, left, sizeof(left)));
+    return rlock__fail(RLOCK_BUSY, 0, "%s lock '%.200s' is busy (held, or others queued "
+                                      "first); the server said to try again in %s (rlockctl "
+                                      "show names the holder)",
+                       lock->kind->name, lock->name,
+                       duration(ttl_ms < 0 ? 0 : ttl_ms, left, sizeof(left)));
+}
+
 /*
  * One acquisition attempt for owner. RLOCK_OK when it holds the lock (the
  * holds table updated, renewal registered for watchdog locks; *token set
@@ -269,7 +304,7 @@ static int acquire_once(rlock *lock, const rlock__owner *owner, long long lease_
     }
     *ttl_ms = answer.value;
     rlock__try_end(&t);
-    return status;
+    return status == RLOCK_BUSY ? busy(lock, answer.value) : status;
 }
 
 /* A thread waiting for the lock; the cleanup also runs if it is cancelled. */

@@ -42,16 +42,25 @@ static int errno_of(const redisContext *ctx) {
     return 0;
 }
 
+const char rlock__no_reply[] = "no reply in time (the connection is open, the server did not "
+                               "answer: stopped, overloaded, or not a Redis server)";
+const char rlock__not_resp[] = "not a Redis server? (its answer is not Redis's protocol)";
+
 int rlock__fail_io(const rlock__endpoint *ep, const redisContext *ctx, int sys_errno,
                    const char *what) {
     char at[RLOCK__WHERE_MAX];
+    int connecting = strcmp(what, "connect to") == 0 || strcmp(what, "resolve") == 0;
     rlock__endpoint_str(ep, at, sizeof(at));
+    if (ctx != NULL && ctx->err == REDIS_ERR_PROTOCOL)
+        return rlock__fail(RLOCK_EIO, 0, "%s %s: %s: %s", what, at, ctx->errstr, rlock__not_resp);
     if (ctx != NULL && ctx->err != 0 && sys_errno == 0) {
-        int err = errno_of(ctx);
-        if (err != 0)
-            return rlock__fail(RLOCK_EIO, err, "%s %s", what, at);
-        return rlock__fail(RLOCK_EIO, 0, "%s %s: %s", what, at, ctx->errstr);
+        sys_errno = errno_of(ctx);
+        if (sys_errno == 0)
+            return rlock__fail(RLOCK_EIO, 0, "%s %s: %s", what, at, ctx->errstr);
     }
+    /* Past the connect, a timeout is the reply's: say so, not "Connection timed out". */
+    if (sys_errno == ETIMEDOUT && !connecting)
+        return rlock__fail_errno(RLOCK_EIO, ETIMEDOUT, "%s %s: %s", what, at, rlock__no_reply);
     return rlock__fail(RLOCK_EIO, sys_errno, "%s %s", what, at);
 }
 

@@ -173,10 +173,10 @@ static int attempt_once(rlock__net *net, const rlock__cmd *cmd, attempt *a, int6
     if (conn == NULL)
         return status == RLOCK_ECLOSED
                    ? RLOCK_ECLOSED
-                   : rlock__fail(RLOCK_EIO, ETIMEDOUT,
-                                 "%s: no pooled connection free within %lld ms (pool_size %d)",
-                                 rlock__net_cmd_name(net, cmd), (long long)(by - start),
-                                 s->pool_size);
+                   : rlock__fail_errno(RLOCK_EIO, ETIMEDOUT,
+                                       "%s: no pooled connection free within %lld ms (pool_size %d)",
+                                       rlock__net_cmd_name(net, cmd),
+                                       (long long)(by - start), s->pool_size);
     status = rlock__pool_connect(conn, s->connect_timeout_ms,
                                  min_deadline(start + s->connect_timeout_ms, hard_ms));
     if (rlock__pool_fenced(pool)) /* then a write fails: the fence shut the socket */
@@ -190,8 +190,9 @@ static int attempt_once(rlock__net *net, const rlock__cmd *cmd, attempt *a, int6
     /* No time left for a reply: sending would only let Redis run what we then call failed. */
     if (rlock__now_ms() >= by) {
         rlock__pool_give(conn, 1);
-        return rlock__fail(RLOCK_EIO, ETIMEDOUT, "%s not sent: the call's time bound had passed",
-                           rlock__net_cmd_name(net, cmd));
+        return rlock__fail_errno(RLOCK_EIO, ETIMEDOUT,
+                                 "%s not sent: the call's time bound had passed",
+                                 rlock__net_cmd_name(net, cmd));
     }
     const char *argv[KEYS_AS_ARGS_MAX + 2];
     size_t argvlen[KEYS_AS_ARGS_MAX + 2];

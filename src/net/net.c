@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * net.c - the network layer's lifetime: open (parse the url, open its
- * route, make the first connection and load the scripts), abort (close
- * began: end commands in flight and retry pauses), close (free).
+ * route, make the first connection, load the scripts and check that the ACL
+ * lets them run), abort (close began: end commands in flight and retry
+ * pauses), close (free).
  *
  * Threads: client open and close; rlock__net_closing and connect_for from
  * any thread. Locking: net->mutex only pairs with `closed` for retry pauses.
@@ -38,6 +39,39 @@ static int choose_pubsub(rlock__net *net, redisContext *ctx) {
                        "(Redis >= 7.0): %s", rlock__last_message());
 }
 
+/*
+ * Whether the ACL lets this user run the lock scripts: EVALSHA of a sha no
+ * script has is checked against the ACL before the script is looked up, so
+ * the answer is NOPERM (refused) or NOSCRIPT (allowed), and nothing runs.
+ * A user without EVALSHA would otherwise open fine and fail at the first
+ * lock. Any other answer is no refusal: the first lock tells.
+ */
+static int scripts_allowed(rlock__net *net, redisContext *ctx, int64_t deadline_ms) {
+    static const char *argv[] = {"EVALSHA", "0000000000000000000000000000000000000000", "0"};
+    rlock__node *node = net->route->ops->node_for(net->route, NULL, 0);
+    redisReply *reply = NULL;
+    rlock_error_info info;
+    rlock__error_detail saved;
+    char at[RLOCK__WHERE_MAX];
+    rlock__error_save(&saved); /* the expected NOSCRIPT is no error of the open's */
+    int status = rlock__run_private(ctx, &node->endpoint, 3, argv, deadline_ms, &reply);
+    if (reply != NULL)
+        freeReplyObject(reply);
+    if (status == RLOCK_EIO)
+        return status;
+    if (status != RLOCK_ENOPERM) {
+        rlock__error_restore(&saved);
+        return RLOCK_OK;
+    }
+    rlock_last_error_info(&info);
+    return rlock__fail_redis(RLOCK_ENOPERM, info.redis_error,
+                             "EVALSHA at %s: %s (locking runs its scripts with EVALSHA: grant "
+                             "the least-privilege ACL of docs/failure-modes.md, \"Least "
+                             "privilege\")",
+                             rlock__endpoint_str(&node->endpoint, at, sizeof(at)),
+                             info.redis_error);
+}
+
 /* The first connection: proves the url works and loads the scripts. */
 static int first_connection(rlock__net *net) {
     const rlock__settings *s = net->settings;
@@ -50,9 +84,11 @@ static int first_connection(rlock__net *net) {
         return status;
     status = rlock__pool_connect(conn, s->connect_timeout_ms,
                                  rlock__deadline_after(s->connect_timeout_ms));
+    int64_t scripts_by = rlock__deadline_after(s->command_timeout_ms); /* load and check */
     if (status == RLOCK_OK)
-        status = rlock__scripts_load(conn->ctx, rlock__deadline_after(s->command_timeout_ms),
-                                     &net->scripts);
+        status = rlock__scripts_load(conn->ctx, scripts_by, &net->scripts);
+    if (status == RLOCK_OK)
+        status = scripts_allowed(net, conn->ctx, scripts_by);
     if (status == RLOCK_OK)
         status = choose_pubsub(net, conn->ctx);
     rlock__pool_give(conn, status == RLOCK_OK);
@@ -81,13 +117,7 @@ void rlock__net_on_switch(rlock__net *net, void (*fn)(void *arg), void *arg) {
 
 static int open_route(rlock__net *net, const char *url) {
     rlock__url u;
-    int status = rlock__parse_url(url, &u);
-    if (status == RLOCK_EINVAL)
-        return rlock__fail(status, 0, "malformed url (expected redis://[[user]:password@]host"
-                                      "[:port][/db], unix:///path[?db=N], redis-sentinel://"
-                                      "[[user]:password@]host[:port][,host[:port]...]/master"
-                                      "[?db=N&sentinel_password=P] or redis-cluster://"
-                                      "[[user]:password@]host[:port][,host[:port]...])");
+    int status = rlock__parse_url(url, &u); /* a malformed url says what is wrong */
     if (status != RLOCK_OK)
         return status;
     if (u.kind == RLOCK__URL_SENTINEL)

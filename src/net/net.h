@@ -65,7 +65,10 @@ typedef struct rlock__url {
     char *sentinel_password;   /* owned, or NULL */
 } rlock__url;
 
-/* RLOCK_EINVAL for a malformed url (nothing left allocated), RLOCK_ENOMEM. */
+/*
+ * RLOCK_EINVAL for a malformed url, recorded with the part that is wrong and
+ * its position (nothing left allocated); RLOCK_ENOMEM.
+ */
 int rlock__parse_url(const char *url, rlock__url *u);
 /*
  * url without its credentials, to show (a registration, a log line): the
@@ -171,10 +174,14 @@ static inline int rlock__io_next(redisContext *ctx, void **reply) {
 const char *rlock__endpoint_str(const rlock__endpoint *ep, char *buf, size_t size);
 /*
  * Records an I/O failure at ep ("<what> host:port", with errno or hiredis's
- * text from ctx) and returns RLOCK_EIO.
+ * text from ctx) and returns RLOCK_EIO. A timeout after the connect is named
+ * the reply's (errno still ETIMEDOUT); a protocol error asks whether the
+ * server is a Redis server.
  */
 int rlock__fail_io(const rlock__endpoint *ep, const redisContext *ctx, int sys_errno,
                    const char *what);
+/* The words for a reply that never came, and for an answer that is not RESP. */
+extern const char rlock__no_reply[], rlock__not_resp[];
 /*
  * Runs one command on a private (unpooled) connection to ep by deadline_ms;
  * an error reply is recorded and returned as its status (*reply NULL).

@@ -56,8 +56,8 @@ static int no_slot(rlock__net *net, const rlock__cmd *cmd, const node_part *p, i
     if (rlock__pool_fenced(&p->node->pool))
         return rlock__fail(RLOCK_EIO, 0, "%s: the client has left that master",
                            rlock__net_cmd_name(net, cmd));
-    return rlock__fail(RLOCK_EIO, ETIMEDOUT, "%s: no pooled connection free",
-                       rlock__net_cmd_name(net, cmd));
+    return rlock__fail_errno(RLOCK_EIO, ETIMEDOUT, "%s: no pooled connection free in time",
+                             rlock__net_cmd_name(net, cmd));
 }
 
 /*

@@ -38,8 +38,12 @@ static void load_where(const redisContext *ctx, char *buf, size_t size) {
 
 /* An I/O failure of the load: hiredis's text if the context has one, else errno. */
 static int fail_load_io(const redisContext *ctx, int sys_errno, const char *at) {
+    if (ctx->err == REDIS_ERR_PROTOCOL)
+        return rlock__fail(RLOCK_EIO, 0, "%s: %s: %s", at, ctx->errstr, rlock__not_resp);
     if (ctx->err != 0)
         return rlock__fail(RLOCK_EIO, 0, "%s: %s", at, ctx->errstr);
+    if (sys_errno == ETIMEDOUT)
+        return rlock__fail_errno(RLOCK_EIO, ETIMEDOUT, "%s: %s", at, rlock__no_reply);
     return rlock__fail(RLOCK_EIO, sys_errno, "%s", at);
 }
 

@@ -85,19 +85,29 @@ const char *rlock__net_cmd_name(const rlock__net *net, const rlock__cmd *cmd) {
     return rlock__cmd_name(&net->scripts, cmd);
 }
 
+/* "ACQUIRE on 'name'" (a script's first key is the lock's name), else "PING". */
+static const char *cmd_what(rlock__net *net, const rlock__cmd *cmd, char *buf, size_t size) {
+    if (cmd->script >= 0 && cmd->nkeys > 0)
+        snprintf(buf, size, "%s on '%.*s'", rlock__net_cmd_name(net, cmd),
+                 cmd->argvlen[0] > 200 ? 200 : (int)cmd->argvlen[0], cmd->argv[0]);
+    else
+        snprintf(buf, size, "%s", rlock__net_cmd_name(net, cmd));
+    return buf;
+}
+
 int rlock__fail_cmd_reply(rlock__net *net, const rlock__node *node, const redisReply *reply,
                           const rlock__cmd *cmd) {
-    char at[RLOCK__WHERE_MAX], what[RLOCK__WHERE_MAX + 64];
-    snprintf(what, sizeof(what), "%s at %s", rlock__net_cmd_name(net, cmd),
+    char at[RLOCK__WHERE_MAX], name[256], what[RLOCK__WHERE_MAX + 264];
+    snprintf(what, sizeof(what), "%s at %s", cmd_what(net, cmd, name, sizeof(name)),
              rlock__endpoint_str(&node->endpoint, at, sizeof(at)));
     return rlock__fail_reply(reply, what);
 }
 
 int rlock__fail_cmd_io(rlock__net *net, rlock__node *node, const redisContext *ctx,
                        const rlock__cmd *cmd) {
-    char what[64];
+    char name[256], what[264];
     rlock__route *route = net->route;
-    snprintf(what, sizeof(what), "%s at", rlock__net_cmd_name(net, cmd));
+    snprintf(what, sizeof(what), "%s at", cmd_what(net, cmd, name, sizeof(name)));
     int status = rlock__fail_io(&node->endpoint, ctx, ctx != NULL && ctx->err != 0 ? 0 : errno,
                                 what);
     rlock__link_down(net->events, status, rlock__last_message());
