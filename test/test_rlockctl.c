@@ -33,6 +33,7 @@
 
 #include <cmocka.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,13 @@ static char *pattern_of(const char *name) {
 
 /* A Java Redisson client's id, for owners written by hand. */
 #define JAVA_ID "0c0ffee0-1111-4222-8333-944445555666"
+
+/* What a holder_child holds: name, as a fair queue's head if fair, its watchdog timeout. */
+typedef struct h_holder_arg {
+    const char *name;
+    long long watchdog_ms;
+    int fair;
+} h_holder_arg;
 
 /* Reads the replies of n pipelined commands (redisAppendCommand). */
 static void drain_replies(redisContext *r, int n) {
@@ -308,10 +316,10 @@ static void test_plain(void **state) {
     expect_in(t.err, "no lock matches");
     h_tool_free(&t);
 
-    /* A Java Redisson owner: no registration. */
+    /* A Java Redisson owner: no registration, no connection named for it. */
     h_foreign_lock(r, name, 20000);
     h_tool_run(&t, h_url(), "show", name, NULL);
-    h_tool_expect(&t, 0, "unregistered (Redisson or rlock < 0.5)");
+    h_tool_expect(&t, 0, "unregistered, no connection named for it (Java Redisson, rlock < 0.5");
     h_tool_free(&t);
     h_tool_run(&t, h_url(), "show", name, "--json", NULL);
     h_jq_expect(t.out, ".owners[0].owner", H_FOREIGN_OWNER);
@@ -696,6 +704,113 @@ static void test_rw_fenced(void **state) {
     free(fenced);
 }
 
+/* ---- stopped and dead holders ------------------------------------------------------- */
+
+#if !defined(__SANITIZE_THREAD__)
+/* A process holding name with a 10-minute lease; its client's watchdog timeout is arg's. */
+static int holder_child(void *arg, int in_fd, int out_fd) {
+    const h_holder_arg *a = arg;
+    rlock_client *c = NULL;
+    rlock *l = NULL;
+    rlock_config cfg;
+    char line[32];
+    h_config(&cfg);
+    cfg.watchdog_timeout_ms = a->watchdog_ms;
+    H_CHILD_CHECK(rlock_client_open(&cfg, &c) == RLOCK_OK, 10);
+    H_CHILD_CHECK(a->fair ? rlock_get_fair(c, a->name, &l) == RLOCK_OK
+                          : rlock_get(c, a->name, &l) == RLOCK_OK, 11);
+    if (a->fair) { /* queue behind the test's hold: the head of the queue */
+        h_line_send(out_fd, "%s", rlock_client_id(c));
+        int rc = rlock_try_lock(l, 600000, -1);
+        h_line_send(out_fd, "rc %d", rc);
+    } else {
+        H_CHILD_CHECK(rlock_lock_lease(l, 600000) == RLOCK_OK, 12);
+        h_line_send(out_fd, "%s", rlock_client_id(c));
+    }
+    h_line_recv(in_fd, line, sizeof(line), 600000);
+    rlock_free(l);
+    rlock_client_close(c);
+    return 0;
+}
+
+/* show NAME until its output holds want (the server notices a dead peer at once, not in step). */
+static void show_until(const char *name, const char *want, long long timeout_ms) {
+    h_tool t;
+    long long until = h_now_ms() + h_scaled(timeout_ms);
+    for (;;) {
+        h_tool_run(&t, h_url(), "show", name, NULL);
+        if (strstr(t.out, want) != NULL || h_now_ms() > until)
+            break;
+        h_tool_free(&t);
+        usleep(200 * 1000);
+    }
+    h_tool_expect(&t, 0, want);
+    h_tool_free(&t);
+}
+#endif
+
+/*
+ * A holder SIGSTOPped with a 10-minute lease: once its registration expires,
+ * show, list and the unlock prompt say so and count its idle connections (they
+ * said "unregistered (Redisson or rlock < 0.5)"). A SIGKILLed holder: "no
+ * connection" while its registration lives on (it was "up 15.8s", "on time").
+ */
+static void test_stopped_dead_holders(void **state) {
+    (void)state;
+#if defined(__SANITIZE_THREAD__)
+    skip();
+#else
+    char *name = name_for("ctl-stopped"), *pattern = pattern_of(name), id[64], key[128];
+    redisContext *r = h_redis();
+    h_holder_arg arg = {.name = name, .watchdog_ms = 2000};
+    h_child held;
+    h_child_start(&held, holder_child, &arg);
+    h_child_recv(&held, id, sizeof(id), 10000);
+    h_tool t;
+    h_tool_run(&t, h_url(), "show", name, NULL);
+    h_tool_expect(&t, 0, "client up ");
+    expect_in(t.out, "idle");
+    expect_not_in(t.out, "stopped?");
+    h_tool_free(&t);
+
+    kill(held.pid, SIGSTOP);
+    snprintf(key, sizeof(key), "rlock:client:%s", id);
+    H_WAIT_FOR(h_cmd_int(r, "EXISTS %s", key) == 0, 10000);
+    h_tool_run(&t, h_url(), "show", name, NULL);
+    h_tool_expect(&t, 0, "registration expired; ");
+    expect_in(t.out, "process stopped?");
+    expect_in(t.out, "(rlock:");
+    expect_not_in(t.out, "unregistered");
+    h_tool_free(&t);
+    h_tool_run(&t, h_url(), "list", pattern, NULL);
+    h_tool_expect(&t, 0, "stopped?");
+    h_tool_free(&t);
+    h_tool_run_tty(&t, "n\n", h_url(), "unlock", name, NULL);
+    h_tool_expect(&t, 4, NULL);
+    expect_in(t.err, "registration expired; ");
+    h_tool_free(&t);
+    h_tool_run(&t, h_url(), "show", name, "--json", NULL);
+    h_jq_expect(t.out, ".owners[0].process", "null");
+    h_jq_expect(t.out, ".owners[0].connections > 0", "true");
+    h_jq_expect(t.out, ".owners[0].stuck", "registration expired: process stopped?");
+    h_tool_free(&t);
+    kill(held.pid, SIGCONT);
+    h_child_kill(&held);
+    h_cmd_ok(r, "DEL %s", name);
+
+    /* Killed: its connections close at once, its registration lives its TTL on. */
+    arg.watchdog_ms = 60000;
+    h_child_start(&held, holder_child, &arg);
+    h_child_recv(&held, id, sizeof(id), 10000);
+    h_child_kill(&held);
+    show_until(name, "no connection: process gone?", 5000);
+    h_cmd_ok(r, "DEL %s", name);
+    redisFree(r);
+    free(pattern);
+    free(name);
+#endif
+}
+
 /* ---- clients ------------------------------------------------------------------------ */
 
 static void test_clients(void **state) {
@@ -917,6 +1032,7 @@ int main(void) {
         cmocka_unit_test(test_unlock),   cmocka_unit_test(test_unlock_holder_changed),
         cmocka_unit_test(test_refused_reads), cmocka_unit_test(test_list_other_hashes),
         cmocka_unit_test(test_rw_fenced),
+        cmocka_unit_test(test_stopped_dead_holders),
         cmocka_unit_test(test_clients),  cmocka_unit_test(test_watch),
         cmocka_unit_test(test_watch_other_locks), cmocka_unit_test(test_watch_refused),
         cmocka_unit_test(test_odd_names), cmocka_unit_test(test_terminal_escapes),

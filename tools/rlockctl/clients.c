@@ -109,16 +109,29 @@ static int scan_registrations(ctl *c, ctl_names *ids) {
     return status;
 }
 
-static void add_conn(ctl_clients *cl, const char *name, size_t len, const char *addr) {
+static void add_conn(ctl_clients *cl, const char *name, size_t len, const char *addr,
+                     long long idle_s) {
     for (int i = 0; i < cl->nconns; i++)
         if (strlen(cl->conns[i].name) == len && memcmp(cl->conns[i].name, name, len) == 0 &&
             strcmp(cl->conns[i].addr, addr) == 0) {
             cl->conns[i].count++;
+            if (idle_s < cl->conns[i].idle_s)
+                cl->conns[i].idle_s = idle_s;
             return;
         }
     cl->conns = xrealloc(cl->conns, (size_t)(cl->nconns + 1) * sizeof(*cl->conns));
     cl->conns[cl->nconns++] = (ctl_conns){.name = xstrndup(name, len),
-                                           .addr = xstrndup(addr, strlen(addr)), .count = 1};
+                                           .addr = xstrndup(addr, strlen(addr)), .count = 1,
+                                           .idle_s = idle_s};
+}
+
+/* The value of " key=" in a CLIENT LIST line (len bytes), or NULL. */
+static const char *field_of(const char *line, size_t len, const char *key) {
+    size_t klen = strlen(key);
+    for (const char *p = line; p + klen <= line + len; p++)
+        if ((p == line || p[-1] == ' ') && strncmp(p, key, klen) == 0)
+            return p + klen;
+    return NULL;
 }
 
 /* Whether a connection name "rlock:<host>:<pid>:<id8>" is this rlockctl's own client's. */
@@ -132,22 +145,21 @@ static void read_client_list(ctl_clients *cl, const char *text, const char *addr
     for (const char *line = text; line != NULL && *line != '\0';) {
         const char *end = strchr(line, '\n');
         size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
-        const char *name = NULL;
-        for (const char *p = line; p < line + len; p++)
-            if ((p == line || p[-1] == ' ') && strncmp(p, "name=rlock:", 11) == 0)
-                name = p + 5;
-        if (name != NULL) {
+        const char *name = field_of(line, len, "name=");
+        const char *idle = field_of(line, len, "idle=");
+        if (name != NULL && strncmp(name, "rlock:", 6) == 0) {
             size_t nlen = 0;
             while (name + nlen < line + len && name[nlen] != ' ' && name[nlen] != '\r')
                 nlen++;
             if (!is_own(name, nlen, own_id))
-                add_conn(cl, name, nlen, addr);
+                add_conn(cl, name, nlen, addr, idle != NULL ? strtoll(idle, NULL, 10) : 0);
         }
         line = end != NULL ? end + 1 : NULL;
     }
 }
 
 static int list_connections(ctl *c, rlock__inspect_node **masters, int n, ctl_clients *cl) {
+    cl->conns_known = 1;
     for (int i = 0; i < n; i++) {
         const char *argv[] = {"CLIENT", "LIST"};
         rlock__inspect_cmd cmd = {.node = masters[i], .argc = 2, .argv = argv};
@@ -159,12 +171,21 @@ static int list_connections(ctl *c, rlock__inspect_node **masters, int n, ctl_cl
         rlock__inspect_node_addr(masters[i], addr, sizeof(addr));
         if (r->type == REDIS_REPLY_STRING)
             read_client_list(cl, r->str, addr, rlock_client_id(c->client));
-        else /* an ACL may refuse CLIENT LIST: the registrations still tell a lot */
+        else { /* an ACL may refuse CLIENT LIST: the registrations still tell a lot */
+            cl->conns_known = 0;
             fprintf(stderr, "rlockctl: CLIENT LIST at %s: %s\n", addr,
                     r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        }
         freeReplyObject(r);
     }
     return RLOCK_OK;
+}
+
+int ctl_list_conns(ctl *c, ctl_clients *out) {
+    rlock__inspect_node *masters[RLOCK__INSPECT_MAX_MASTERS];
+    int nmasters = 0;
+    int status = rlock__inspect_masters(c->client, masters, RLOCK__INSPECT_MAX_MASTERS, &nmasters);
+    return status == RLOCK_OK ? list_connections(c, masters, nmasters, out) : status;
 }
 
 /* The connection name a registered client gives its connections. */

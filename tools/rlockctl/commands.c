@@ -85,7 +85,7 @@ static void describe_holders(FILE *f, const ctl_lock *l) {
         fputs(k > 0 ? ", " : "", f);
         ctl_put_owner_short(f, &l->owners[k]);
         fputs(" (", f);
-        ctl_put_process(f, l->owners[k].process);
+        ctl_put_party(f, &l->owners[k]);
         fputc(')', f);
     }
 }

@@ -324,11 +324,13 @@ static int parse_owner(const char *field, size_t len, ctl_owner *o) {
         return -1;
     *o = (ctl_owner){.field = xstrndup(field, len), .field_len = len,
                      .client_id = xstrndup(field, id_len),
-                     .thread = xstrndup(thread, thread_len), .write = write};
+                     .thread = xstrndup(thread, thread_len), .write = write,
+                     .conns = -1, .idle_s = -1};
     return 0;
 }
 
 static void owner_clear(ctl_owner *o) {
+    free(o->conn_name);
     free(o->field);
     free(o->client_id);
     free(o->thread);
@@ -569,6 +571,62 @@ static int read_owner_processes(ctl *c, ctl_locks *ls, int first) {
     return status;
 }
 
+/* Whether a connection name "rlock:<host>:<pid>:<id8>" is one of client id's. */
+static int conn_of(const char *name, const char *id) {
+    size_t len = strlen(name), idl = strlen(id);
+    return idl >= 8 && len > 9 && name[len - 9] == ':' && memcmp(name + len - 8, id, 8) == 0;
+}
+
+/* Counts o's client's connections among cl's (unknown if CLIENT LIST was refused). */
+static void match_conns(ctl_owner *o, const ctl_clients *cl) {
+    o->conns = cl->conns_known ? 0 : -1;
+    o->idle_s = -1;
+    for (int i = 0; i < cl->nconns; i++) {
+        const ctl_conns *k = &cl->conns[i];
+        if (!conn_of(k->name, o->client_id))
+            continue;
+        o->conns = (o->conns < 0 ? 0 : o->conns) + k->count;
+        if (o->idle_s < 0 || k->idle_s < o->idle_s)
+            o->idle_s = k->idle_s;
+        if (o->conn_name == NULL)
+            o->conn_name = xstrndup(k->name, strlen(k->name));
+    }
+}
+
+/*
+ * Matches the owners and waiters of locks[first..] to their clients'
+ * connections: a registration says who a client was, its connections
+ * whether the process is still there (a SIGKILLed one's close at once, a
+ * stopped one's stay, idle).
+ */
+static int read_owner_conns(ctl *c, ctl_locks *ls, int first) {
+    ctl_clients cl = {0};
+    if (first == ls->n)
+        return RLOCK_OK;
+    int status = ctl_list_conns(c, &cl);
+    for (int i = first; i < ls->n && status == RLOCK_OK; i++) {
+        for (int k = 0; k < ls->v[i].nowners; k++)
+            match_conns(&ls->v[i].owners[k], &cl);
+        for (int k = 0; k < ls->v[i].nqueue; k++)
+            match_conns(&ls->v[i].queue[k].who, &cl);
+    }
+    ctl_clients_free(&cl);
+    return status;
+}
+
+const char *ctl_stuck(const ctl_owner *o) {
+    if (o->conns < 0)
+        return NULL;
+    if (o->conns == 0)
+        return o->process != NULL ? "no connection: process gone?" : NULL;
+    if (o->process == NULL)
+        return "registration expired: process stopped?";
+    long long wd = o->process->watchdog_timeout_ms > 0 ? o->process->watchdog_timeout_ms : 30000;
+    if (o->idle_s * 1000 > wd * 2 / 3)
+        return "connections idle: process stopped?";
+    return NULL;
+}
+
 /* ---- batches ----------------------------------------------------------------------- */
 
 static void locks_push(ctl_locks *ls, const ctl_lock *l) {
@@ -613,6 +671,8 @@ static int read_batch(ctl *c, const ctl_name *names, int n, ctl_locks *out,
         status = read_subscribers(c, out->v + first, out->n - first);
     if (status == RLOCK_OK)
         status = read_owner_processes(c, out, first);
+    if (status == RLOCK_OK)
+        status = read_owner_conns(c, out, first);
     return status;
 }
 

@@ -13,7 +13,6 @@
 
 #include "rlockctl.h"
 
-#define UNREGISTERED "unregistered (Redisson or rlock < 0.5)"
 
 void ctl_put_owner_short(FILE *f, const ctl_owner *o) {
     size_t id_len = strlen(o->client_id);
@@ -23,12 +22,17 @@ void ctl_put_owner_short(FILE *f, const ctl_owner *o) {
     fprintf(f, "%s x%lld", o->write ? ":write" : "", o->holds);
 }
 
-void ctl_put_process(FILE *f, const ctl_process *p) {
+/* "2 connections, idle 0s" */
+static void put_conns(FILE *f, const ctl_owner *o) {
+    char idle[32];
+    fprintf(f, "%d connection%s%s %s", o->conns, o->conns == 1 ? "" : "s",
+            o->conns == 1 ? " idle" : ", least idle", ctl_duration(o->idle_s * 1000, idle,
+                                                                   sizeof(idle)));
+}
+
+/* A registration's fields: host, pid, program, version, the client's uptime. */
+static void put_registration(FILE *f, const ctl_process *p) {
     char age[32];
-    if (p == NULL) {
-        fputs(UNREGISTERED, f);
-        return;
-    }
     fputs("host ", f);
     ctl_put_str(f, p->host);
     fprintf(f, "  pid %lld  program ", p->pid);
@@ -37,8 +41,61 @@ void ctl_put_process(FILE *f, const ctl_process *p) {
         fputs("  rlock ", f);
         ctl_put_str(f, p->version);
     }
-    if (p->started_ms > 0)
-        fprintf(f, "  up %s", ctl_duration(ctl_wall_ms() - p->started_ms, age, sizeof(age)));
+    if (p->started_ms > 0) /* the client's, not the hold's: a lock's age is not kept */
+        fprintf(f, "  client up %s",
+                ctl_duration(ctl_wall_ms() - p->started_ms, age, sizeof(age)));
+}
+
+void ctl_put_party(FILE *f, const ctl_owner *o) {
+    const char *stuck = ctl_stuck(o);
+    if (o->process != NULL) {
+        put_registration(f, o->process);
+        if (o->conns == 0) {
+            fputs("  no connection: process gone?", f);
+        } else if (o->conns > 0) {
+            fputs("  ", f);
+            put_conns(f, o);
+            if (stuck != NULL)
+                fputs(": process stopped?", f);
+        }
+        return;
+    }
+    if (o->conns > 0) { /* a live client rewrites its registration every third of its TTL */
+        fputs("registration expired; ", f);
+        put_conns(f, o);
+        fputs(" (", f);
+        ctl_put_str(f, o->conn_name);
+        fputs("): process stopped?", f);
+        return;
+    }
+    fputs("unregistered, no connection named for it (Java Redisson, rlock < 0.5, or gone)", f);
+}
+
+/* "host:pid" from a registration, else from a connection name "rlock:<host>:<pid>:<id8>". */
+static int put_host_pid(FILE *f, const ctl_owner *o) {
+    if (o->process != NULL && o->process->host != NULL) {
+        ctl_put_str(f, o->process->host);
+        fprintf(f, ":%lld", o->process->pid);
+        return 1;
+    }
+    if (o->conn_name == NULL || strlen(o->conn_name) < 6 + 9)
+        return 0;
+    ctl_put_text(f, o->conn_name + 6, strlen(o->conn_name) - 6 - 9);
+    return 1;
+}
+
+void ctl_put_party_short(FILE *f, const ctl_owner *o) {
+    char idle[32];
+    if (o->process == NULL && o->conns <= 0)
+        return; /* Java Redisson, rlock < 0.5: nothing names its process */
+    fputs(" (", f);
+    put_host_pid(f, o);
+    if (o->conns == 0)
+        fputs(": no connection, gone?", f);
+    else if (ctl_stuck(o) != NULL)
+        fprintf(f, ": %sidle %s, stopped?", o->process == NULL ? "registration expired, " : "",
+                ctl_duration(o->idle_s * 1000, idle, sizeof(idle)));
+    fputc(')', f);
 }
 
 static int text_width(const char *s, size_t len) {
@@ -87,6 +144,7 @@ void ctl_render_list(ctl *c, const ctl_locks *locks) {
         for (int k = 0; k < l->nowners; k++) {
             fputs(k > 0 ? ", " : "", f);
             ctl_put_owner_short(f, &l->owners[k]);
+            ctl_put_party_short(f, &l->owners[k]);
         }
         fputs(l->nowners == 0 ? "-\n" : "\n", f);
     }
@@ -151,6 +209,10 @@ static void json_party(FILE *f, const ctl_owner *o) {
     json_key_str(f, "thread", o->thread);
     fputs(",\"process\":", f);
     json_process(f, o->process);
+    json_key_num(f, "connections", o->conns);
+    json_key_num(f, "idle_s", o->idle_s);
+    json_key_str(f, "connection_name", o->conn_name);
+    json_key_str(f, "stuck", ctl_stuck(o));
 }
 
 void ctl_render_lock_json(FILE *f, const ctl_lock *l) {
@@ -221,7 +283,7 @@ static void show_queue(FILE *f, const ctl_lock *l) {
         else
             fprintf(f, "  deadline in %s\n", ctl_duration(w->deadline_ms - now, due, sizeof(due)));
         fputs("            ", f);
-        ctl_put_process(f, w->who.process);
+        ctl_put_party(f, &w->who);
         fputc('\n', f);
     }
     if (l->queue_len > l->nqueue)
@@ -246,7 +308,7 @@ void ctl_render_show(ctl *c, const ctl_lock *l) {
         fputs(k == 0 ? "owner     " : "          ", f);
         ctl_put_text(f, o->field, o->field_len);
         fprintf(f, "  holds %lld%s\n          ", o->holds, o->write ? "  (writer)" : "");
-        ctl_put_process(f, o->process);
+        ctl_put_party(f, o);
         fputc('\n', f);
     }
     long long wd_ms;

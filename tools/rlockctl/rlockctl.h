@@ -104,6 +104,16 @@ typedef struct ctl_owner {
     int write;               /* a read-write lock's writer */
     long long holds;
     const ctl_process *process; /* NULL: unregistered */
+    /*
+     * Its client's connections (CLIENT LIST on every master, names
+     * "rlock:<host>:<pid>:<first 8 of the id>"): how many (-1: CLIENT LIST
+     * refused somewhere, not known), the least idle one's idle seconds, and
+     * one's name (owned; NULL if none), which says host and pid when the
+     * registration is gone.
+     */
+    int conns;
+    long long idle_s;
+    char *conn_name;
 } ctl_owner;
 
 typedef struct ctl_waiter {
@@ -206,6 +216,7 @@ typedef struct ctl_conns {  /* CLIENT LIST entries named rlock:<host>:<pid>:<uui
     char *name;
     char *addr;              /* the master it is connected to */
     int count;
+    long long idle_s;        /* the least idle one's idle= (seconds) */
     int registered;          /* a registration found names these connections */
 } ctl_conns;
 
@@ -214,7 +225,24 @@ typedef struct ctl_clients {
     int n;
     ctl_conns *conns;        /* per (name, master) */
     int nconns;
+    int conns_known;         /* every master answered CLIENT LIST */
 } ctl_clients;
+
+/*
+ * The connections named rlock:* on every master (not rlockctl's own) into
+ * out->conns; out->conns_known is 0 if a master refused CLIENT LIST (said on
+ * stderr). RLOCK_OK or an error.
+ */
+int ctl_list_conns(ctl *c, ctl_clients *out);
+/*
+ * Whether a party cannot be moving: no connection left (process gone), its
+ * registration expired while its connections stay (stopped: a live client
+ * rewrites it every third of its TTL), or every connection idle longer than
+ * two thirds of its watchdog timeout (renewals stopped). NULL if it can, or
+ * if that cannot be told (CLIENT LIST refused; a Java owner: no named
+ * connection, no registration); else why, in a few words.
+ */
+const char *ctl_stuck(const ctl_owner *o);
 
 /* HGETALL rlock:client:<id> for each id (NULL entries for unregistered ones). */
 int ctl_read_processes(ctl *c, char **ids, int n, ctl_process **out);
@@ -253,8 +281,20 @@ void ctl_render_clients(ctl *c, const ctl_clients *clients);
 void ctl_render_clients_json(ctl *c, const ctl_clients *clients);
 /* "1a2b3c4d:17 x2" / "1a2b3c4d:17:write x1": an owner in a few columns. */
 void ctl_put_owner_short(FILE *f, const ctl_owner *o);
-/* "host pid N program P" or "unregistered (Redisson or rlock < 0.5)". */
-void ctl_put_process(FILE *f, const ctl_process *p);
+/*
+ * Who a party is and whether its process answers: "host H  pid N  program P
+ * rlock V  client up 4m03s  2 connections, idle 0s", or "registration
+ * expired; 2 connections idle 41s (rlock:H:N:1a2b3c4d): stopped?", "no
+ * connection: process gone?", "unregistered, no connection named for it
+ * (Java Redisson, or rlock < 0.5)".
+ */
+void ctl_put_party(FILE *f, const ctl_owner *o);
+/*
+ * The same in a few columns, after an owner in list and watch: " (host:pid)",
+ * " (host:pid: no connection, gone?)", " (host:pid: registration expired,
+ * idle 41s, stopped?)"; nothing when nothing names the process.
+ */
+void ctl_put_party_short(FILE *f, const ctl_owner *o);
 
 /* ---- commands.c / watch.c --------------------------------------------------- */
 

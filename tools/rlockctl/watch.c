@@ -364,12 +364,7 @@ static void draw_row(watch *w, const ctl_lock *l, double seconds, int first) {
     for (int k = 0; k < l->nowners; k++) {
         fputs(k > 0 ? ", " : "", f);
         ctl_put_owner_short(f, &l->owners[k]);
-        const ctl_process *p = l->owners[k].process;
-        if (p != NULL && p->host != NULL) {
-            fputs(" (", f);
-            ctl_put_str(f, p->host);
-            fprintf(f, ":%lld)", p->pid);
-        }
+        ctl_put_party_short(f, &l->owners[k]);
     }
     fputs(l->nowners == 0 ? "-\n" : "\n", f);
     free(t->owners);
