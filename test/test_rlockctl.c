@@ -481,7 +481,7 @@ static void test_unlock(void **state) {
     h_cmd_ok(r, "HSET %s a:1 1", name);
     h_tool_run(&t, h_url(), "unlock", name, "--yes", NULL);
     h_tool_expect(&t, 5, NULL);
-    expect_in(t.err, "not a lock (no TTL)");
+    expect_in(t.err, "holds a hash without a TTL, not a lock\n"); /* said once, not twice */
     h_tool_free(&t);
     assert_int_equal(h_cmd_int(r, "HLEN %s", name), 1);
     h_cmd_ok(r, "DEL %s", name);
@@ -811,6 +811,94 @@ static void test_stopped_dead_holders(void **state) {
 #endif
 }
 
+/*
+ * A fair queue stuck behind a stopped head: the lock is free, the head (a
+ * SIGSTOPped process) has 10 minutes to its deadline, a waiter of this test
+ * queues behind it. show and watch flag the head; dequeue asks, removes it
+ * and wakes the next waiter, which takes the lock at once (it would have
+ * slept until the head's deadline).
+ */
+static void test_fair_stuck_head(void **state) {
+    (void)state;
+#if defined(__SANITIZE_THREAD__)
+    skip();
+#else
+    char *name = name_for("ctl-stuck"), *pattern = pattern_of(name), id[64], q[200];
+    redisContext *r = h_redis();
+    rlock_client *a = h_open(30000, 2000), *b = h_open(30000, 2000);
+    rlock *la = NULL, *lb = NULL;
+    H_ASSERT_RC(rlock_get_fair(a, name, &la), RLOCK_OK);
+    H_ASSERT_RC(rlock_get_fair(b, name, &lb), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock(la), RLOCK_OK);
+    snprintf(q, sizeof(q), "redisson_lock_queue:{%s}", name);
+    h_holder_arg arg = {.name = name, .watchdog_ms = 2000, .fair = 1};
+    h_child head;
+    h_child_start(&head, holder_child, &arg);
+    h_child_recv(&head, id, sizeof(id), 10000);
+    H_WAIT_FOR(h_cmd_int(r, "LLEN %s", q) == 1, 10000);
+    h_cwaiter *next = h_cwaiter_start(lb, h_scaled(60000));
+    H_WAIT_FOR(h_cmd_int(r, "LLEN %s", q) == 2, 10000);
+    char *entry = h_cmd_str(r, "LINDEX %s 0", q);
+    assert_memory_equal(entry, id, 36);
+
+    kill(head.pid, SIGSTOP);
+    H_ASSERT_RC(rlock_unlock(la), RLOCK_OK); /* free: the stopped head cannot take it */
+    H_WAIT_FOR(h_cmd_int(r, "EXISTS rlock:client:%s", id) == 0, 10000);
+    h_tool t;
+    h_tool_run(&t, h_url(), "show", name, NULL);
+    h_tool_expect(&t, 0, "state     free, 2 waiters queued behind a stuck head");
+    expect_in(t.out, "stuck     the queue's head does not take the free lock: registration "
+                     "expired: process stopped?");
+    expect_in(t.out, "remedy: rlockctl dequeue ");
+    expect_in(t.out, entry);
+    h_tool_free(&t);
+    h_tool_run(&t, h_url(), "show", name, "--json", NULL);
+    h_jq_expect(t.out, ".head_stuck", "registration expired: process stopped?");
+    h_tool_free(&t);
+    h_tool_run(&t, h_url(), "watch", pattern, "-n", "1", NULL);
+    h_tool_expect(&t, 0, "queue head stuck: ");
+    expect_in(t.out, "stopped?");
+    h_tool_free(&t);
+
+    h_tool_run(&t, h_url(), "dequeue", name, entry, NULL); /* no terminal, no --yes */
+    h_tool_expect(&t, 4, NULL);
+    h_tool_free(&t);
+    h_tool_run_tty(&t, "n\n", h_url(), "dequeue", name, entry, NULL);
+    h_tool_expect(&t, 4, NULL);
+    expect_in(t.err, "1 of 2 in the queue of");
+    expect_in(t.err, "registration expired; ");
+    h_tool_free(&t);
+    assert_int_equal(h_cmd_int(r, "LLEN %s", q), 2);
+
+    long long t0 = h_now_ms();
+    h_tool_run(&t, h_url(), "dequeue", name, entry, "--yes", NULL);
+    h_tool_expect(&t, 0, "removed ");
+    expect_in(t.out, "the next waiter was woken");
+    h_tool_free(&t);
+    H_WAIT_FOR(h_cwaiter_done_ms(next) != 0, 10000);
+    assert_int_equal(next->rc, RLOCK_OK);
+    H_ASSERT_BETWEEN(h_cwaiter_done_ms(next) - t0, 0, h_scaled(5000));
+    h_cwaiter_join(next, 10000);
+    h_cwaiter_free(next);
+    assert_int_equal(h_cmd_int(r, "ZCARD redisson_lock_timeout:{%s}", name), 0);
+    h_tool_run(&t, h_url(), "dequeue", name, entry, "--yes", NULL);
+    h_tool_expect(&t, 1, NULL); /* nothing queued, nothing held: "not locked" */
+    h_tool_free(&t);
+
+    kill(head.pid, SIGCONT);
+    h_child_kill(&head);
+    h_cmd_ok(r, "DEL %s %s redisson_lock_timeout:{%s}", name, q, name);
+    free(entry);
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    redisFree(r);
+    free(pattern);
+    free(name);
+#endif
+}
+
 /* ---- clients ------------------------------------------------------------------------ */
 
 static void test_clients(void **state) {
@@ -1032,7 +1120,7 @@ int main(void) {
         cmocka_unit_test(test_unlock),   cmocka_unit_test(test_unlock_holder_changed),
         cmocka_unit_test(test_refused_reads), cmocka_unit_test(test_list_other_hashes),
         cmocka_unit_test(test_rw_fenced),
-        cmocka_unit_test(test_stopped_dead_holders),
+        cmocka_unit_test(test_stopped_dead_holders), cmocka_unit_test(test_fair_stuck_head),
         cmocka_unit_test(test_clients),  cmocka_unit_test(test_watch),
         cmocka_unit_test(test_watch_other_locks), cmocka_unit_test(test_watch_refused),
         cmocka_unit_test(test_odd_names), cmocka_unit_test(test_terminal_escapes),

@@ -170,3 +170,11 @@ int rlock__inspect_read(redisContext *ctx, int64_t deadline_ms, redisReply **rep
 int64_t rlock__inspect_now_ms(void) {
     return rlock__now_ms();
 }
+
+int rlock__inspect_fair_dequeue(rlock *fair, const char *field, size_t len, long long wait_ms) {
+    rlock__guard g;
+    int status = rlock__enter_lock(&g, fair);
+    if (status != RLOCK_OK)
+        return status;
+    return rlock__leave_status(&g, rlock__fair_dequeue(fair, field, len, wait_ms));
+}

@@ -51,6 +51,17 @@ static const command_help command_helps[] = {
      "    refuses too (4): the yes was to the holders shown. Exit status 1 if\n"
      "    NAME was not locked, 5 if it is not a lock (left untouched).\n"
      "    The previous holder learns of the loss at its next renewal or call.\n"},
+    {"dequeue", "rlockctl dequeue NAME ENTRY [--yes]",
+     "    Removes ENTRY (an owner field <uuid>:<thread>, as show lists it) from\n"
+     "    the fair lock NAME's queue: the remedy for a queue stuck behind a head\n"
+     "    that does not take the lock (show and watch flag it: \"stuck\"), which\n"
+     "    unlock cannot help (the lock is free) and killing the head does not\n"
+     "    either (its entry stays until its deadline). The waiters behind it\n"
+     "    move up, its share of their deadlines is given back, and if it was the\n"
+     "    head of a free lock the next waiter is woken. Shows the entry and its\n"
+     "    process and asks \"remove ENTRY (...)? [y/N]\"; --yes skips the\n"
+     "    question, without a terminal it refuses unless --yes (4). Exit status\n"
+     "    1 if ENTRY is not queued. A live waiter removed queues again.\n"},
     {"clients", "rlockctl clients [--json]",
      "    The rlock clients registered on the masters (SCAN rlock:client:*):\n"
      "    id, host, pid, program, rlock version, age, watchdog timeout, url\n"
@@ -80,8 +91,9 @@ static const char *const manual =
     "    PUBSUB NUMSUB/SHARDNUMSUB, CLIENT LIST), sent through librlock's own\n"
     "    connections, so every url rlock accepts works: one server, Sentinel\n"
     "    (the current master), Cluster (SCAN on every master, each key at its\n"
-    "    slot's master). The only write is `unlock`, through the public\n"
-    "    rlock_force_unlock().\n"
+    "    slot's master). The only writes are `unlock`, through the public\n"
+    "    rlock_force_unlock(), and `dequeue`, through the fair lock's own\n"
+    "    script for a waiter that gives up.\n"
     "\n"
     "    Waiters are counted as PUBSUB NUMSUB (and SHARDNUMSUB) of the lock's\n"
     "    channel at the node where rlock and Redisson subscribe: one\n"
@@ -100,7 +112,7 @@ static const char *const options_etc =
     "                     Default: $RLOCK_URL, else redis://127.0.0.1:6379.\n"
     "    --timeout MS     bound of connecting and of each command (default 3000)\n"
     "    --json           list, show, clients: one JSON document on stdout\n"
-    "    --yes, -y        unlock: do not ask\n"
+    "    --yes, -y        unlock, dequeue: do not ask\n"
     "    --interval MS    watch: time between screens (default 1000)\n"
     "    -n, --count N    watch: stop after N screens\n"
     "    --help, -h       this text (with a command: that command's)\n"
@@ -112,7 +124,7 @@ static const char *const options_etc =
     "    2  usage error (bad command line, malformed url)\n"
     "    3  cannot connect, Redis answered an error (message on stderr), or the\n"
     "       output could not be written\n"
-    "    4  unlock refused: not confirmed, or no terminal and no --yes\n"
+    "    4  unlock or dequeue refused: not confirmed, or no terminal and no --yes\n"
     "    5  the name holds something that is not a lock\n"
     "\n"
     "EXAMPLES\n"
@@ -157,7 +169,7 @@ int ctl_usage(const char *command, const char *problem) {
         fprintf(stderr, "usage: %s\n", h->synopsis);
     else
         fprintf(stderr, "usage: rlockctl [--url URL] [--timeout MS] "
-                        "list|show|watch|unlock|clients|help [ARGS]\n"
+                        "list|show|watch|unlock|dequeue|clients|help [ARGS]\n"
                         "       rlockctl --help\n");
     return CTL_USAGE;
 }

@@ -424,8 +424,8 @@ static int read_layout(const char *name, size_t len, redisReply **rs, ctl_lock *
                         ? rs[R_PTTL]->integer : -1;
         if (read_hash(rs[R_HASH], l) != 0 || l->ttl_ms == -1) {
             lookup->found = FOUND_OTHER;
-            snprintf(lookup->what, sizeof(lookup->what), "a hash that is not a lock (%s)",
-                     l->ttl_ms == -1 ? "no TTL" : "a field not <id>:<thread>");
+            snprintf(lookup->what, sizeof(lookup->what), "a hash %s", /* "..., not a lock" */
+                     l->ttl_ms == -1 ? "without a TTL" : "with a field not <id>:<thread>");
             lock_clear(l);
             return 0;
         }
@@ -625,6 +625,12 @@ const char *ctl_stuck(const ctl_owner *o) {
     if (o->idle_s * 1000 > wd * 2 / 3)
         return "connections idle: process stopped?";
     return NULL;
+}
+
+const char *ctl_head_stuck(const ctl_lock *l) {
+    if (l->kind != KIND_FAIR || l->nqueue == 0)
+        return NULL;
+    return ctl_stuck(&l->queue[0].who);
 }
 
 /* ---- batches ----------------------------------------------------------------------- */

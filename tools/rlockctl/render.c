@@ -98,7 +98,7 @@ void ctl_put_party_short(FILE *f, const ctl_owner *o) {
     fputc(')', f);
 }
 
-static int text_width(const char *s, size_t len) {
+int ctl_text_width(const char *s, size_t len) {
     int w = 0; /* UTF-8 continuation bytes take no column */
     for (size_t i = 0; i < len; i++)
         w += ((unsigned char)s[i] & 0xc0) != 0x80;
@@ -116,7 +116,7 @@ static void put_cell(FILE *f, const char *s, int width, size_t max) {
     if (max > 0 && len > max)
         len = max;
     ctl_put_text(f, s != NULL ? s : "?", len);
-    pad(f, width - text_width(s != NULL ? s : "?", len));
+    pad(f, width - ctl_text_width(s != NULL ? s : "?", len));
 }
 
 static const char *state_of(const ctl_lock *l) {
@@ -130,15 +130,15 @@ void ctl_render_list(ctl *c, const ctl_locks *locks) {
     int width = 4;
     char ttl[32];
     for (int i = 0; i < locks->n; i++) {
-        int w = text_width(locks->v[i].name, locks->v[i].name_len);
-        width = w > width ? (w < 48 ? w : 48) : width;
+        int w = ctl_text_width(locks->v[i].name, locks->v[i].name_len);
+        width = w > width ? w : width; /* capped at 48, a longer name pushed its row's columns */
     }
     fprintf(f, "%-*s  %-6s  %-5s  %-10s  %-7s  %s\n", width, "NAME", "KIND", "STATE", "TTL",
             "WAITERS", "OWNERS");
     for (int i = 0; i < locks->n; i++) {
         const ctl_lock *l = &locks->v[i];
         ctl_put_text(f, l->name, l->name_len);
-        pad(f, width - text_width(l->name, l->name_len));
+        pad(f, width - ctl_text_width(l->name, l->name_len));
         fprintf(f, "  %-6s  %-5s  %-10s  %-7lld  ", ctl_kind_name(l->kind), state_of(l),
                 ctl_duration(l->ttl_ms, ttl, sizeof(ttl)), ctl_lock_waiters(l));
         for (int k = 0; k < l->nowners; k++) {
@@ -254,6 +254,7 @@ void ctl_render_lock_json(FILE *f, const ctl_lock *l) {
     long long wd_ms;
     fprintf(f, "],\"waiters\":%lld,\"renewal\":", ctl_lock_waiters(l));
     json_str_or_null(f, ctl_renewal(l, &wd_ms));
+    json_key_str(f, "head_stuck", ctl_head_stuck(l));
     fputc('}', f);
 }
 
@@ -288,6 +289,15 @@ static void show_queue(FILE *f, const ctl_lock *l) {
     }
     if (l->queue_len > l->nqueue)
         fprintf(f, "          and %lld more\n", l->queue_len - l->nqueue);
+    const char *stuck = ctl_head_stuck(l);
+    if (stuck == NULL)
+        return;
+    fprintf(f, "stuck     the queue's head does not %s: %s\n"
+               "          remedy: rlockctl dequeue ", l->held ? "move" : "take the free lock", stuck);
+    ctl_put_text(f, l->name, l->name_len); /* the terminal's escapes; a shell's quoting is the operator's */
+    fputc(' ', f);
+    ctl_put_text(f, l->queue[0].who.field, l->queue[0].who.field_len);
+    fputs(" (removes it, wakes the next)\n", f);
 }
 
 void ctl_render_show(ctl *c, const ctl_lock *l) {
@@ -300,7 +310,9 @@ void ctl_render_show(ctl *c, const ctl_lock *l) {
         fprintf(f, "state     %s, TTL %s\n", l->mode != NULL ? l->mode : "held",
                 ctl_duration(l->ttl_ms, ttl, sizeof(ttl)));
     else
-        fputs("state     free (waiters queued)\n", f);
+        fprintf(f, "state     free, %lld waiter%s queued%s\n", l->queue_len,
+                l->queue_len == 1 ? "" : "s",
+                ctl_head_stuck(l) != NULL ? " behind a stuck head (below)" : "");
     if (l->token >= 0)
         fprintf(f, "token     %lld (the last fencing token given)\n", l->token);
     for (int k = 0; k < l->nowners; k++) {
@@ -362,7 +374,7 @@ void ctl_render_clients(ctl *c, const ctl_clients *cl) {
             fprintf(f, "%sconnections named rlock:* without a registration:\n%-40s  %-21s  %s\n",
                     cl->n > 0 ? "\n" : "", "NAME", "MASTER", "COUNT");
         ctl_put_text(f, cl->conns[k].name, strlen(cl->conns[k].name));
-        pad(f, 40 - text_width(cl->conns[k].name, strlen(cl->conns[k].name)));
+        pad(f, 40 - ctl_text_width(cl->conns[k].name, strlen(cl->conns[k].name)));
         fprintf(f, "  %-21s  %d\n", cl->conns[k].addr, cl->conns[k].count);
     }
 }

@@ -9,7 +9,7 @@
  *   clients.c   client registrations (rlock:client:<uuid>) and CLIENT LIST
  *   text.c      bytes made safe for a terminal or a JSON string; durations
  *   render.c    the table and JSON forms of locks and clients
- *   commands.c  list, show, unlock, clients
+ *   commands.c  list, show, unlock, dequeue, clients
  *   watch.c     the refreshing view: holders, TTLs, waiters, hand-offs/s
  *
  * Redis is reached through an rlock_client (the public API) and the
@@ -150,7 +150,7 @@ enum { FOUND_LOCK, FOUND_NONE, FOUND_OTHER };
 
 typedef struct ctl_lookup {
     int found;               /* FOUND_* */
-    char what[96];           /* FOUND_OTHER: e.g. "a string", "a hash that is not a lock" */
+    char what[96];           /* FOUND_OTHER: e.g. "a string", "a hash without a TTL" */
     long long token;         /* FOUND_NONE: a fenced lock's last token, or -1 */
 } ctl_lookup;
 
@@ -243,6 +243,8 @@ int ctl_list_conns(ctl *c, ctl_clients *out);
  * connection, no registration); else why, in a few words.
  */
 const char *ctl_stuck(const ctl_owner *o);
+/* ctl_stuck of a fair lock's queue head (NULL: no queue, or it can move). */
+const char *ctl_head_stuck(const ctl_lock *l);
 
 /* HGETALL rlock:client:<id> for each id (NULL entries for unregistered ones). */
 int ctl_read_processes(ctl *c, char **ids, int n, ctl_process **out);
@@ -273,6 +275,8 @@ int ctl_glob_match(const char *pattern, const char *name, size_t len);
 
 /* ---- render.c ------------------------------------------------------------- */
 
+/* Terminal columns of len bytes of UTF-8 (continuation bytes take none). */
+int ctl_text_width(const char *s, size_t len);
 void ctl_render_list(ctl *c, const ctl_locks *locks);
 void ctl_render_list_json(ctl *c, const ctl_locks *locks);
 void ctl_render_show(ctl *c, const ctl_lock *lock);
@@ -301,6 +305,7 @@ void ctl_put_party_short(FILE *f, const ctl_owner *o);
 int ctl_cmd_list(ctl *c);
 int ctl_cmd_show(ctl *c);
 int ctl_cmd_unlock(ctl *c);
+int ctl_cmd_dequeue(ctl *c);
 int ctl_cmd_clients(ctl *c);
 int ctl_cmd_watch(ctl *c);
 
