@@ -859,6 +859,9 @@ static void test_fair_stuck_head(void **state) {
     h_tool_expect(&t, 0, "queue head stuck: ");
     expect_in(t.out, "stopped?");
     h_tool_free(&t);
+    h_tool_run(&t, h_url(), "list", pattern, NULL);
+    h_tool_expect(&t, 0, "queue head stuck: ");
+    h_tool_free(&t);
 
     h_tool_run(&t, h_url(), "dequeue", name, entry, NULL); /* no terminal, no --yes */
     h_tool_expect(&t, 4, NULL);
@@ -897,6 +900,60 @@ static void test_fair_stuck_head(void **state) {
     free(pattern);
     free(name);
 #endif
+}
+
+/* The column at which the first "  <word>  " of each line holding name starts. */
+static long column_of(const char *out, const char *name, const char *word) {
+    const char *line = strstr(out, name);
+    if (line == NULL)
+        H_FAIL("no row for %s in:\n%s", name, out);
+    while (line > out && line[-1] != '\n')
+        line--;
+    const char *at = strstr(line, word);
+    if (at == NULL)
+        H_FAIL("no \"%s\" on the row of %s in:\n%s", word, name, out);
+    return (long)(at - line);
+}
+
+/*
+ * list and watch: the columns stay aligned past 32 (watch) and 48 (list)
+ * characters of name; list shows each owner's host:pid as watch does; watch
+ * has a RENEWAL column.
+ */
+static void test_columns(void **state) {
+    (void)state;
+    char *base = name_for("ctl-cols"), *pattern = pattern_of(base), long_name[200],
+         short_name[200];
+    snprintf(long_name, sizeof(long_name), "%s-a-name-long-enough-to-pass-48-columns", base);
+    snprintf(short_name, sizeof(short_name), "%s-b", base);
+    redisContext *r = h_redis();
+    rlock_client *c = h_open(30000, 2000);
+    rlock *ll = h_get(c, long_name), *ls = h_get(c, short_name);
+    H_ASSERT_RC(rlock_lock(ll), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock(ls), RLOCK_OK);
+    h_register_client(r, rlock_client_id(c), "host-l", 4242, "test_rlockctl");
+    h_tool t;
+    h_tool_run(&t, h_url(), "list", pattern, NULL);
+    h_tool_expect(&t, 0, "(host-l:4242)");
+    assert_int_equal(column_of(t.out, long_name, "  plain  "),
+                     column_of(t.out, short_name, "  plain  "));
+    h_tool_free(&t);
+    h_tool_run(&t, h_url(), "watch", pattern, "-n", "1", NULL);
+    h_tool_expect(&t, 0, "  RENEWAL  ");
+    assert_int_equal(column_of(t.out, long_name, "  plain  "),
+                     column_of(t.out, short_name, "  plain  "));
+    assert_int_equal(column_of(t.out, long_name, "  on time  "),
+                     column_of(t.out, "NAME ", "  RENEWAL  "));
+    expect_in(t.out, "(host-l:4242)");
+    h_tool_free(&t);
+    H_ASSERT_RC(rlock_unlock(ll), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(ls), RLOCK_OK);
+    rlock_free(ll);
+    rlock_free(ls);
+    rlock_client_close(c);
+    redisFree(r);
+    free(pattern);
+    free(base);
 }
 
 /* ---- clients ------------------------------------------------------------------------ */
@@ -1121,6 +1178,7 @@ int main(void) {
         cmocka_unit_test(test_refused_reads), cmocka_unit_test(test_list_other_hashes),
         cmocka_unit_test(test_rw_fenced),
         cmocka_unit_test(test_stopped_dead_holders), cmocka_unit_test(test_fair_stuck_head),
+        cmocka_unit_test(test_columns),
         cmocka_unit_test(test_clients),  cmocka_unit_test(test_watch),
         cmocka_unit_test(test_watch_other_locks), cmocka_unit_test(test_watch_refused),
         cmocka_unit_test(test_odd_names), cmocka_unit_test(test_terminal_escapes),

@@ -22,12 +22,20 @@ void ctl_put_owner_short(FILE *f, const ctl_owner *o) {
     fprintf(f, "%s x%lld", o->write ? ":write" : "", o->holds);
 }
 
-/* "2 connections, idle 0s" */
+/* CLIENT LIST's idle= (whole seconds) as "41s", "4m03s". */
+static const char *idle_text(long long idle_s, char *buf, size_t size) {
+    if (idle_s >= 0 && idle_s < 60) {
+        snprintf(buf, size, "%llds", idle_s);
+        return buf;
+    }
+    return ctl_duration(idle_s * 1000, buf, size);
+}
+
+/* "2 connections, least idle 0s" */
 static void put_conns(FILE *f, const ctl_owner *o) {
     char idle[32];
-    fprintf(f, "%d connection%s%s %s", o->conns, o->conns == 1 ? "" : "s",
-            o->conns == 1 ? " idle" : ", least idle", ctl_duration(o->idle_s * 1000, idle,
-                                                                   sizeof(idle)));
+    fprintf(f, "%d connection%s %s", o->conns, o->conns == 1 ? " idle" : "s, least idle",
+            idle_text(o->idle_s, idle, sizeof(idle)));
 }
 
 /* A registration's fields: host, pid, program, version, the client's uptime. */
@@ -94,8 +102,16 @@ void ctl_put_party_short(FILE *f, const ctl_owner *o) {
         fputs(": no connection, gone?", f);
     else if (ctl_stuck(o) != NULL)
         fprintf(f, ": %sidle %s, stopped?", o->process == NULL ? "registration expired, " : "",
-                ctl_duration(o->idle_s * 1000, idle, sizeof(idle)));
+                idle_text(o->idle_s, idle, sizeof(idle)));
     fputc(')', f);
+}
+
+void ctl_put_head_stuck(FILE *f, const ctl_lock *l) {
+    if (ctl_head_stuck(l) == NULL)
+        return;
+    fputs("  queue head stuck: ", f);
+    ctl_put_text(f, l->queue[0].who.field, l->queue[0].who.field_len);
+    ctl_put_party_short(f, &l->queue[0].who);
 }
 
 int ctl_text_width(const char *s, size_t len) {
@@ -146,7 +162,9 @@ void ctl_render_list(ctl *c, const ctl_locks *locks) {
             ctl_put_owner_short(f, &l->owners[k]);
             ctl_put_party_short(f, &l->owners[k]);
         }
-        fputs(l->nowners == 0 ? "-\n" : "\n", f);
+        fputs(l->nowners == 0 ? "-" : "", f);
+        ctl_put_head_stuck(f, l);
+        fputc('\n', f);
     }
 }
 

@@ -382,11 +382,7 @@ static void draw_row(watch *w, const ctl_lock *l, double seconds, int first, int
         ctl_put_party_short(f, &l->owners[k]);
     }
     fputs(l->nowners == 0 ? "-" : "", f);
-    if (ctl_head_stuck(l) != NULL) { /* the remedy is show's (rlockctl dequeue) */
-        fputs("  queue head stuck: ", f);
-        ctl_put_text(f, l->queue[0].who.field, l->queue[0].who.field_len);
-        ctl_put_party_short(f, &l->queue[0].who);
-    }
+    ctl_put_head_stuck(f, l); /* the remedy is show's (rlockctl dequeue) */
     fputc('\n', f);
     free(t->owners);
     t->owners = owners;
