@@ -971,12 +971,16 @@ static void test_clients(void **state) {
     }
     named[2] = h_redis();
     h_cmd_ok(named[2], "CLIENT SETNAME rlock:host-z:1:abcdef12");
+    redisContext *java = h_redis(); /* Redisson's Config.setClientName("order-svc-java") */
+    h_cmd_ok(java, "CLIENT SETNAME order-svc-java");
     h_tool t;
     h_tool_run(&t, h_url(), "clients", NULL);
     h_tool_expect(&t, 0, "feedbeef  host-c");
     expect_in(t.out, "billing");
     expect_in(t.out, "without a registration");
     expect_in(t.out, "rlock:host-z:1:abcdef12");
+    expect_in(t.out, "other named connections (a Java Redisson client's is its clientName)");
+    expect_in(t.out, "order-svc-java");
     h_tool_free(&t);
     h_tool_run(&t, h_url(), "clients", "--json", NULL);
     h_tool_expect(&t, 0, NULL);
@@ -986,7 +990,9 @@ static void test_clients(void **state) {
     h_jq_expect(t.out, ".connections[] | select(.name == \"rlock:host-z:1:abcdef12\") "
                        "| \"\\(.count) \\(.registered)\"",
                 "1 false");
+    h_jq_expect(t.out, ".other_connections[] | select(.name == \"order-svc-java\") | .count", "1");
     h_tool_free(&t);
+    redisFree(java);
     for (int i = 0; i < 3; i++)
         redisFree(named[i]);
     h_cmd_ok(r, "DEL rlock:client:%s", id);

@@ -109,20 +109,21 @@ static int scan_registrations(ctl *c, ctl_names *ids) {
     return status;
 }
 
-static void add_conn(ctl_clients *cl, const char *name, size_t len, const char *addr,
+/* Counts a connection into *v (per name and master), keeping the least idle's idle. */
+static void add_conn(ctl_conns **v, int *n, const char *name, size_t len, const char *addr,
                      long long idle_s) {
-    for (int i = 0; i < cl->nconns; i++)
-        if (strlen(cl->conns[i].name) == len && memcmp(cl->conns[i].name, name, len) == 0 &&
-            strcmp(cl->conns[i].addr, addr) == 0) {
-            cl->conns[i].count++;
-            if (idle_s < cl->conns[i].idle_s)
-                cl->conns[i].idle_s = idle_s;
+    for (int i = 0; i < *n; i++)
+        if (strlen((*v)[i].name) == len && memcmp((*v)[i].name, name, len) == 0 &&
+            strcmp((*v)[i].addr, addr) == 0) {
+            (*v)[i].count++;
+            if (idle_s < (*v)[i].idle_s)
+                (*v)[i].idle_s = idle_s;
             return;
         }
-    cl->conns = xrealloc(cl->conns, (size_t)(cl->nconns + 1) * sizeof(*cl->conns));
-    cl->conns[cl->nconns++] = (ctl_conns){.name = xstrndup(name, len),
-                                           .addr = xstrndup(addr, strlen(addr)), .count = 1,
-                                           .idle_s = idle_s};
+    *v = xrealloc(*v, (size_t)(*n + 1) * sizeof(**v));
+    (*v)[(*n)++] = (ctl_conns){.name = xstrndup(name, len),
+                               .addr = xstrndup(addr, strlen(addr)), .count = 1,
+                               .idle_s = idle_s};
 }
 
 /* The value of " key=" in a CLIENT LIST line (len bytes), or NULL. */
@@ -139,7 +140,10 @@ static int is_own(const char *name, size_t len, const char *own_id) {
     return len > 9 && name[len - 9] == ':' && memcmp(name + len - 8, own_id, 8) == 0;
 }
 
-/* CLIENT LIST's lines whose name= starts with rlock: (not ours) are counted per name. */
+/*
+ * CLIENT LIST's lines whose name= starts with rlock: (not ours) are counted
+ * per name; other names (not empty) apart.
+ */
 static void read_client_list(ctl_clients *cl, const char *text, const char *addr,
                              const char *own_id) {
     for (const char *line = text; line != NULL && *line != '\0';) {
@@ -147,12 +151,15 @@ static void read_client_list(ctl_clients *cl, const char *text, const char *addr
         size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
         const char *name = field_of(line, len, "name=");
         const char *idle = field_of(line, len, "idle=");
-        if (name != NULL && strncmp(name, "rlock:", 6) == 0) {
-            size_t nlen = 0;
-            while (name + nlen < line + len && name[nlen] != ' ' && name[nlen] != '\r')
-                nlen++;
+        long long idle_s = idle != NULL ? strtoll(idle, NULL, 10) : 0;
+        size_t nlen = 0;
+        while (name != NULL && name + nlen < line + len && name[nlen] != ' ' && name[nlen] != '\r')
+            nlen++;
+        if (nlen > 6 && strncmp(name, "rlock:", 6) == 0) {
             if (!is_own(name, nlen, own_id))
-                add_conn(cl, name, nlen, addr, idle != NULL ? strtoll(idle, NULL, 10) : 0);
+                add_conn(&cl->conns, &cl->nconns, name, nlen, addr, idle_s);
+        } else if (nlen > 0) { /* e.g. a Java Redisson client's clientName */
+            add_conn(&cl->others, &cl->nothers, name, nlen, addr, idle_s);
         }
         line = end != NULL ? end + 1 : NULL;
     }
@@ -234,6 +241,11 @@ void ctl_clients_free(ctl_clients *clients) {
         free(clients->conns[i].name);
         free(clients->conns[i].addr);
     }
+    for (int i = 0; i < clients->nothers; i++) {
+        free(clients->others[i].name);
+        free(clients->others[i].addr);
+    }
+    free(clients->others);
     free(clients->v);
     free(clients->conns);
     *clients = (ctl_clients){0};

@@ -352,9 +352,9 @@ int ctl_cmd_clients(ctl *c) {
     int found = clients.n > 0 || clients.nconns > 0;
     if (c->opt.json)
         ctl_render_clients_json(c, &clients);
-    else if (found)
+    else if (found || clients.nothers > 0)
         ctl_render_clients(c, &clients);
-    else
+    if (!found && !c->opt.json) /* others (Java, tools) are shown, but are no rlock client */
         fputs("rlockctl: no rlock client registered, no connection named rlock:*\n", stderr);
     ctl_clients_free(&clients);
     return found ? CTL_OK : CTL_NOTHING;

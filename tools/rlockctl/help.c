@@ -75,8 +75,9 @@ static const command_help command_helps[] = {
      "    id, host, pid, program, rlock version, age, watchdog timeout, url\n"
      "    (without credentials), and the connections each has open per master\n"
      "    (CLIENT LIST entries named rlock:<host>:<pid>:<id8>). Connections named\n"
-     "    for a client that has no registration are listed apart. Exit status 1\n"
-     "    if there is none of either.\n"},
+     "    for a client that has no registration are listed apart, and so are\n"
+     "    connections with other names (a Java Redisson client's clientName).\n"
+     "    Exit status 1 if there is no rlock client, registered or connected.\n"},
 };
 
 static const char *const manual =

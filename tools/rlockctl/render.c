@@ -395,6 +395,18 @@ void ctl_render_clients(ctl *c, const ctl_clients *cl) {
         pad(f, 40 - ctl_text_width(cl->conns[k].name, strlen(cl->conns[k].name)));
         fprintf(f, "  %-21s  %d\n", cl->conns[k].addr, cl->conns[k].count);
     }
+    for (int k = 0; k < cl->nothers; k++) {
+        const ctl_conns *o = &cl->others[k];
+        char idle[32];
+        if (k == 0)
+            fprintf(f, "%sother named connections (a Java Redisson client's is its clientName):\n"
+                       "%-40s  %-21s  %-5s  %s\n",
+                    cl->n > 0 || header ? "\n" : "", "NAME", "MASTER", "COUNT", "LEAST IDLE");
+        ctl_put_text(f, o->name, strlen(o->name));
+        pad(f, 40 - ctl_text_width(o->name, strlen(o->name)));
+        fprintf(f, "  %-21s  %-5d  %s\n", o->addr, o->count,
+                idle_text(o->idle_s, idle, sizeof(idle)));
+    }
 }
 
 void ctl_render_clients_json(ctl *c, const ctl_clients *cl) {
@@ -413,6 +425,14 @@ void ctl_render_clients_json(ctl *c, const ctl_clients *cl) {
         ctl_put_json(f, cl->conns[k].addr, strlen(cl->conns[k].addr));
         fprintf(f, ",\"count\":%d,\"registered\":%s}", cl->conns[k].count,
                 cl->conns[k].registered ? "true" : "false");
+    }
+    fputs("\n],\"other_connections\":[", f);
+    for (int k = 0; k < cl->nothers; k++) {
+        fputs(k > 0 ? ",\n{\"name\":" : "\n{\"name\":", f);
+        ctl_put_json(f, cl->others[k].name, strlen(cl->others[k].name));
+        fputs(",\"master\":", f);
+        ctl_put_json(f, cl->others[k].addr, strlen(cl->others[k].addr));
+        fprintf(f, ",\"count\":%d,\"idle_s\":%lld}", cl->others[k].count, cl->others[k].idle_s);
     }
     fputs("\n]}\n", f);
 }

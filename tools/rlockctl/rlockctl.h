@@ -225,6 +225,8 @@ typedef struct ctl_clients {
     int n;
     ctl_conns *conns;        /* per (name, master) */
     int nconns;
+    ctl_conns *others;       /* connections with other names (a Redisson clientName) */
+    int nothers;
     int conns_known;         /* every master answered CLIENT LIST */
 } ctl_clients;
 
