@@ -790,6 +790,7 @@ static void test_stopped_dead_holders(void **state) {
     expect_in(t.err, "registration expired; ");
     h_tool_free(&t);
     h_tool_run(&t, h_url(), "show", name, "--json", NULL);
+    h_jq_expect(t.out, ".renewal", "stopped");
     h_jq_expect(t.out, ".owners[0].process", "null");
     h_jq_expect(t.out, ".owners[0].connections > 0", "true");
     h_jq_expect(t.out, ".owners[0].stuck", "registration expired: process stopped?");
@@ -804,6 +805,10 @@ static void test_stopped_dead_holders(void **state) {
     h_child_recv(&held, id, sizeof(id), 10000);
     h_child_kill(&held);
     show_until(name, "no connection: process gone?", 5000);
+    h_tool_run(&t, h_url(), "show", name, NULL);
+    h_tool_expect(&t, 0, "renewal   stopped (");
+    expect_not_in(t.out, "on time");
+    h_tool_free(&t);
     h_cmd_ok(r, "DEL %s", name);
     redisFree(r);
     free(pattern);

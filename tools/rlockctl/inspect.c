@@ -118,7 +118,12 @@ const char *ctl_renewal(const ctl_lock *lock, long long *wd_ms) {
     for (int i = 0; i < lock->nowners; i++)
         if (lock->owners[i].process != NULL && lock->owners[i].process->watchdog_timeout_ms > 0)
             *wd_ms = lock->owners[i].process->watchdog_timeout_ms;
-    if (!lock->held || lock->ttl_ms < 0 || *wd_ms <= 0)
+    if (!lock->held || lock->ttl_ms < 0)
+        return NULL;
+    for (int i = 0; i < lock->nowners; i++) /* a TTL still high says nothing then */
+        if (ctl_stuck(&lock->owners[i]) != NULL)
+            return "stopped";
+    if (*wd_ms <= 0)
         return NULL;
     return lock->ttl_ms * 3 >= *wd_ms * 2 ? "on time" : "late";
 }

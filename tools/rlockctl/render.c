@@ -343,7 +343,11 @@ void ctl_render_show(ctl *c, const ctl_lock *l) {
     }
     long long wd_ms;
     const char *renewal = ctl_renewal(l, &wd_ms);
-    if (renewal != NULL)
+    if (renewal != NULL && renewal[0] == 's')
+        fprintf(f, "renewal   stopped (an owner's process is gone or stopped: no renewal comes; "
+                   "the lock expires when its TTL %s ends, unless force-unlocked)\n",
+                ctl_duration(l->ttl_ms, ttl, sizeof(ttl)));
+    else if (renewal != NULL)
         fprintf(f, "renewal   %s (TTL %s the last third of the owner's watchdog timeout %s%s)\n",
                 renewal, renewal[0] == 'o' ? "within" : "below",
                 ctl_duration(wd_ms, ttl, sizeof(ttl)),

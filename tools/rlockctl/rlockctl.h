@@ -203,7 +203,9 @@ long long ctl_lock_waiters(const ctl_lock *lock);
  * Renewal as the TTL tells it, for a held lock whose owner's registration
  * names its watchdog timeout (*wd_ms): "on time" (TTL above two thirds of it:
  * the watchdog renews every third), "late" (below: missed renewals, or a
- * lock taken with a fixed lease), or NULL when it cannot be told.
+ * lock taken with a fixed lease); "stopped" when an owner's process cannot be
+ * renewing (ctl_stuck: gone or stopped), whatever the TTL; or NULL when it
+ * cannot be told.
  */
 const char *ctl_renewal(const ctl_lock *lock, long long *wd_ms);
 /* Runs n commands through the inspection seam; frees nothing. CTL-style: RLOCK_OK or error. */
