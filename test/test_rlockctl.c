@@ -907,6 +907,37 @@ static void test_fair_stuck_head(void **state) {
 #endif
 }
 
+/*
+ * A head nobody listens for (a killed Java Redisson waiter: no registration,
+ * no rlock connection, its channel without subscriber) is stuck too; dequeue
+ * removes it and the next entry becomes the head.
+ */
+static void test_fair_dead_java_head(void **state) {
+    (void)state;
+    char *name = name_for("ctl-java-head");
+    redisContext *r = h_redis();
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts); /* deadlines are wall-clock ms, as Redisson's */
+    long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    h_cmd_ok(r, "RPUSH redisson_lock_queue:{%s} " JAVA_ID ":1 " JAVA_ID ":2", name);
+    h_cmd_ok(r, "ZADD redisson_lock_timeout:{%s} %lld " JAVA_ID ":1 %lld " JAVA_ID ":2", name,
+             now + 600000, now + 1200000);
+    h_tool t;
+    h_tool_run(&t, h_url(), "show", name, NULL);
+    h_tool_expect(&t, 0, "behind a stuck head");
+    expect_in(t.out, "nobody listens on its channel: process gone?");
+    h_tool_free(&t);
+    h_tool_run(&t, h_url(), "dequeue", name, JAVA_ID ":1", "--yes", NULL);
+    h_tool_expect(&t, 0, "removed " JAVA_ID ":1 (1 of 2");
+    h_tool_free(&t);
+    char *head = h_cmd_str(r, "LINDEX redisson_lock_queue:{%s} 0", name);
+    assert_string_equal(head, JAVA_ID ":2");
+    free(head);
+    h_cmd_ok(r, "DEL redisson_lock_queue:{%s} redisson_lock_timeout:{%s}", name, name);
+    redisFree(r);
+    free(name);
+}
+
 /* The column at which the first "  <word>  " of each line holding name starts. */
 static long column_of(const char *out, const char *name, const char *word) {
     const char *line = strstr(out, name);
@@ -1189,7 +1220,7 @@ int main(void) {
         cmocka_unit_test(test_refused_reads), cmocka_unit_test(test_list_other_hashes),
         cmocka_unit_test(test_rw_fenced),
         cmocka_unit_test(test_stopped_dead_holders), cmocka_unit_test(test_fair_stuck_head),
-        cmocka_unit_test(test_columns),
+        cmocka_unit_test(test_fair_dead_java_head), cmocka_unit_test(test_columns),
         cmocka_unit_test(test_clients),  cmocka_unit_test(test_watch),
         cmocka_unit_test(test_watch_other_locks), cmocka_unit_test(test_watch_refused),
         cmocka_unit_test(test_odd_names), cmocka_unit_test(test_terminal_escapes),

@@ -635,7 +635,20 @@ const char *ctl_stuck(const ctl_owner *o) {
 const char *ctl_head_stuck(const ctl_lock *l) {
     if (l->kind != KIND_FAIR || l->nqueue == 0)
         return NULL;
-    return ctl_stuck(&l->queue[0].who);
+    const ctl_owner *head = &l->queue[0].who;
+    const char *why = ctl_stuck(head);
+    if (why != NULL || head->conns > 0)
+        return why; /* its connections told: a waiter subscribes just after it queues */
+    /*
+     * Every waiter, rlock's or Java Redisson's, listens on its own channel
+     * while queued (lock_channels: channels[0] is the head's); a stopped
+     * process still does, a dead one does not -- which tells of a killed Java
+     * head, and of an rlock head whose registration has expired too.
+     */
+    const ctl_channel *ch = l->nchannels > 0 ? &l->channels[0] : NULL;
+    if (ch != NULL && ch->classic == 0 && ch->sharded <= 0)
+        return "nobody listens on its channel: process gone?";
+    return NULL;
 }
 
 /* ---- batches ----------------------------------------------------------------------- */

@@ -107,11 +107,15 @@ void ctl_put_party_short(FILE *f, const ctl_owner *o) {
 }
 
 void ctl_put_head_stuck(FILE *f, const ctl_lock *l) {
-    if (ctl_head_stuck(l) == NULL)
+    const char *why = ctl_head_stuck(l);
+    if (why == NULL)
         return;
     fputs("  queue head stuck: ", f);
     ctl_put_text(f, l->queue[0].who.field, l->queue[0].who.field_len);
-    ctl_put_party_short(f, &l->queue[0].who);
+    fputs(" (", f);
+    if (put_host_pid(f, &l->queue[0].who))
+        fputs(": ", f);
+    fprintf(f, "%s)", why);
 }
 
 int ctl_text_width(const char *s, size_t len) {

@@ -303,7 +303,7 @@ void ctl_put_party(FILE *f, const ctl_owner *o);
  * idle 41s, stopped?)"; nothing when nothing names the process.
  */
 void ctl_put_party_short(FILE *f, const ctl_owner *o);
-/* "  queue head stuck: <entry> (<its party, short>)" after list's and watch's owners, if so. */
+/* "  queue head stuck: <entry> (host:pid: <why>)" after list's and watch's owners, if so. */
 void ctl_put_head_stuck(FILE *f, const ctl_lock *l);
 
 /* ---- commands.c / watch.c --------------------------------------------------- */
