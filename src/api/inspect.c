@@ -5,7 +5,9 @@
  * reaches the right node on every kind of url without routing of its own.
  *
  * What may run is a closed list of reads (read_only_verbs); anything else is
- * refused before it is sent. Commands go through rlock__exec_pipeline, with
+ * refused before it is sent. The one write, rlock__inspect_fair_dequeue, is
+ * a fixed script of the fair kind on a fair handle, not a command of the
+ * caller's. Commands go through rlock__exec_pipeline, with
  * a node of their own (every master, a channel's node) or routed by key.
  *
  * Threads: any application thread, each call guarded as a public call is.
