@@ -314,9 +314,9 @@ static void show_queue(FILE *f, const ctl_lock *l) {
     const char *stuck = ctl_head_stuck(l);
     if (stuck == NULL)
         return;
-    fprintf(f, "stuck     the queue's head does not %s: %s\n"
-               "          remedy: rlockctl dequeue ", l->held ? "move" : "take the free lock", stuck);
-    ctl_put_text(f, l->name, l->name_len); /* the terminal's escapes; a shell's quoting is the operator's */
+    fprintf(f, "stuck     the queue's head does not %s: %s\n          remedy: rlockctl dequeue ",
+            l->held ? "move" : "take the free lock", stuck);
+    ctl_put_text(f, l->name, l->name_len); /* escaped for the terminal; quoting is the shell's */
     fputc(' ', f);
     ctl_put_text(f, l->queue[0].who.field, l->queue[0].who.field_len);
     fputs(" (removes it, wakes the next)\n", f);
