@@ -165,6 +165,20 @@ static void read_client_list(ctl_clients *cl, const char *text, const char *addr
     }
 }
 
+/*
+ * CLIENT LIST refused at addr: connections unknown (no owner is called gone
+ * for it). Said once per run, not at every batch of names or watch screen.
+ */
+static void refused(ctl_clients *cl, const char *addr, const redisReply *r) {
+    static int said;
+    cl->conns_known = 0;
+    if (said++)
+        return;
+    fprintf(stderr, "rlockctl: CLIENT LIST at %s: ", addr);
+    ctl_put_str(stderr, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+    fputs(" (which processes are alive is not known)\n", stderr);
+}
+
 static int list_connections(ctl *c, rlock__inspect_node **masters, int n, ctl_clients *cl) {
     cl->conns_known = 1;
     for (int i = 0; i < n; i++) {
@@ -178,11 +192,8 @@ static int list_connections(ctl *c, rlock__inspect_node **masters, int n, ctl_cl
         rlock__inspect_node_addr(masters[i], addr, sizeof(addr));
         if (r->type == REDIS_REPLY_STRING)
             read_client_list(cl, r->str, addr, rlock_client_id(c->client));
-        else { /* an ACL may refuse CLIENT LIST: the registrations still tell a lot */
-            cl->conns_known = 0;
-            fprintf(stderr, "rlockctl: CLIENT LIST at %s: %s\n", addr,
-                    r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
-        }
+        else /* an ACL may refuse CLIENT LIST: the registrations still tell a lot */
+            refused(cl, addr, r);
         freeReplyObject(r);
     }
     return RLOCK_OK;
