@@ -938,6 +938,38 @@ static void test_fair_dead_java_head(void **state) {
     free(name);
 }
 
+/*
+ * CLIENT LIST refused (an ACL without it): no owner is called gone for want
+ * of connections; said once on stderr, and the lock is still shown.
+ */
+static void test_client_list_refused(void **state) {
+    (void)state;
+    char *name = name_for("ctl-nolist"), url[256];
+    const char *id = "feedbeef-0000-4000-8000-0000000000bb";
+    redisContext *r = h_redis();
+    h_register_client(r, id, "host-n", 555, "no-list");
+    h_cmd_ok(r, "HSET %s %s:1 1", name, id);
+    h_cmd_ok(r, "PEXPIRE %s 30000", name);
+    h_cmd_ok(r, "ACL SETUSER rlockctl-nolist reset on >pw ~* &* +@all -client|list");
+    h_url_auth(url, sizeof(url), h_url(), "rlockctl-nolist", "pw");
+    h_tool t;
+    h_tool_run(&t, url, "show", name, NULL);
+    h_tool_expect(&t, 0, "host host-n  pid 555");
+    expect_not_in(t.out, "gone?");
+    expect_not_in(t.out, "stopped");
+    expect_in(t.err, "CLIENT LIST at ");
+    expect_in(t.err, "(which processes are alive is not known)");
+    h_tool_free(&t);
+    h_tool_run(&t, url, "show", name, "--json", NULL);
+    h_jq_expect(t.out, ".owners[0].connections", "null");
+    h_jq_expect(t.out, ".owners[0].stuck", "null");
+    h_tool_free(&t);
+    h_cmd_ok(r, "ACL DELUSER rlockctl-nolist");
+    h_cmd_ok(r, "DEL %s rlock:client:%s", name, id);
+    redisFree(r);
+    free(name);
+}
+
 /* The column at which the first "  <word>  " of each line holding name starts. */
 static long column_of(const char *out, const char *name, const char *word) {
     const char *line = strstr(out, name);
@@ -1221,6 +1253,7 @@ int main(void) {
         cmocka_unit_test(test_rw_fenced),
         cmocka_unit_test(test_stopped_dead_holders), cmocka_unit_test(test_fair_stuck_head),
         cmocka_unit_test(test_fair_dead_java_head), cmocka_unit_test(test_columns),
+        cmocka_unit_test(test_client_list_refused),
         cmocka_unit_test(test_clients),  cmocka_unit_test(test_watch),
         cmocka_unit_test(test_watch_other_locks), cmocka_unit_test(test_watch_refused),
         cmocka_unit_test(test_odd_names), cmocka_unit_test(test_terminal_escapes),
