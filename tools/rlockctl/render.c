@@ -13,7 +13,6 @@
 
 #include "rlockctl.h"
 
-
 void ctl_put_owner_short(FILE *f, const ctl_owner *o) {
     size_t id_len = strlen(o->client_id);
     ctl_put_text(f, o->client_id, id_len < 8 ? id_len : 8);
@@ -97,7 +96,8 @@ void ctl_put_party_short(FILE *f, const ctl_owner *o) {
     if (o->process == NULL && o->conns <= 0)
         return; /* Java Redisson, rlock < 0.5: nothing names its process */
     fputs(" (", f);
-    put_host_pid(f, o);
+    if (!put_host_pid(f, o))
+        fputc('?', f); /* a registration without host */
     if (o->conns == 0)
         fputs(": no connection, gone?", f);
     else if (ctl_stuck(o) != NULL)
