@@ -110,13 +110,16 @@ static void test_usage(void **state) {
     h_tool_run(&t, NULL, "show", "--help", NULL);
     h_tool_expect(&t, 0, "rlockctl show NAME [--json]");
     h_tool_free(&t);
+    h_tool_run(&t, NULL, "help", "dequeue", NULL);
+    h_tool_expect(&t, 0, "rlockctl dequeue NAME ENTRY [--yes]");
+    h_tool_free(&t);
 
     static const char *const bad[][5] = {
         {"help", "nope", NULL}, {"help", "list", "extra", NULL}, {NULL}, {"frobnicate", NULL}, {"show", NULL},
         {"show", "a", "b", NULL}, {"list", "--yes", NULL}, {"unlock", "x", "--json", NULL},
         {"list", "--bogus", NULL}, {"watch", "x", "-n", "0", NULL},
         {"--timeout", "zero", "list", NULL},
-        {"show", "", NULL},
+        {"show", "", NULL}, {"dequeue", "x", NULL}, {"dequeue", "x", "y", "--json", NULL},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         h_tool_run(&t, NULL, bad[i][0], bad[i][1], bad[i][2], bad[i][3], bad[i][4], NULL);
