@@ -19,7 +19,15 @@
  *                  not locked (1), not a lock (5: left untouched)
  *   rw, fenced     Redisson's layouts: kind, mode, writer, token; rw
  *                  force-unlocked in write and in read mode, fenced (token kept)
- *   clients        registrations and connections named rlock:*, --json
+ *   stopped, dead  a SIGSTOPped holder (registration expired, connections
+ *                  idle: "process stopped?") and a SIGKILLed one ("no
+ *                  connection"), renewal "stopped"; CLIENT LIST refused
+ *   stuck queue    a SIGSTOPped fair head and a dead Java one flagged by
+ *                  show, list, watch; dequeue asks, removes, wakes the next
+ *   columns        list and watch aligned past 48 / 32 characters, host:pid,
+ *                  RENEWAL
+ *   clients        registrations and connections named rlock:*, other names
+ *                  (a Redisson clientName), --json
  *   watch          screens, holders, hand-offs per second from unlock messages
  *   names          quotes, newlines, bytes that are not UTF-8: --json stays
  *                  valid (jq), the table shows escapes
