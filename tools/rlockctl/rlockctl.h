@@ -291,10 +291,11 @@ void ctl_render_clients_json(ctl *c, const ctl_clients *clients);
 void ctl_put_owner_short(FILE *f, const ctl_owner *o);
 /*
  * Who a party is and whether its process answers: "host H  pid N  program P
- * rlock V  client up 4m03s  2 connections, idle 0s", or "registration
- * expired; 2 connections idle 41s (rlock:H:N:1a2b3c4d): stopped?", "no
- * connection: process gone?", "unregistered, no connection named for it
- * (Java Redisson, or rlock < 0.5)".
+ * rlock V  client up 4m03s  2 connections, least idle 0s" (": process
+ * stopped?" after it when they idle too long; "no connection: process
+ * gone?" in its place), "registration expired; 2 connections, least idle 41s
+ * (rlock:H:N:1a2b3c4d): process stopped?", or "unregistered, no connection
+ * named for it (Java Redisson, rlock < 0.5, or gone)".
  */
 void ctl_put_party(FILE *f, const ctl_owner *o);
 /*
