@@ -1055,6 +1055,7 @@ static void test_clients(void **state) {
     h_tool t;
     h_tool_run(&t, h_url(), "clients", NULL);
     h_tool_expect(&t, 0, "feedbeef  host-c");
+    expect_in(t.out, "  IDLE  ");
     expect_in(t.out, "billing");
     expect_in(t.out, "without a registration");
     expect_in(t.out, "rlock:host-z:1:abcdef12");
@@ -1066,6 +1067,7 @@ static void test_clients(void **state) {
     h_jq_expect(t.out, ".clients[] | select(.id == \"feedbeef-0000-4000-8000-000000000001\") "
                        "| \"\\(.host) \\(.pid) \\(.program) \\(.connections)\"",
                 "host-c 777 billing 2");
+    h_jq_expect(t.out, ".clients[] | select(.host == \"host-c\") | .idle_s >= 0", "true");
     h_jq_expect(t.out, ".connections[] | select(.name == \"rlock:host-z:1:abcdef12\") "
                        "| \"\\(.count) \\(.registered)\"",
                 "1 false");

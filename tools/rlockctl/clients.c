@@ -39,7 +39,7 @@ static ctl_process *read_process(const char *id, const redisReply *h, const redi
         return NULL;
     ctl_process *p = xcalloc(1, sizeof(*p));
     p->id = xstrndup(id, strlen(id));
-    p->pid = p->started_ms = p->watchdog_timeout_ms = -1;
+    p->pid = p->started_ms = p->watchdog_timeout_ms = p->idle_s = -1;
     p->ttl_ms = ttl != NULL && ttl->type == REDIS_REPLY_INTEGER ? ttl->integer : -1;
     for (size_t i = 0; i + 1 < h->elements; i += 2) {
         const redisReply *f = h->element[i], *v = h->element[i + 1];
@@ -238,7 +238,10 @@ int ctl_find_clients(ctl *c, ctl_clients *out) {
     for (int i = 0; i < out->n; i++)
         for (int k = 0; k < out->nconns; k++)
             if (names_process(&out->conns[k], out->v[i])) {
-                out->v[i]->connections += out->conns[k].count;
+                ctl_process *p = out->v[i];
+                p->connections += out->conns[k].count;
+                if (p->idle_s < 0 || out->conns[k].idle_s < p->idle_s)
+                    p->idle_s = out->conns[k].idle_s;
                 out->conns[k].registered = 1;
             }
     ctl_names_free(&ids);

@@ -73,7 +73,8 @@ static const command_help command_helps[] = {
      "    1 if ENTRY is not queued. A live waiter removed queues again.\n"},
     {"clients", "rlockctl clients [--json]",
      "    The rlock clients registered on the masters (SCAN rlock:client:*):\n"
-     "    id, host, pid, program, rlock version, age, watchdog timeout, url\n"
+     "    id, host, pid, program, rlock version, age, connections and how long\n"
+     "    the least idle one has been idle, watchdog timeout, url\n"
      "    (without credentials), and the connections each has open per master\n"
      "    (CLIENT LIST entries named rlock:<host>:<pid>:<id8>). Connections named\n"
      "    for a client that has no registration are listed apart, and so are\n"

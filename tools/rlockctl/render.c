@@ -372,10 +372,10 @@ void ctl_render_show(ctl *c, const ctl_lock *l) {
 
 void ctl_render_clients(ctl *c, const ctl_clients *cl) {
     FILE *f = c->out;
-    char up[32], wd[32];
+    char up[32], wd[32], idle[32];
     if (cl->n > 0)
-        fprintf(f, "%-8s  %-20s  %-7s  %-16s  %-7s  %-9s  %-5s  %-9s  %s\n", "ID", "HOST", "PID",
-                "PROGRAM", "VERSION", "UP", "CONNS", "WATCHDOG", "URL");
+        fprintf(f, "%-8s  %-20s  %-7s  %-16s  %-7s  %-9s  %-5s  %-6s  %-9s  %s\n", "ID", "HOST",
+                "PID", "PROGRAM", "VERSION", "UP", "CONNS", "IDLE", "WATCHDOG", "URL");
     for (int i = 0; i < cl->n; i++) {
         const ctl_process *p = cl->v[i];
         put_cell(f, p->id, 8, 8);
@@ -385,10 +385,11 @@ void ctl_render_clients(ctl *c, const ctl_clients *cl) {
         put_cell(f, p->program, 16, 0);
         fputs("  ", f);
         put_cell(f, p->version, 7, 0);
-        fprintf(f, "  %-9s  %-5d  %-9s  ",
+        fprintf(f, "  %-9s  %-5d  %-6s  %-9s  ",
                 ctl_duration(p->started_ms > 0 ? ctl_wall_ms() - p->started_ms : -1, up,
                              sizeof(up)),
-                p->connections, ctl_duration(p->watchdog_timeout_ms, wd, sizeof(wd)));
+                p->connections, p->idle_s < 0 ? "-" : idle_text(p->idle_s, idle, sizeof(idle)),
+                ctl_duration(p->watchdog_timeout_ms, wd, sizeof(wd)));
         ctl_put_str(f, p->url);
         fputc('\n', f);
     }
@@ -405,7 +406,6 @@ void ctl_render_clients(ctl *c, const ctl_clients *cl) {
     }
     for (int k = 0; k < cl->nothers; k++) {
         const ctl_conns *o = &cl->others[k];
-        char idle[32];
         if (k == 0)
             fprintf(f, "%sother named connections (a Java Redisson client's is its clientName):\n"
                        "%-40s  %-21s  %-5s  %s\n",
@@ -423,7 +423,9 @@ void ctl_render_clients_json(ctl *c, const ctl_clients *cl) {
     for (int i = 0; i < cl->n; i++) {
         fputs(i > 0 ? ",\n{" : "\n{", f);
         json_process_fields(f, cl->v[i]);
-        fprintf(f, ",\"connections\":%d}", cl->v[i]->connections);
+        fprintf(f, ",\"connections\":%d", cl->v[i]->connections);
+        json_key_num(f, "idle_s", cl->v[i]->idle_s);
+        fputc('}', f);
     }
     fputs("\n],\"connections\":[", f);
     for (int k = 0; k < cl->nconns; k++) {

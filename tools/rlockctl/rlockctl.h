@@ -94,6 +94,7 @@ typedef struct ctl_process {
     long long pid, started_ms, watchdog_timeout_ms; /* -1 if absent */
     long long ttl_ms;        /* of the hash */
     int connections;         /* CLIENT LIST entries named for it (clients only) */
+    long long idle_s;        /* the least idle one's idle seconds; -1: none (clients only) */
 } ctl_process;
 
 typedef struct ctl_owner {
