@@ -624,12 +624,17 @@ const char *ctl_stuck(const ctl_owner *o) {
         return NULL;
     if (o->conns == 0)
         return o->process != NULL ? "no connection: process gone?" : NULL;
-    if (o->process == NULL)
-        return "registration expired: process stopped?";
-    long long wd = o->process->watchdog_timeout_ms > 0 ? o->process->watchdog_timeout_ms : 30000;
-    if (o->idle_s * 1000 > wd * 2 / 3)
-        return "connections idle: process stopped?";
-    return NULL;
+    /*
+     * Without a registration its watchdog timeout is not known: the default's
+     * (a client with register_client = 0 has connections and no registration
+     * while alive, so its idle time decides, not the missing hash).
+     */
+    long long wd = o->process != NULL && o->process->watchdog_timeout_ms > 0
+                       ? o->process->watchdog_timeout_ms : 30000;
+    if (o->idle_s * 1000 <= wd * 2 / 3)
+        return NULL;
+    return o->process != NULL ? "connections idle: process stopped?"
+                              : "no registration, connections idle: process stopped?";
 }
 
 const char *ctl_head_stuck(const ctl_lock *l) {
@@ -637,8 +642,17 @@ const char *ctl_head_stuck(const ctl_lock *l) {
         return NULL;
     const ctl_owner *head = &l->queue[0].who;
     const char *why = ctl_stuck(head);
-    if (why != NULL || head->conns > 0)
-        return why; /* its connections told: a waiter subscribes just after it queues */
+    if (why != NULL)
+        return why;
+    /*
+     * A live head takes a free lock within a round trip of its release; one
+     * still queued whose registration is gone while its connections stay
+     * (a live client rewrites it every third of its TTL) is stopped.
+     */
+    if (!l->held && head->process == NULL && head->conns > 0)
+        return "registration expired while connected: process stopped?";
+    if (head->conns > 0)
+        return NULL; /* its connections told: a waiter subscribes just after it queues */
     /*
      * Every waiter, rlock's or Java Redisson's, listens on its own channel
      * while queued (lock_channels: channels[0] is the head's); a stopped

@@ -68,11 +68,11 @@ void ctl_put_party(FILE *f, const ctl_owner *o) {
         return;
     }
     if (o->conns > 0) { /* a live client rewrites its registration every third of its TTL */
-        fputs("registration expired; ", f);
+        fputs("no registration (expired, or register_client off); ", f);
         put_conns(f, o);
         fputs(" (", f);
         ctl_put_str(f, o->conn_name);
-        fputs("): process stopped?", f);
+        fputs(stuck != NULL ? "): process stopped?" : ")", f);
         return;
     }
     fputs("unregistered, no connection named for it (Java Redisson, rlock < 0.5, or gone)", f);
@@ -101,7 +101,7 @@ void ctl_put_party_short(FILE *f, const ctl_owner *o) {
     if (o->conns == 0)
         fputs(": no connection, gone?", f);
     else if (ctl_stuck(o) != NULL)
-        fprintf(f, ": %sidle %s, stopped?", o->process == NULL ? "registration expired, " : "",
+        fprintf(f, ": %sidle %s, stopped?", o->process == NULL ? "no registration, " : "",
                 idle_text(o->idle_s, idle, sizeof(idle)));
     fputc(')', f);
 }
