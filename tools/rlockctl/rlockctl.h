@@ -240,10 +240,10 @@ typedef struct ctl_clients {
  */
 int ctl_list_conns(ctl *c, ctl_clients *out);
 /*
- * Whether a party cannot be moving: no connection left (process gone), its
- * registration expired while its connections stay (stopped: a live client
- * rewrites it every third of its TTL), or every connection idle longer than
- * two thirds of its watchdog timeout (renewals stopped). NULL if it can, or
+ * Whether a party cannot be moving: no connection left while registered
+ * (process gone), or every connection idle longer than two thirds of its
+ * watchdog timeout (the default's without a registration: renewals
+ * stopped). NULL if it can, or
  * if that cannot be told (CLIENT LIST refused; a Java owner: no named
  * connection, no registration); else why, in a few words.
  */
@@ -294,15 +294,16 @@ void ctl_put_owner_short(FILE *f, const ctl_owner *o);
  * Who a party is and whether its process answers: "host H  pid N  program P
  * rlock V  client up 4m03s  2 connections, least idle 0s" (": process
  * stopped?" after it when they idle too long; "no connection: process
- * gone?" in its place), "registration expired; 2 connections, least idle 41s
- * (rlock:H:N:1a2b3c4d): process stopped?", or "unregistered, no connection
- * named for it (Java Redisson, rlock < 0.5, or gone)".
+ * gone?" in its place), "no registration (expired, or register_client off);
+ * 2 connections, least idle 41s (rlock:H:N:1a2b3c4d)" (": process stopped?"
+ * when idle too long), or "unregistered, no connection named for it (Java
+ * Redisson, rlock < 0.5, or gone)".
  */
 void ctl_put_party(FILE *f, const ctl_owner *o);
 /*
  * The same in a few columns, after an owner in list and watch: " (host:pid)",
- * " (host:pid: no connection, gone?)", " (host:pid: registration expired,
- * idle 41s, stopped?)"; nothing when nothing names the process.
+ * " (host:pid: no connection, gone?)", " (host:pid: no registration, idle
+ * 41s, stopped?)"; nothing when nothing names the process.
  */
 void ctl_put_party_short(FILE *f, const ctl_owner *o);
 /* "  queue head stuck: <entry> (host:pid: <why>)" after list's and watch's owners, if so. */
