@@ -19,7 +19,15 @@
  *                  not locked (1), not a lock (5: left untouched)
  *   rw, fenced     Redisson's layouts: kind, mode, writer, token; rw
  *                  force-unlocked in write and in read mode, fenced (token kept)
- *   clients        registrations and connections named rlock:*, --json
+ *   stopped, dead  a SIGSTOPped holder (registration expired, connections
+ *                  idle: "process stopped?") and a SIGKILLed one ("no
+ *                  connection"), renewal "stopped"; CLIENT LIST refused
+ *   stuck queue    a SIGSTOPped fair head and a dead Java one flagged by
+ *                  show, list, watch; dequeue asks, removes, wakes the next
+ *   columns        list and watch aligned past 48 / 32 characters, host:pid,
+ *                  RENEWAL
+ *   clients        registrations and connections named rlock:*, other names
+ *                  (a Redisson clientName), --json
  *   watch          screens, holders, hand-offs per second from unlock messages
  *   names          quotes, newlines, bytes that are not UTF-8: --json stays
  *                  valid (jq), the table shows escapes
@@ -33,6 +41,7 @@
 
 #include <cmocka.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +67,13 @@ static char *pattern_of(const char *name) {
 
 /* A Java Redisson client's id, for owners written by hand. */
 #define JAVA_ID "0c0ffee0-1111-4222-8333-944445555666"
+
+/* What a holder_child holds: name, as a fair queue's head if fair, its watchdog timeout. */
+typedef struct h_holder_arg {
+    const char *name;
+    long long watchdog_ms;
+    int fair;
+} h_holder_arg;
 
 /* Reads the replies of n pipelined commands (redisAppendCommand). */
 static void drain_replies(redisContext *r, int n) {
@@ -102,13 +118,16 @@ static void test_usage(void **state) {
     h_tool_run(&t, NULL, "show", "--help", NULL);
     h_tool_expect(&t, 0, "rlockctl show NAME [--json]");
     h_tool_free(&t);
+    h_tool_run(&t, NULL, "help", "dequeue", NULL);
+    h_tool_expect(&t, 0, "rlockctl dequeue NAME ENTRY [--yes]");
+    h_tool_free(&t);
 
     static const char *const bad[][5] = {
         {"help", "nope", NULL}, {"help", "list", "extra", NULL}, {NULL}, {"frobnicate", NULL}, {"show", NULL},
         {"show", "a", "b", NULL}, {"list", "--yes", NULL}, {"unlock", "x", "--json", NULL},
         {"list", "--bogus", NULL}, {"watch", "x", "-n", "0", NULL},
         {"--timeout", "zero", "list", NULL},
-        {"show", "", NULL},
+        {"show", "", NULL}, {"dequeue", "x", NULL}, {"dequeue", "x", "y", "--json", NULL},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         h_tool_run(&t, NULL, bad[i][0], bad[i][1], bad[i][2], bad[i][3], bad[i][4], NULL);
@@ -308,10 +327,10 @@ static void test_plain(void **state) {
     expect_in(t.err, "no lock matches");
     h_tool_free(&t);
 
-    /* A Java Redisson owner: no registration. */
+    /* A Java Redisson owner: no registration, no connection named for it. */
     h_foreign_lock(r, name, 20000);
     h_tool_run(&t, h_url(), "show", name, NULL);
-    h_tool_expect(&t, 0, "unregistered (Redisson or rlock < 0.5)");
+    h_tool_expect(&t, 0, "unregistered, no connection named for it (Java Redisson, rlock < 0.5");
     h_tool_free(&t);
     h_tool_run(&t, h_url(), "show", name, "--json", NULL);
     h_jq_expect(t.out, ".owners[0].owner", H_FOREIGN_OWNER);
@@ -473,7 +492,7 @@ static void test_unlock(void **state) {
     h_cmd_ok(r, "HSET %s a:1 1", name);
     h_tool_run(&t, h_url(), "unlock", name, "--yes", NULL);
     h_tool_expect(&t, 5, NULL);
-    expect_in(t.err, "not a lock (no TTL)");
+    expect_in(t.err, "holds a hash without a TTL, not a lock\n"); /* said once, not twice */
     h_tool_free(&t);
     assert_int_equal(h_cmd_int(r, "HLEN %s", name), 1);
     h_cmd_ok(r, "DEL %s", name);
@@ -696,6 +715,328 @@ static void test_rw_fenced(void **state) {
     free(fenced);
 }
 
+/* ---- stopped and dead holders ------------------------------------------------------- */
+
+#if !defined(__SANITIZE_THREAD__)
+/* A process holding name with a 10-minute lease; its client's watchdog timeout is arg's. */
+static int holder_child(void *arg, int in_fd, int out_fd) {
+    const h_holder_arg *a = arg;
+    rlock_client *c = NULL;
+    rlock *l = NULL;
+    rlock_config cfg;
+    char line[32];
+    h_config(&cfg);
+    cfg.watchdog_timeout_ms = a->watchdog_ms;
+    H_CHILD_CHECK(rlock_client_open(&cfg, &c) == RLOCK_OK, 10);
+    H_CHILD_CHECK(a->fair ? rlock_get_fair(c, a->name, &l) == RLOCK_OK
+                          : rlock_get(c, a->name, &l) == RLOCK_OK, 11);
+    if (a->fair) { /* queue behind the test's hold: the head of the queue */
+        h_line_send(out_fd, "%s", rlock_client_id(c));
+        int rc = rlock_try_lock(l, 600000, -1);
+        h_line_send(out_fd, "rc %d", rc);
+    } else {
+        H_CHILD_CHECK(rlock_lock_lease(l, 600000) == RLOCK_OK, 12);
+        h_line_send(out_fd, "%s", rlock_client_id(c));
+    }
+    h_line_recv(in_fd, line, sizeof(line), 600000);
+    rlock_free(l);
+    rlock_client_close(c);
+    return 0;
+}
+
+/* show NAME until its output holds want (the server notices a dead peer at once, not in step). */
+static void show_until(const char *name, const char *want, long long timeout_ms) {
+    h_tool t;
+    long long until = h_now_ms() + h_scaled(timeout_ms);
+    for (;;) {
+        h_tool_run(&t, h_url(), "show", name, NULL);
+        if (strstr(t.out, want) != NULL || h_now_ms() > until)
+            break;
+        h_tool_free(&t);
+        usleep(500 * 1000);
+    }
+    h_tool_expect(&t, 0, want);
+    h_tool_free(&t);
+}
+#endif
+
+/*
+ * A holder SIGSTOPped with a 10-minute lease: once its registration expires,
+ * show, list and the unlock prompt say so and count its idle connections (they
+ * said "unregistered (Redisson or rlock < 0.5)"). A SIGKILLed holder: "no
+ * connection" while its registration lives on (it was "up 15.8s", "on time").
+ */
+static void test_stopped_dead_holders(void **state) {
+    (void)state;
+#if defined(__SANITIZE_THREAD__)
+    skip();
+#else
+    char *name = name_for("ctl-stopped"), *pattern = pattern_of(name), id[64], key[128];
+    redisContext *r = h_redis();
+    h_holder_arg arg = {.name = name, .watchdog_ms = 2000};
+    h_child held;
+    h_child_start(&held, holder_child, &arg);
+    h_child_recv(&held, id, sizeof(id), 10000);
+    h_tool t;
+    h_tool_run(&t, h_url(), "show", name, NULL);
+    h_tool_expect(&t, 0, "client up ");
+    expect_in(t.out, "idle");
+    expect_not_in(t.out, "stopped?");
+    h_tool_free(&t);
+
+    kill(held.pid, SIGSTOP);
+    snprintf(key, sizeof(key), "rlock:client:%s", id);
+    H_WAIT_FOR(h_cmd_int(r, "EXISTS %s", key) == 0, 10000);
+    h_tool_run(&t, h_url(), "show", name, NULL);
+    h_tool_expect(&t, 0, "no registration (expired, or register_client off); ");
+    expect_in(t.out, "(rlock:");
+    expect_not_in(t.out, "unregistered");
+    h_tool_free(&t);
+    /* Idle past two thirds of the default watchdog timeout (its own is not known now). */
+    show_until(name, "process stopped?", 40000);
+    h_tool_run(&t, h_url(), "list", pattern, NULL);
+    h_tool_expect(&t, 0, "stopped?");
+    h_tool_free(&t);
+    h_tool_run_tty(&t, "n\n", h_url(), "unlock", name, NULL);
+    h_tool_expect(&t, 4, NULL);
+    expect_in(t.err, "no registration (expired, or register_client off); ");
+    expect_in(t.err, "process stopped?");
+    h_tool_free(&t);
+    h_tool_run(&t, h_url(), "show", name, "--json", NULL);
+    h_jq_expect(t.out, ".renewal", "stopped");
+    h_jq_expect(t.out, ".owners[0].process", "null");
+    h_jq_expect(t.out, ".owners[0].connections > 0", "true");
+    h_jq_expect(t.out, ".owners[0].stuck", "no registration, connections idle: process stopped?");
+    h_tool_free(&t);
+    kill(held.pid, SIGCONT);
+    h_child_kill(&held);
+    h_cmd_ok(r, "DEL %s", name);
+
+    /* Killed: its connections close at once, its registration lives its TTL on. */
+    arg.watchdog_ms = 60000;
+    h_child_start(&held, holder_child, &arg);
+    h_child_recv(&held, id, sizeof(id), 10000);
+    h_child_kill(&held);
+    show_until(name, "no connection: process gone?", 5000);
+    h_tool_run(&t, h_url(), "show", name, NULL);
+    h_tool_expect(&t, 0, "renewal   stopped (");
+    expect_not_in(t.out, "on time");
+    h_tool_free(&t);
+    h_cmd_ok(r, "DEL %s", name);
+    redisFree(r);
+    free(pattern);
+    free(name);
+#endif
+}
+
+/*
+ * A fair queue stuck behind a stopped head: the lock is free, the head (a
+ * SIGSTOPped process) has 10 minutes to its deadline, a waiter of this test
+ * queues behind it. show and watch flag the head; dequeue asks, removes it
+ * and wakes the next waiter, which takes the lock at once (it would have
+ * slept until the head's deadline).
+ */
+static void test_fair_stuck_head(void **state) {
+    (void)state;
+#if defined(__SANITIZE_THREAD__)
+    skip();
+#else
+    char *name = name_for("ctl-stuck"), *pattern = pattern_of(name), id[64], q[200];
+    redisContext *r = h_redis();
+    rlock_client *a = h_open(30000, 2000), *b = h_open(30000, 2000);
+    rlock *la = NULL, *lb = NULL;
+    H_ASSERT_RC(rlock_get_fair(a, name, &la), RLOCK_OK);
+    H_ASSERT_RC(rlock_get_fair(b, name, &lb), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock(la), RLOCK_OK);
+    snprintf(q, sizeof(q), "redisson_lock_queue:{%s}", name);
+    h_holder_arg arg = {.name = name, .watchdog_ms = 2000, .fair = 1};
+    h_child head;
+    h_child_start(&head, holder_child, &arg);
+    h_child_recv(&head, id, sizeof(id), 10000);
+    H_WAIT_FOR(h_cmd_int(r, "LLEN %s", q) == 1, 10000);
+    h_cwaiter *next = h_cwaiter_start(lb, h_scaled(60000));
+    H_WAIT_FOR(h_cmd_int(r, "LLEN %s", q) == 2, 10000);
+    char *entry = h_cmd_str(r, "LINDEX %s 0", q);
+    assert_memory_equal(entry, id, 36);
+
+    kill(head.pid, SIGSTOP);
+    H_ASSERT_RC(rlock_unlock(la), RLOCK_OK); /* free: the stopped head cannot take it */
+    H_WAIT_FOR(h_cmd_int(r, "EXISTS rlock:client:%s", id) == 0, 10000);
+    h_tool t;
+    h_tool_run(&t, h_url(), "show", name, NULL);
+    h_tool_expect(&t, 0, "state     free, 2 waiters queued behind a stuck head");
+    expect_in(t.out, "stuck     the queue's head does not take the free lock: registration "
+                     "expired while connected: process stopped?");
+    expect_in(t.out, "remedy: rlockctl dequeue ");
+    expect_in(t.out, entry);
+    h_tool_free(&t);
+    h_tool_run(&t, h_url(), "show", name, "--json", NULL);
+    h_jq_expect(t.out, ".head_stuck", "registration expired while connected: process stopped?");
+    h_tool_free(&t);
+    h_tool_run(&t, h_url(), "watch", pattern, "-n", "1", NULL);
+    h_tool_expect(&t, 0, "queue head stuck: ");
+    expect_in(t.out, "stopped?");
+    h_tool_free(&t);
+    h_tool_run(&t, h_url(), "list", pattern, NULL);
+    h_tool_expect(&t, 0, "queue head stuck: ");
+    h_tool_free(&t);
+
+    h_tool_run(&t, h_url(), "dequeue", name, entry, NULL); /* no terminal, no --yes */
+    h_tool_expect(&t, 4, NULL);
+    h_tool_free(&t);
+    h_tool_run_tty(&t, "n\n", h_url(), "dequeue", name, entry, NULL);
+    h_tool_expect(&t, 4, NULL);
+    expect_in(t.err, "1 of 2 in the queue of");
+    expect_in(t.err, "no registration (expired, or register_client off); ");
+    h_tool_free(&t);
+    assert_int_equal(h_cmd_int(r, "LLEN %s", q), 2);
+
+    long long t0 = h_now_ms();
+    h_tool_run(&t, h_url(), "dequeue", name, entry, "--yes", NULL);
+    h_tool_expect(&t, 0, "removed ");
+    expect_in(t.out, "the next waiter was woken");
+    h_tool_free(&t);
+    H_WAIT_FOR(h_cwaiter_done_ms(next) != 0, 10000);
+    assert_int_equal(next->rc, RLOCK_OK);
+    H_ASSERT_BETWEEN(h_cwaiter_done_ms(next) - t0, 0, h_scaled(5000));
+    h_cwaiter_join(next, 10000);
+    h_cwaiter_free(next);
+    assert_int_equal(h_cmd_int(r, "ZCARD redisson_lock_timeout:{%s}", name), 0);
+    h_tool_run(&t, h_url(), "dequeue", name, entry, "--yes", NULL);
+    h_tool_expect(&t, 1, NULL); /* nothing queued, nothing held: "not locked" */
+    h_tool_free(&t);
+
+    kill(head.pid, SIGCONT);
+    h_child_kill(&head);
+    h_cmd_ok(r, "DEL %s %s redisson_lock_timeout:{%s}", name, q, name);
+    free(entry);
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    redisFree(r);
+    free(pattern);
+    free(name);
+#endif
+}
+
+/*
+ * A head nobody listens for (a killed Java Redisson waiter: no registration,
+ * no rlock connection, its channel without subscriber) is stuck too; dequeue
+ * removes it and the next entry becomes the head.
+ */
+static void test_fair_dead_java_head(void **state) {
+    (void)state;
+    char *name = name_for("ctl-java-head");
+    redisContext *r = h_redis();
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts); /* deadlines are wall-clock ms, as Redisson's */
+    long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    h_cmd_ok(r, "RPUSH redisson_lock_queue:{%s} " JAVA_ID ":1 " JAVA_ID ":2", name);
+    h_cmd_ok(r, "ZADD redisson_lock_timeout:{%s} %lld " JAVA_ID ":1 %lld " JAVA_ID ":2", name,
+             now + 600000, now + 1200000);
+    h_tool t;
+    h_tool_run(&t, h_url(), "show", name, NULL);
+    h_tool_expect(&t, 0, "behind a stuck head");
+    expect_in(t.out, "nobody listens on its channel: process gone?");
+    h_tool_free(&t);
+    h_tool_run(&t, h_url(), "dequeue", name, JAVA_ID ":1", "--yes", NULL);
+    h_tool_expect(&t, 0, "removed " JAVA_ID ":1 (1 of 2");
+    h_tool_free(&t);
+    char *head = h_cmd_str(r, "LINDEX redisson_lock_queue:{%s} 0", name);
+    assert_string_equal(head, JAVA_ID ":2");
+    free(head);
+    h_cmd_ok(r, "DEL redisson_lock_queue:{%s} redisson_lock_timeout:{%s}", name, name);
+    redisFree(r);
+    free(name);
+}
+
+/*
+ * CLIENT LIST refused (an ACL without it): no owner is called gone for want
+ * of connections; said once on stderr, and the lock is still shown.
+ */
+static void test_client_list_refused(void **state) {
+    (void)state;
+    char *name = name_for("ctl-nolist"), url[256];
+    const char *id = "feedbeef-0000-4000-8000-0000000000bb";
+    redisContext *r = h_redis();
+    h_register_client(r, id, "host-n", 555, "no-list");
+    h_cmd_ok(r, "HSET %s %s:1 1", name, id);
+    h_cmd_ok(r, "PEXPIRE %s 30000", name);
+    h_cmd_ok(r, "ACL SETUSER rlockctl-nolist reset on >pw ~* &* +@all -client|list");
+    h_url_auth(url, sizeof(url), h_url(), "rlockctl-nolist", "pw");
+    h_tool t;
+    h_tool_run(&t, url, "show", name, NULL);
+    h_tool_expect(&t, 0, "host host-n  pid 555");
+    expect_not_in(t.out, "gone?");
+    expect_not_in(t.out, "stopped");
+    expect_in(t.err, "CLIENT LIST at ");
+    expect_in(t.err, "(which processes are alive is not known)");
+    h_tool_free(&t);
+    h_tool_run(&t, url, "show", name, "--json", NULL);
+    h_jq_expect(t.out, ".owners[0].connections", "null");
+    h_jq_expect(t.out, ".owners[0].stuck", "null");
+    h_tool_free(&t);
+    h_cmd_ok(r, "ACL DELUSER rlockctl-nolist");
+    h_cmd_ok(r, "DEL %s rlock:client:%s", name, id);
+    redisFree(r);
+    free(name);
+}
+
+/* The column at which the first "  <word>  " of each line holding name starts. */
+static long column_of(const char *out, const char *name, const char *word) {
+    const char *line = strstr(out, name);
+    if (line == NULL)
+        H_FAIL("no row for %s in:\n%s", name, out);
+    while (line > out && line[-1] != '\n')
+        line--;
+    const char *at = strstr(line, word);
+    if (at == NULL)
+        H_FAIL("no \"%s\" on the row of %s in:\n%s", word, name, out);
+    return (long)(at - line);
+}
+
+/*
+ * list and watch: the columns stay aligned past 32 (watch) and 48 (list)
+ * characters of name; list shows each owner's host:pid as watch does; watch
+ * has a RENEWAL column.
+ */
+static void test_columns(void **state) {
+    (void)state;
+    char *base = name_for("ctl-cols"), *pattern = pattern_of(base), long_name[200],
+         short_name[200];
+    snprintf(long_name, sizeof(long_name), "%s-a-name-long-enough-to-pass-48-columns", base);
+    snprintf(short_name, sizeof(short_name), "%s-b", base);
+    redisContext *r = h_redis();
+    rlock_client *c = h_open(30000, 2000);
+    rlock *ll = h_get(c, long_name), *ls = h_get(c, short_name);
+    H_ASSERT_RC(rlock_lock(ll), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock(ls), RLOCK_OK);
+    h_register_client(r, rlock_client_id(c), "host-l", 4242, "test_rlockctl");
+    h_tool t;
+    h_tool_run(&t, h_url(), "list", pattern, NULL);
+    h_tool_expect(&t, 0, "(host-l:4242)");
+    assert_int_equal(column_of(t.out, long_name, "  plain  "),
+                     column_of(t.out, short_name, "  plain  "));
+    h_tool_free(&t);
+    h_tool_run(&t, h_url(), "watch", pattern, "-n", "1", NULL);
+    h_tool_expect(&t, 0, "  RENEWAL  ");
+    assert_int_equal(column_of(t.out, long_name, "  plain  "),
+                     column_of(t.out, short_name, "  plain  "));
+    assert_int_equal(column_of(t.out, long_name, "  on time  "),
+                     column_of(t.out, "NAME ", "  RENEWAL  "));
+    expect_in(t.out, "(host-l:4242)");
+    h_tool_free(&t);
+    H_ASSERT_RC(rlock_unlock(ll), RLOCK_OK);
+    H_ASSERT_RC(rlock_unlock(ls), RLOCK_OK);
+    rlock_free(ll);
+    rlock_free(ls);
+    rlock_client_close(c);
+    redisFree(r);
+    free(pattern);
+    free(base);
+}
+
 /* ---- clients ------------------------------------------------------------------------ */
 
 static void test_clients(void **state) {
@@ -711,22 +1052,30 @@ static void test_clients(void **state) {
     }
     named[2] = h_redis();
     h_cmd_ok(named[2], "CLIENT SETNAME rlock:host-z:1:abcdef12");
+    redisContext *java = h_redis(); /* Redisson's Config.setClientName("order-svc-java") */
+    h_cmd_ok(java, "CLIENT SETNAME order-svc-java");
     h_tool t;
     h_tool_run(&t, h_url(), "clients", NULL);
     h_tool_expect(&t, 0, "feedbeef  host-c");
+    expect_in(t.out, "  IDLE  ");
     expect_in(t.out, "billing");
     expect_in(t.out, "without a registration");
     expect_in(t.out, "rlock:host-z:1:abcdef12");
+    expect_in(t.out, "other named connections (a Java Redisson client's is its clientName)");
+    expect_in(t.out, "order-svc-java");
     h_tool_free(&t);
     h_tool_run(&t, h_url(), "clients", "--json", NULL);
     h_tool_expect(&t, 0, NULL);
     h_jq_expect(t.out, ".clients[] | select(.id == \"feedbeef-0000-4000-8000-000000000001\") "
                        "| \"\\(.host) \\(.pid) \\(.program) \\(.connections)\"",
                 "host-c 777 billing 2");
+    h_jq_expect(t.out, ".clients[] | select(.host == \"host-c\") | .idle_s >= 0", "true");
     h_jq_expect(t.out, ".connections[] | select(.name == \"rlock:host-z:1:abcdef12\") "
                        "| \"\\(.count) \\(.registered)\"",
                 "1 false");
+    h_jq_expect(t.out, ".other_connections[] | select(.name == \"order-svc-java\") | .count", "1");
     h_tool_free(&t);
+    redisFree(java);
     for (int i = 0; i < 3; i++)
         redisFree(named[i]);
     h_cmd_ok(r, "DEL rlock:client:%s", id);
@@ -917,6 +1266,9 @@ int main(void) {
         cmocka_unit_test(test_unlock),   cmocka_unit_test(test_unlock_holder_changed),
         cmocka_unit_test(test_refused_reads), cmocka_unit_test(test_list_other_hashes),
         cmocka_unit_test(test_rw_fenced),
+        cmocka_unit_test(test_stopped_dead_holders), cmocka_unit_test(test_fair_stuck_head),
+        cmocka_unit_test(test_fair_dead_java_head), cmocka_unit_test(test_columns),
+        cmocka_unit_test(test_client_list_refused),
         cmocka_unit_test(test_clients),  cmocka_unit_test(test_watch),
         cmocka_unit_test(test_watch_other_locks), cmocka_unit_test(test_watch_refused),
         cmocka_unit_test(test_odd_names), cmocka_unit_test(test_terminal_escapes),

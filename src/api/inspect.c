@@ -5,7 +5,9 @@
  * reaches the right node on every kind of url without routing of its own.
  *
  * What may run is a closed list of reads (read_only_verbs); anything else is
- * refused before it is sent. Commands go through rlock__exec_pipeline, with
+ * refused before it is sent. The one write, rlock__inspect_fair_dequeue, is
+ * a fixed script of the fair kind on a fair handle, not a command of the
+ * caller's. Commands go through rlock__exec_pipeline, with
  * a node of their own (every master, a channel's node) or routed by key.
  *
  * Threads: any application thread, each call guarded as a public call is.
@@ -169,4 +171,12 @@ int rlock__inspect_read(redisContext *ctx, int64_t deadline_ms, redisReply **rep
 
 int64_t rlock__inspect_now_ms(void) {
     return rlock__now_ms();
+}
+
+int rlock__inspect_fair_dequeue(rlock *fair, const char *field, size_t len, long long wait_ms) {
+    rlock__guard g;
+    int status = rlock__enter_lock(&g, fair);
+    if (status != RLOCK_OK)
+        return status;
+    return rlock__leave_status(&g, rlock__fair_dequeue(fair, field, len, wait_ms));
 }

@@ -14,7 +14,8 @@
  * reads listed in inspect.c (SCAN, TYPE, HGETALL, PTTL, LRANGE, ZRANGE,
  * GET, EXISTS, PUBSUB NUMSUB/SHARDNUMSUB, CLIENT LIST, ...), and a listener
  * connection sends only (P|S)SUBSCRIBE. Changing a lock is left to the
- * public calls (rlock_force_unlock).
+ * public calls (rlock_force_unlock), but for one thing no public call does:
+ * removing another process's entry from a fair queue (at the end).
  *
  * Threads: any thread, as the public calls (each call is guarded like one).
  * Replies are hiredis's (freeReplyObject).
@@ -97,5 +98,17 @@ int rlock__inspect_subscribe(redisContext *ctx, int argc, const char **argv,
  */
 int rlock__inspect_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply);
 int64_t rlock__inspect_now_ms(void);
+
+/*
+ * The one write of the seam, for `rlockctl dequeue`: removes the queue entry
+ * field (an owner field "<uuid>:<thread>") from the fair lock of handle fair
+ * (rlock_get_fair), as that waiter giving up would -- those behind it move
+ * wait_ms earlier, and if it was the head while the lock is free the next
+ * live waiter is woken (FAIR_LEAVE, kind/fair_lua.c). No public call removes
+ * another process's waiter: a fair queue stuck behind a stopped head has no
+ * other remedy. 1 removed, 0 not queued, RLOCK_EINVAL (not a fair handle),
+ * or an error of the command.
+ */
+int rlock__inspect_fair_dequeue(rlock *fair, const char *field, size_t len, long long wait_ms);
 
 #endif /* RLOCK_API_INSPECT_H */

@@ -94,6 +94,25 @@ static void give_up(const rlock *lock, const rlock__owner *owner, long long wait
     rlock__error_restore(&saved);
 }
 
+int rlock__fair_dequeue(const rlock *lock, const char *field, size_t field_len,
+                        long long wait_ms) {
+    char wait[24], now[24];
+    const char *publish = lock->publish_verb;
+    const char *argv[] = {lock->name, lock->queue, lock->timeouts, field, wait, lock->channel,
+                          publish, now};
+    size_t argvlen[] = {lock->name_len,      lock->queue_len,
+                        lock->timeouts_len,  field_len,
+                        rlock__fmt_i64(wait, wait_ms), lock->channel_len,
+                        strlen(publish),     rlock__fmt_i64(now, rlock__wall_ms())};
+    rlock__cmd cmd = {.script = RLOCK__SCRIPT_FAIR_LEAVE, .flags = RLOCK__CMD_WRITE, .argc = 8,
+                      .nkeys = 3, .argv = argv, .argvlen = argvlen};
+    if (lock->queue == NULL)
+        return rlock__fail(RLOCK_EINVAL, 0, "dequeue: \"%s\" is not a fair lock's handle",
+                           lock->name);
+    return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, rlock__read_forced,
+                            (void *)"FAIR_LEAVE");
+}
+
 static int force_unlock(const rlock *lock) {
     char now[24];
     const char *publish = lock->publish_verb;

@@ -202,6 +202,15 @@ extern const rlock__kind rlock__reentrant;
 extern const rlock__renewer rlock__hash_renewer;
 /* fair.c: Redisson's RedissonFairLock (getFairLock). */
 extern const rlock__kind rlock__fair;
+/*
+ * Removes another waiter's entry (owner field) from a fair lock's queue, as
+ * that waiter giving up would (FAIR_LEAVE: those behind it move wait_ms
+ * earlier; if it was the head and the lock is free, the next live head is
+ * woken). For rlockctl's dequeue: a queue stuck behind a stopped head.
+ * 1 removed, 0 it was not queued, or an error.
+ */
+int rlock__fair_dequeue(const rlock *lock, const char *field, size_t field_len,
+                        long long wait_ms);
 /* rw.c: Redisson's RedissonReadWriteLock (getReadWriteLock): its read lock and its write lock. */
 extern const rlock__kind rlock__rw_read, rlock__rw_write;
 /*

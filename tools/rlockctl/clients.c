@@ -39,7 +39,7 @@ static ctl_process *read_process(const char *id, const redisReply *h, const redi
         return NULL;
     ctl_process *p = xcalloc(1, sizeof(*p));
     p->id = xstrndup(id, strlen(id));
-    p->pid = p->started_ms = p->watchdog_timeout_ms = -1;
+    p->pid = p->started_ms = p->watchdog_timeout_ms = p->idle_s = -1;
     p->ttl_ms = ttl != NULL && ttl->type == REDIS_REPLY_INTEGER ? ttl->integer : -1;
     for (size_t i = 0; i + 1 < h->elements; i += 2) {
         const redisReply *f = h->element[i], *v = h->element[i + 1];
@@ -109,16 +109,30 @@ static int scan_registrations(ctl *c, ctl_names *ids) {
     return status;
 }
 
-static void add_conn(ctl_clients *cl, const char *name, size_t len, const char *addr) {
-    for (int i = 0; i < cl->nconns; i++)
-        if (strlen(cl->conns[i].name) == len && memcmp(cl->conns[i].name, name, len) == 0 &&
-            strcmp(cl->conns[i].addr, addr) == 0) {
-            cl->conns[i].count++;
+/* Counts a connection into *v (per name and master), keeping the least idle's idle. */
+static void add_conn(ctl_conns **v, int *n, const char *name, size_t len, const char *addr,
+                     long long idle_s) {
+    for (int i = 0; i < *n; i++)
+        if (strlen((*v)[i].name) == len && memcmp((*v)[i].name, name, len) == 0 &&
+            strcmp((*v)[i].addr, addr) == 0) {
+            (*v)[i].count++;
+            if (idle_s < (*v)[i].idle_s)
+                (*v)[i].idle_s = idle_s;
             return;
         }
-    cl->conns = xrealloc(cl->conns, (size_t)(cl->nconns + 1) * sizeof(*cl->conns));
-    cl->conns[cl->nconns++] = (ctl_conns){.name = xstrndup(name, len),
-                                           .addr = xstrndup(addr, strlen(addr)), .count = 1};
+    *v = xrealloc(*v, (size_t)(*n + 1) * sizeof(**v));
+    (*v)[(*n)++] = (ctl_conns){.name = xstrndup(name, len),
+                               .addr = xstrndup(addr, strlen(addr)), .count = 1,
+                               .idle_s = idle_s};
+}
+
+/* The value of " key=" in a CLIENT LIST line (len bytes), or NULL. */
+static const char *field_of(const char *line, size_t len, const char *key) {
+    size_t klen = strlen(key);
+    for (const char *p = line; p + klen <= line + len; p++)
+        if ((p == line || p[-1] == ' ') && strncmp(p, key, klen) == 0)
+            return p + klen;
+    return NULL;
 }
 
 /* Whether a connection name "rlock:<host>:<pid>:<id8>" is this rlockctl's own client's. */
@@ -126,28 +140,47 @@ static int is_own(const char *name, size_t len, const char *own_id) {
     return len > 9 && name[len - 9] == ':' && memcmp(name + len - 8, own_id, 8) == 0;
 }
 
-/* CLIENT LIST's lines whose name= starts with rlock: (not ours) are counted per name. */
+/*
+ * CLIENT LIST's lines whose name= starts with rlock: (not ours) are counted
+ * per name; other names (not empty) apart.
+ */
 static void read_client_list(ctl_clients *cl, const char *text, const char *addr,
                              const char *own_id) {
     for (const char *line = text; line != NULL && *line != '\0';) {
         const char *end = strchr(line, '\n');
         size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
-        const char *name = NULL;
-        for (const char *p = line; p < line + len; p++)
-            if ((p == line || p[-1] == ' ') && strncmp(p, "name=rlock:", 11) == 0)
-                name = p + 5;
-        if (name != NULL) {
-            size_t nlen = 0;
-            while (name + nlen < line + len && name[nlen] != ' ' && name[nlen] != '\r')
-                nlen++;
+        const char *name = field_of(line, len, "name=");
+        const char *idle = field_of(line, len, "idle=");
+        long long idle_s = idle != NULL ? strtoll(idle, NULL, 10) : 0;
+        size_t nlen = 0;
+        while (name != NULL && name + nlen < line + len && name[nlen] != ' ' && name[nlen] != '\r')
+            nlen++;
+        if (nlen > 6 && strncmp(name, "rlock:", 6) == 0) {
             if (!is_own(name, nlen, own_id))
-                add_conn(cl, name, nlen, addr);
+                add_conn(&cl->conns, &cl->nconns, name, nlen, addr, idle_s);
+        } else if (nlen > 0) { /* e.g. a Java Redisson client's clientName */
+            add_conn(&cl->others, &cl->nothers, name, nlen, addr, idle_s);
         }
         line = end != NULL ? end + 1 : NULL;
     }
 }
 
+/*
+ * CLIENT LIST refused at addr: connections unknown (no owner is called gone
+ * for it). Said once per run, not at every batch of names or watch screen.
+ */
+static void refused(ctl_clients *cl, const char *addr, const redisReply *r) {
+    static int said;
+    cl->conns_known = 0;
+    if (said++)
+        return;
+    fprintf(stderr, "rlockctl: CLIENT LIST at %s: ", addr);
+    ctl_put_str(stderr, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+    fputs(" (which processes are alive is not known)\n", stderr);
+}
+
 static int list_connections(ctl *c, rlock__inspect_node **masters, int n, ctl_clients *cl) {
+    cl->conns_known = 1;
     for (int i = 0; i < n; i++) {
         const char *argv[] = {"CLIENT", "LIST"};
         rlock__inspect_cmd cmd = {.node = masters[i], .argc = 2, .argv = argv};
@@ -160,11 +193,17 @@ static int list_connections(ctl *c, rlock__inspect_node **masters, int n, ctl_cl
         if (r->type == REDIS_REPLY_STRING)
             read_client_list(cl, r->str, addr, rlock_client_id(c->client));
         else /* an ACL may refuse CLIENT LIST: the registrations still tell a lot */
-            fprintf(stderr, "rlockctl: CLIENT LIST at %s: %s\n", addr,
-                    r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+            refused(cl, addr, r);
         freeReplyObject(r);
     }
     return RLOCK_OK;
+}
+
+int ctl_list_conns(ctl *c, ctl_clients *out) {
+    rlock__inspect_node *masters[RLOCK__INSPECT_MAX_MASTERS];
+    int nmasters = 0;
+    int status = rlock__inspect_masters(c->client, masters, RLOCK__INSPECT_MAX_MASTERS, &nmasters);
+    return status == RLOCK_OK ? list_connections(c, masters, nmasters, out) : status;
 }
 
 /* The connection name a registered client gives its connections. */
@@ -199,7 +238,10 @@ int ctl_find_clients(ctl *c, ctl_clients *out) {
     for (int i = 0; i < out->n; i++)
         for (int k = 0; k < out->nconns; k++)
             if (names_process(&out->conns[k], out->v[i])) {
-                out->v[i]->connections += out->conns[k].count;
+                ctl_process *p = out->v[i];
+                p->connections += out->conns[k].count;
+                if (p->idle_s < 0 || out->conns[k].idle_s < p->idle_s)
+                    p->idle_s = out->conns[k].idle_s;
                 out->conns[k].registered = 1;
             }
     ctl_names_free(&ids);
@@ -213,6 +255,11 @@ void ctl_clients_free(ctl_clients *clients) {
         free(clients->conns[i].name);
         free(clients->conns[i].addr);
     }
+    for (int i = 0; i < clients->nothers; i++) {
+        free(clients->others[i].name);
+        free(clients->others[i].addr);
+    }
+    free(clients->others);
     free(clients->v);
     free(clients->conns);
     *clients = (ctl_clients){0};

@@ -8,6 +8,12 @@
  * kind (rlock_get, rlock_get_fair), after showing who holds it and being
  * told yes (the terminal, or --yes).
  *
+ * dequeue removes one entry from a fair lock's queue (a queue stuck behind a
+ * stopped head has no other remedy: the lock is free, so unlock has nothing
+ * to do, and the head's deadline may be minutes away), after the same
+ * question, through the fair lock's own leave script (the seam's one write,
+ * rlock__inspect_fair_dequeue), which wakes the next waiter.
+ *
  * Threads: the main thread.
  */
 #include <string.h>
@@ -85,7 +91,7 @@ static void describe_holders(FILE *f, const ctl_lock *l) {
         fputs(k > 0 ? ", " : "", f);
         ctl_put_owner_short(f, &l->owners[k]);
         fputs(" (", f);
-        ctl_put_process(f, l->owners[k].process);
+        ctl_put_party(f, &l->owners[k]);
         fputc(')', f);
     }
 }
@@ -226,6 +232,114 @@ int ctl_cmd_unlock(ctl *c) {
     return status;
 }
 
+/* ---- dequeue ------------------------------------------------------------------------ */
+
+/* The position of entry in l's queue (0 = the head), or -1. */
+static int queued_at(const ctl_lock *l, const char *entry) {
+    for (int k = 0; k < l->nqueue; k++)
+        if (l->queue[k].who.field_len == strlen(entry) &&
+            memcmp(l->queue[k].who.field, entry, l->queue[k].who.field_len) == 0)
+            return k;
+    return -1;
+}
+
+/* "ENTRY (1 of 2 in NAME's queue; <its process>)" */
+static void describe_entry(FILE *f, const ctl_lock *l, int at) {
+    const ctl_owner *o = &l->queue[at].who;
+    ctl_put_text(f, o->field, o->field_len);
+    fprintf(f, " (%d of %lld in the queue of ", at + 1, l->queue_len);
+    put_name(f, l->name);
+    fputs(", ", f);
+    fputs(l->held ? "held; " : "free; ", f);
+    ctl_put_party(f, o);
+    fputc(')', f);
+}
+
+/*
+ * How much earlier the waiters behind entry at may take over: its share of
+ * the deadlines (each waiter's is the one before it plus its own wait,
+ * Redisson's layout), what its leaving gives back. For the head, the time
+ * left to its deadline.
+ */
+static long long wait_given_back(const ctl_lock *l, int at) {
+    long long deadline = l->queue[at].deadline_ms;
+    long long before = at > 0 ? l->queue[at - 1].deadline_ms : ctl_wall_ms();
+    if (deadline < 0 || before < 0 || deadline < before)
+        return 0;
+    return deadline - before;
+}
+
+/* Asks on the terminal whether to remove the entry at; CTL_OK if yes. */
+static int confirm_dequeue(ctl *c, const ctl_lock *l, int at) {
+    char answer[16] = "";
+    if (c->opt.yes)
+        return CTL_OK;
+    if (!isatty(STDIN_FILENO)) {
+        fputs("rlockctl: not removing ", stderr);
+        ctl_put_text(stderr, l->queue[at].who.field, l->queue[at].who.field_len);
+        fputs(": no terminal to confirm on (pass --yes)\n", stderr);
+        return CTL_REFUSED;
+    }
+    fputs("remove ", stderr);
+    describe_entry(stderr, l, at);
+    if (ctl_stuck(&l->queue[at].who) == NULL)
+        fputs("\n  its process looks alive: it queues again at its next attempt", stderr);
+    fputs("? [y/N] ", stderr);
+    if (fgets(answer, sizeof(answer), stdin) == NULL ||
+        (strcmp(answer, "y\n") != 0 && strcmp(answer, "yes\n") != 0)) {
+        fputs("rlockctl: not removed\n", stderr);
+        return CTL_REFUSED;
+    }
+    return CTL_OK;
+}
+
+/* Removes the entry at through the fair lock's own leave script; CTL_OK if it was there. */
+static int dequeue(ctl *c, const ctl_lock *l, int at) {
+    rlock *fair = NULL;
+    const ctl_owner *o = &l->queue[at].who;
+    int status = rlock_get_fair(c->client, l->name, &fair);
+    if (status != RLOCK_OK)
+        return ctl_redis_error("dequeue", status);
+    int rc = rlock__inspect_fair_dequeue(fair, o->field, o->field_len, wait_given_back(l, at));
+    rlock_free(fair);
+    if (rc < 0)
+        return ctl_redis_error("dequeue", rc);
+    if (rc == 0) {
+        fputs("rlockctl: ", stderr);
+        ctl_put_text(stderr, o->field, o->field_len);
+        fputs(": not queued any more (it took the lock or left meanwhile)\n", stderr);
+        return CTL_NOTHING;
+    }
+    fputs("removed ", c->out);
+    describe_entry(c->out, l, at);
+    if (at == 0 && !l->held && l->nqueue > 1)
+        fputs("; the next waiter was woken", c->out);
+    fputc('\n', c->out);
+    return CTL_OK;
+}
+
+int ctl_cmd_dequeue(ctl *c) {
+    const char *entry = c->opt.argv[2];
+    ctl_locks locks;
+    int status = find_named(c, c->opt.argv[1], &locks);
+    int at = status == CTL_OK ? queued_at(&locks.v[0], entry) : -1;
+    if (status == CTL_OK && at < 0) {
+        fputs("rlockctl: ", stderr);
+        ctl_put_text(stderr, entry, strlen(entry));
+        fputs(" is not in the queue of ", stderr);
+        put_name(stderr, locks.v[0].name);
+        fputs(locks.v[0].kind == KIND_FAIR ? " (rlockctl show lists it)\n"
+                                           : " (not a fair lock: no queue)\n", stderr);
+        status = CTL_NOTHING;
+    }
+    if (status == CTL_OK)
+        status = confirm_dequeue(c, &locks.v[0], at);
+    if (status == CTL_OK)
+        status = dequeue(c, &locks.v[0], at);
+    ctl_locks_free(&locks);
+    return status;
+}
+
 /* ---- clients ------------------------------------------------------------------------ */
 
 int ctl_cmd_clients(ctl *c) {
@@ -238,9 +352,9 @@ int ctl_cmd_clients(ctl *c) {
     int found = clients.n > 0 || clients.nconns > 0;
     if (c->opt.json)
         ctl_render_clients_json(c, &clients);
-    else if (found)
+    else if (found || clients.nothers > 0)
         ctl_render_clients(c, &clients);
-    else
+    if (!found && !c->opt.json) /* others (Java, tools) are shown, but are no rlock client */
         fputs("rlockctl: no rlock client registered, no connection named rlock:*\n", stderr);
     ctl_clients_free(&clients);
     return found ? CTL_OK : CTL_NOTHING;

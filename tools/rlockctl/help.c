@@ -21,19 +21,28 @@ static const command_help command_helps[] = {
      "    Lists the locks whose names match PATTERN (Redis glob: * ? [abc] \\x;\n"
      "    default *), found with SCAN on every master (never KEYS), sorted by\n"
      "    name: the kind (plain, fair, rw, fenced), the owners with their hold\n"
-     "    counts, the TTL, and the waiters. A fair lock that is free but has a\n"
-     "    queue is listed too (state \"free\"). Exit status 1 if nothing matched.\n"},
+     "    counts and host:pid (and \"gone?\" or \"stopped?\", as show says), the\n"
+     "    TTL, and the waiters. A fair lock that is free but has a queue is listed\n"
+     "    too (state \"free\"), with \"queue head stuck\" when its head cannot\n"
+     "    move. Exit status 1 if nothing matched.\n"},
     {"show", "rlockctl show NAME [--json]",
      "    Everything about one lock: kind, TTL, each owner and the process it\n"
-     "    belongs to (host, pid, program, version, from its client registration\n"
-     "    rlock:client:<uuid>; \"unregistered\" for Java Redisson and rlock < 0.5),\n"
-     "    the channels its waiters sleep on with their subscriber counts, a fair\n"
-     "    lock's queue with each waiter's deadline, a fenced lock's last token, and\n"
-     "    whether renewal is on time (the TTL against the owner's watchdog timeout).\n"
+     "    belongs to (host, pid, program, version, the client's age, from its\n"
+     "    registration rlock:client:<uuid>) and its client's connections (CLIENT\n"
+     "    LIST names rlock:<host>:<pid>:<id8>: how many, how long idle), which say\n"
+     "    whether it is still there: \"no connection: process gone?\",\n"
+     "    \"no registration (expired, ...); 2 connections, least idle 41s ...:\n"
+     "    process stopped?\"; the channels its waiters sleep on with their subscriber\n"
+     "    counts, a fair lock's queue with each waiter's deadline and process (a\n"
+     "    head that cannot move is flagged \"stuck\", with the dequeue that\n"
+     "    removes it), a fenced lock's last token, and whether renewal is on time,\n"
+     "    late (the TTL against the owner's watchdog timeout) or stopped (an\n"
+     "    owner's process gone or stopped).\n"
      "    Exit status 1 if NAME is not locked (and no queue), 5 if it is not a lock.\n"},
     {"watch", "rlockctl watch NAME|PATTERN [--interval MS] [-n COUNT]",
      "    A live view, redrawn every --interval ms (default 1000), like top:\n"
-     "    holders, TTLs, waiters and hand-offs per second of the matching locks.\n"
+     "    holders (host:pid, gone? or stopped?), TTLs, waiters, renewal (on time,\n"
+     "    late), a stuck queue head, and hand-offs per second of the matching locks.\n"
      "    Hand-offs are the unlock messages heard on the locks' channels (it\n"
      "    subscribes to them) plus, for a lock whose holder changed between two\n"
      "    screens with no message heard, one (an in-process hand-off publishes\n"
@@ -51,13 +60,26 @@ static const command_help command_helps[] = {
      "    refuses too (4): the yes was to the holders shown. Exit status 1 if\n"
      "    NAME was not locked, 5 if it is not a lock (left untouched).\n"
      "    The previous holder learns of the loss at its next renewal or call.\n"},
+    {"dequeue", "rlockctl dequeue NAME ENTRY [--yes]",
+     "    Removes ENTRY (an owner field <uuid>:<thread>, as show lists it) from\n"
+     "    the fair lock NAME's queue: the remedy for a queue stuck behind a head\n"
+     "    that does not take the lock (show and watch flag it: \"stuck\"), which\n"
+     "    unlock cannot help (the lock is free) and killing the head does not\n"
+     "    either (its entry stays until its deadline). The waiters behind it\n"
+     "    move up, its share of their deadlines is given back, and if it was the\n"
+     "    head of a free lock the next waiter is woken. Shows the entry and its\n"
+     "    process and asks \"remove ENTRY (...)? [y/N]\"; --yes skips the\n"
+     "    question, without a terminal it refuses unless --yes (4). Exit status\n"
+     "    1 if ENTRY is not queued. A live waiter removed queues again.\n"},
     {"clients", "rlockctl clients [--json]",
      "    The rlock clients registered on the masters (SCAN rlock:client:*):\n"
-     "    id, host, pid, program, rlock version, age, watchdog timeout, url\n"
+     "    id, host, pid, program, rlock version, age, connections and how long\n"
+     "    the least idle one has been idle, watchdog timeout, url\n"
      "    (without credentials), and the connections each has open per master\n"
      "    (CLIENT LIST entries named rlock:<host>:<pid>:<id8>). Connections named\n"
-     "    for a client that has no registration are listed apart. Exit status 1\n"
-     "    if there is none of either.\n"},
+     "    for a client that has no registration are listed apart, and so are\n"
+     "    connections with other names (a Java Redisson client's clientName).\n"
+     "    Exit status 1 if there is no rlock client, registered or connected.\n"},
 };
 
 static const char *const manual =
@@ -80,8 +102,9 @@ static const char *const manual =
     "    PUBSUB NUMSUB/SHARDNUMSUB, CLIENT LIST), sent through librlock's own\n"
     "    connections, so every url rlock accepts works: one server, Sentinel\n"
     "    (the current master), Cluster (SCAN on every master, each key at its\n"
-    "    slot's master). The only write is `unlock`, through the public\n"
-    "    rlock_force_unlock().\n"
+    "    slot's master). The only writes are `unlock`, through the public\n"
+    "    rlock_force_unlock(), and `dequeue`, through the fair lock's own\n"
+    "    script for a waiter that gives up.\n"
     "\n"
     "    Waiters are counted as PUBSUB NUMSUB (and SHARDNUMSUB) of the lock's\n"
     "    channel at the node where rlock and Redisson subscribe: one\n"
@@ -100,7 +123,7 @@ static const char *const options_etc =
     "                     Default: $RLOCK_URL, else redis://127.0.0.1:6379.\n"
     "    --timeout MS     bound of connecting and of each command (default 3000)\n"
     "    --json           list, show, clients: one JSON document on stdout\n"
-    "    --yes, -y        unlock: do not ask\n"
+    "    --yes, -y        unlock, dequeue: do not ask\n"
     "    --interval MS    watch: time between screens (default 1000)\n"
     "    -n, --count N    watch: stop after N screens\n"
     "    --help, -h       this text (with a command: that command's)\n"
@@ -112,7 +135,7 @@ static const char *const options_etc =
     "    2  usage error (bad command line, malformed url)\n"
     "    3  cannot connect, Redis answered an error (message on stderr), or the\n"
     "       output could not be written\n"
-    "    4  unlock refused: not confirmed, or no terminal and no --yes\n"
+    "    4  unlock or dequeue refused: not confirmed, or no terminal and no --yes\n"
     "    5  the name holds something that is not a lock\n"
     "\n"
     "EXAMPLES\n"
@@ -157,7 +180,7 @@ int ctl_usage(const char *command, const char *problem) {
         fprintf(stderr, "usage: %s\n", h->synopsis);
     else
         fprintf(stderr, "usage: rlockctl [--url URL] [--timeout MS] "
-                        "list|show|watch|unlock|clients|help [ARGS]\n"
+                        "list|show|watch|unlock|dequeue|clients|help [ARGS]\n"
                         "       rlockctl --help\n");
     return CTL_USAGE;
 }

@@ -118,7 +118,12 @@ const char *ctl_renewal(const ctl_lock *lock, long long *wd_ms) {
     for (int i = 0; i < lock->nowners; i++)
         if (lock->owners[i].process != NULL && lock->owners[i].process->watchdog_timeout_ms > 0)
             *wd_ms = lock->owners[i].process->watchdog_timeout_ms;
-    if (!lock->held || lock->ttl_ms < 0 || *wd_ms <= 0)
+    if (!lock->held || lock->ttl_ms < 0)
+        return NULL;
+    for (int i = 0; i < lock->nowners; i++) /* a TTL still high says nothing then */
+        if (ctl_stuck(&lock->owners[i]) != NULL)
+            return "stopped";
+    if (*wd_ms <= 0)
         return NULL;
     return lock->ttl_ms * 3 >= *wd_ms * 2 ? "on time" : "late";
 }
@@ -324,11 +329,13 @@ static int parse_owner(const char *field, size_t len, ctl_owner *o) {
         return -1;
     *o = (ctl_owner){.field = xstrndup(field, len), .field_len = len,
                      .client_id = xstrndup(field, id_len),
-                     .thread = xstrndup(thread, thread_len), .write = write};
+                     .thread = xstrndup(thread, thread_len), .write = write,
+                     .conns = -1, .idle_s = -1};
     return 0;
 }
 
 static void owner_clear(ctl_owner *o) {
+    free(o->conn_name);
     free(o->field);
     free(o->client_id);
     free(o->thread);
@@ -422,8 +429,8 @@ static int read_layout(const char *name, size_t len, redisReply **rs, ctl_lock *
                         ? rs[R_PTTL]->integer : -1;
         if (read_hash(rs[R_HASH], l) != 0 || l->ttl_ms == -1) {
             lookup->found = FOUND_OTHER;
-            snprintf(lookup->what, sizeof(lookup->what), "a hash that is not a lock (%s)",
-                     l->ttl_ms == -1 ? "no TTL" : "a field not <id>:<thread>");
+            snprintf(lookup->what, sizeof(lookup->what), "a hash %s", /* "..., not a lock" */
+                     l->ttl_ms == -1 ? "without a TTL" : "with a field not <id>:<thread>");
             lock_clear(l);
             return 0;
         }
@@ -569,6 +576,95 @@ static int read_owner_processes(ctl *c, ctl_locks *ls, int first) {
     return status;
 }
 
+/* Whether a connection name "rlock:<host>:<pid>:<id8>" is one of client id's. */
+static int conn_of(const char *name, const char *id) {
+    size_t len = strlen(name), idl = strlen(id);
+    return idl >= 8 && len > 9 && name[len - 9] == ':' && memcmp(name + len - 8, id, 8) == 0;
+}
+
+/* Counts o's client's connections among cl's (unknown if CLIENT LIST was refused). */
+static void match_conns(ctl_owner *o, const ctl_clients *cl) {
+    o->conns = cl->conns_known ? 0 : -1;
+    o->idle_s = -1;
+    for (int i = 0; i < cl->nconns; i++) {
+        const ctl_conns *k = &cl->conns[i];
+        if (!conn_of(k->name, o->client_id))
+            continue;
+        o->conns = (o->conns < 0 ? 0 : o->conns) + k->count;
+        if (o->idle_s < 0 || k->idle_s < o->idle_s)
+            o->idle_s = k->idle_s;
+        if (o->conn_name == NULL)
+            o->conn_name = xstrndup(k->name, strlen(k->name));
+    }
+}
+
+/*
+ * Matches the owners and waiters of locks[first..] to their clients'
+ * connections: a registration says who a client was, its connections
+ * whether the process is still there (a SIGKILLed one's close at once, a
+ * stopped one's stay, idle).
+ */
+static int read_owner_conns(ctl *c, ctl_locks *ls, int first) {
+    ctl_clients cl = {0};
+    if (first == ls->n)
+        return RLOCK_OK;
+    int status = ctl_list_conns(c, &cl);
+    for (int i = first; i < ls->n && status == RLOCK_OK; i++) {
+        for (int k = 0; k < ls->v[i].nowners; k++)
+            match_conns(&ls->v[i].owners[k], &cl);
+        for (int k = 0; k < ls->v[i].nqueue; k++)
+            match_conns(&ls->v[i].queue[k].who, &cl);
+    }
+    ctl_clients_free(&cl);
+    return status;
+}
+
+const char *ctl_stuck(const ctl_owner *o) {
+    if (o->conns < 0)
+        return NULL;
+    if (o->conns == 0)
+        return o->process != NULL ? "no connection: process gone?" : NULL;
+    /*
+     * Without a registration its watchdog timeout is not known: the default's
+     * (a client with register_client = 0 has connections and no registration
+     * while alive, so its idle time decides, not the missing hash).
+     */
+    long long wd = o->process != NULL && o->process->watchdog_timeout_ms > 0
+                       ? o->process->watchdog_timeout_ms : 30000;
+    if (o->idle_s * 1000 <= wd * 2 / 3)
+        return NULL;
+    return o->process != NULL ? "connections idle: process stopped?"
+                              : "no registration, connections idle: process stopped?";
+}
+
+const char *ctl_head_stuck(const ctl_lock *l) {
+    if (l->kind != KIND_FAIR || l->nqueue == 0)
+        return NULL;
+    const ctl_owner *head = &l->queue[0].who;
+    const char *why = ctl_stuck(head);
+    if (why != NULL)
+        return why;
+    /*
+     * A live head takes a free lock within a round trip of its release; one
+     * still queued whose registration is gone while its connections stay
+     * (a live client rewrites it every third of its TTL) is stopped.
+     */
+    if (!l->held && head->process == NULL && head->conns > 0)
+        return "registration expired while connected: process stopped?";
+    if (head->conns > 0)
+        return NULL; /* its connections told: a waiter subscribes just after it queues */
+    /*
+     * Every waiter, rlock's or Java Redisson's, listens on its own channel
+     * while queued (lock_channels: channels[0] is the head's); a stopped
+     * process still does, a dead one does not -- which tells of a killed Java
+     * head, and of an rlock head whose registration has expired too.
+     */
+    const ctl_channel *ch = l->nchannels > 0 ? &l->channels[0] : NULL;
+    if (ch != NULL && ch->classic == 0 && ch->sharded <= 0)
+        return "nobody listens on its channel: process gone?";
+    return NULL;
+}
+
 /* ---- batches ----------------------------------------------------------------------- */
 
 static void locks_push(ctl_locks *ls, const ctl_lock *l) {
@@ -613,6 +709,8 @@ static int read_batch(ctl *c, const ctl_name *names, int n, ctl_locks *out,
         status = read_subscribers(c, out->v + first, out->n - first);
     if (status == RLOCK_OK)
         status = read_owner_processes(c, out, first);
+    if (status == RLOCK_OK)
+        status = read_owner_conns(c, out, first);
     return status;
 }
 

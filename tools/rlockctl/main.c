@@ -34,6 +34,7 @@ static const command commands[] = {
     {"show", 1, 1, OPT_JSON, ctl_cmd_show},
     {"watch", 1, 1, OPT_WATCH, ctl_cmd_watch},
     {"unlock", 1, 1, OPT_YES, ctl_cmd_unlock},
+    {"dequeue", 2, 2, OPT_YES, ctl_cmd_dequeue},
     {"clients", 0, 0, OPT_JSON, ctl_cmd_clients},
 };
 

@@ -13,8 +13,6 @@
 
 #include "rlockctl.h"
 
-#define UNREGISTERED "unregistered (Redisson or rlock < 0.5)"
-
 void ctl_put_owner_short(FILE *f, const ctl_owner *o) {
     size_t id_len = strlen(o->client_id);
     ctl_put_text(f, o->client_id, id_len < 8 ? id_len : 8);
@@ -23,12 +21,25 @@ void ctl_put_owner_short(FILE *f, const ctl_owner *o) {
     fprintf(f, "%s x%lld", o->write ? ":write" : "", o->holds);
 }
 
-void ctl_put_process(FILE *f, const ctl_process *p) {
-    char age[32];
-    if (p == NULL) {
-        fputs(UNREGISTERED, f);
-        return;
+/* CLIENT LIST's idle= (whole seconds) as "41s", "4m03s". */
+static const char *idle_text(long long idle_s, char *buf, size_t size) {
+    if (idle_s >= 0 && idle_s < 60) {
+        snprintf(buf, size, "%llds", idle_s);
+        return buf;
     }
+    return ctl_duration(idle_s * 1000, buf, size);
+}
+
+/* "2 connections, least idle 0s" */
+static void put_conns(FILE *f, const ctl_owner *o) {
+    char idle[32];
+    fprintf(f, "%d connection%s %s", o->conns, o->conns == 1 ? " idle" : "s, least idle",
+            idle_text(o->idle_s, idle, sizeof(idle)));
+}
+
+/* A registration's fields: host, pid, program, version, the client's uptime. */
+static void put_registration(FILE *f, const ctl_process *p) {
+    char age[32];
     fputs("host ", f);
     ctl_put_str(f, p->host);
     fprintf(f, "  pid %lld  program ", p->pid);
@@ -37,11 +48,77 @@ void ctl_put_process(FILE *f, const ctl_process *p) {
         fputs("  rlock ", f);
         ctl_put_str(f, p->version);
     }
-    if (p->started_ms > 0)
-        fprintf(f, "  up %s", ctl_duration(ctl_wall_ms() - p->started_ms, age, sizeof(age)));
+    if (p->started_ms > 0) /* the client's, not the hold's: a lock's age is not kept */
+        fprintf(f, "  client up %s",
+                ctl_duration(ctl_wall_ms() - p->started_ms, age, sizeof(age)));
 }
 
-static int text_width(const char *s, size_t len) {
+void ctl_put_party(FILE *f, const ctl_owner *o) {
+    const char *stuck = ctl_stuck(o);
+    if (o->process != NULL) {
+        put_registration(f, o->process);
+        if (o->conns == 0) {
+            fputs("  no connection: process gone?", f);
+        } else if (o->conns > 0) {
+            fputs("  ", f);
+            put_conns(f, o);
+            if (stuck != NULL)
+                fputs(": process stopped?", f);
+        }
+        return;
+    }
+    if (o->conns > 0) { /* a live client rewrites its registration every third of its TTL */
+        fputs("no registration (expired, or register_client off); ", f);
+        put_conns(f, o);
+        fputs(" (", f);
+        ctl_put_str(f, o->conn_name);
+        fputs(stuck != NULL ? "): process stopped?" : ")", f);
+        return;
+    }
+    fputs("unregistered, no connection named for it (Java Redisson, rlock < 0.5, or gone)", f);
+}
+
+/* "host:pid" from a registration, else from a connection name "rlock:<host>:<pid>:<id8>". */
+static int put_host_pid(FILE *f, const ctl_owner *o) {
+    if (o->process != NULL && o->process->host != NULL) {
+        ctl_put_str(f, o->process->host);
+        fprintf(f, ":%lld", o->process->pid);
+        return 1;
+    }
+    if (o->conn_name == NULL || strlen(o->conn_name) < 6 + 9)
+        return 0;
+    ctl_put_text(f, o->conn_name + 6, strlen(o->conn_name) - 6 - 9);
+    return 1;
+}
+
+void ctl_put_party_short(FILE *f, const ctl_owner *o) {
+    char idle[32];
+    if (o->process == NULL && o->conns <= 0)
+        return; /* Java Redisson, rlock < 0.5: nothing names its process */
+    fputs(" (", f);
+    if (!put_host_pid(f, o))
+        fputc('?', f); /* a registration without host */
+    if (o->conns == 0)
+        fputs(": no connection, gone?", f);
+    else if (ctl_stuck(o) != NULL)
+        fprintf(f, ": %sidle %s, stopped?", o->process == NULL ? "no registration, " : "",
+                idle_text(o->idle_s, idle, sizeof(idle)));
+    fputc(')', f);
+}
+
+void ctl_put_head_stuck(FILE *f, const ctl_lock *l) {
+    const char *why = ctl_head_stuck(l);
+    if (why == NULL)
+        return;
+    fputs("  queue head stuck: ", f);
+    ctl_put_text(f, l->queue[0].who.field, l->queue[0].who.field_len);
+    fputs(" (", f);
+    if (put_host_pid(f, &l->queue[0].who))
+        fputs(": ", f);
+    fprintf(f, "%s)", why);
+}
+
+int ctl_text_width(const char *s, size_t len) {
     int w = 0; /* UTF-8 continuation bytes take no column */
     for (size_t i = 0; i < len; i++)
         w += ((unsigned char)s[i] & 0xc0) != 0x80;
@@ -59,7 +136,7 @@ static void put_cell(FILE *f, const char *s, int width, size_t max) {
     if (max > 0 && len > max)
         len = max;
     ctl_put_text(f, s != NULL ? s : "?", len);
-    pad(f, width - text_width(s != NULL ? s : "?", len));
+    pad(f, width - ctl_text_width(s != NULL ? s : "?", len));
 }
 
 static const char *state_of(const ctl_lock *l) {
@@ -73,22 +150,25 @@ void ctl_render_list(ctl *c, const ctl_locks *locks) {
     int width = 4;
     char ttl[32];
     for (int i = 0; i < locks->n; i++) {
-        int w = text_width(locks->v[i].name, locks->v[i].name_len);
-        width = w > width ? (w < 48 ? w : 48) : width;
+        int w = ctl_text_width(locks->v[i].name, locks->v[i].name_len);
+        width = w > width ? w : width; /* capped at 48, a longer name pushed its row's columns */
     }
     fprintf(f, "%-*s  %-6s  %-5s  %-10s  %-7s  %s\n", width, "NAME", "KIND", "STATE", "TTL",
             "WAITERS", "OWNERS");
     for (int i = 0; i < locks->n; i++) {
         const ctl_lock *l = &locks->v[i];
         ctl_put_text(f, l->name, l->name_len);
-        pad(f, width - text_width(l->name, l->name_len));
+        pad(f, width - ctl_text_width(l->name, l->name_len));
         fprintf(f, "  %-6s  %-5s  %-10s  %-7lld  ", ctl_kind_name(l->kind), state_of(l),
                 ctl_duration(l->ttl_ms, ttl, sizeof(ttl)), ctl_lock_waiters(l));
         for (int k = 0; k < l->nowners; k++) {
             fputs(k > 0 ? ", " : "", f);
             ctl_put_owner_short(f, &l->owners[k]);
+            ctl_put_party_short(f, &l->owners[k]);
         }
-        fputs(l->nowners == 0 ? "-\n" : "\n", f);
+        fputs(l->nowners == 0 ? "-" : "", f);
+        ctl_put_head_stuck(f, l);
+        fputc('\n', f);
     }
 }
 
@@ -151,6 +231,10 @@ static void json_party(FILE *f, const ctl_owner *o) {
     json_key_str(f, "thread", o->thread);
     fputs(",\"process\":", f);
     json_process(f, o->process);
+    json_key_num(f, "connections", o->conns);
+    json_key_num(f, "idle_s", o->idle_s);
+    json_key_str(f, "connection_name", o->conn_name);
+    json_key_str(f, "stuck", ctl_stuck(o));
 }
 
 void ctl_render_lock_json(FILE *f, const ctl_lock *l) {
@@ -192,6 +276,7 @@ void ctl_render_lock_json(FILE *f, const ctl_lock *l) {
     long long wd_ms;
     fprintf(f, "],\"waiters\":%lld,\"renewal\":", ctl_lock_waiters(l));
     json_str_or_null(f, ctl_renewal(l, &wd_ms));
+    json_key_str(f, "head_stuck", ctl_head_stuck(l));
     fputc('}', f);
 }
 
@@ -221,11 +306,20 @@ static void show_queue(FILE *f, const ctl_lock *l) {
         else
             fprintf(f, "  deadline in %s\n", ctl_duration(w->deadline_ms - now, due, sizeof(due)));
         fputs("            ", f);
-        ctl_put_process(f, w->who.process);
+        ctl_put_party(f, &w->who);
         fputc('\n', f);
     }
     if (l->queue_len > l->nqueue)
         fprintf(f, "          and %lld more\n", l->queue_len - l->nqueue);
+    const char *stuck = ctl_head_stuck(l);
+    if (stuck == NULL)
+        return;
+    fprintf(f, "stuck     the queue's head does not %s: %s\n          remedy: rlockctl dequeue ",
+            l->held ? "move" : "take the free lock", stuck);
+    ctl_put_text(f, l->name, l->name_len); /* escaped for the terminal; quoting is the shell's */
+    fputc(' ', f);
+    ctl_put_text(f, l->queue[0].who.field, l->queue[0].who.field_len);
+    fputs(" (removes it, wakes the next)\n", f);
 }
 
 void ctl_render_show(ctl *c, const ctl_lock *l) {
@@ -238,7 +332,9 @@ void ctl_render_show(ctl *c, const ctl_lock *l) {
         fprintf(f, "state     %s, TTL %s\n", l->mode != NULL ? l->mode : "held",
                 ctl_duration(l->ttl_ms, ttl, sizeof(ttl)));
     else
-        fputs("state     free (waiters queued)\n", f);
+        fprintf(f, "state     free, %lld waiter%s queued%s\n", l->queue_len,
+                l->queue_len == 1 ? "" : "s",
+                ctl_head_stuck(l) != NULL ? " behind a stuck head (below)" : "");
     if (l->token >= 0)
         fprintf(f, "token     %lld (the last fencing token given)\n", l->token);
     for (int k = 0; k < l->nowners; k++) {
@@ -246,12 +342,16 @@ void ctl_render_show(ctl *c, const ctl_lock *l) {
         fputs(k == 0 ? "owner     " : "          ", f);
         ctl_put_text(f, o->field, o->field_len);
         fprintf(f, "  holds %lld%s\n          ", o->holds, o->write ? "  (writer)" : "");
-        ctl_put_process(f, o->process);
+        ctl_put_party(f, o);
         fputc('\n', f);
     }
     long long wd_ms;
     const char *renewal = ctl_renewal(l, &wd_ms);
-    if (renewal != NULL)
+    if (renewal != NULL && renewal[0] == 's')
+        fprintf(f, "renewal   stopped (an owner's process is gone or stopped: no renewal comes; "
+                   "the lock expires when its TTL %s ends, unless force-unlocked)\n",
+                ctl_duration(l->ttl_ms, ttl, sizeof(ttl)));
+    else if (renewal != NULL)
         fprintf(f, "renewal   %s (TTL %s the last third of the owner's watchdog timeout %s%s)\n",
                 renewal, renewal[0] == 'o' ? "within" : "below",
                 ctl_duration(wd_ms, ttl, sizeof(ttl)),
@@ -272,10 +372,10 @@ void ctl_render_show(ctl *c, const ctl_lock *l) {
 
 void ctl_render_clients(ctl *c, const ctl_clients *cl) {
     FILE *f = c->out;
-    char up[32], wd[32];
+    char up[32], wd[32], idle[32];
     if (cl->n > 0)
-        fprintf(f, "%-8s  %-20s  %-7s  %-16s  %-7s  %-9s  %-5s  %-9s  %s\n", "ID", "HOST", "PID",
-                "PROGRAM", "VERSION", "UP", "CONNS", "WATCHDOG", "URL");
+        fprintf(f, "%-8s  %-20s  %-7s  %-16s  %-7s  %-9s  %-5s  %-6s  %-9s  %s\n", "ID", "HOST",
+                "PID", "PROGRAM", "VERSION", "UP", "CONNS", "IDLE", "WATCHDOG", "URL");
     for (int i = 0; i < cl->n; i++) {
         const ctl_process *p = cl->v[i];
         put_cell(f, p->id, 8, 8);
@@ -285,10 +385,11 @@ void ctl_render_clients(ctl *c, const ctl_clients *cl) {
         put_cell(f, p->program, 16, 0);
         fputs("  ", f);
         put_cell(f, p->version, 7, 0);
-        fprintf(f, "  %-9s  %-5d  %-9s  ",
+        fprintf(f, "  %-9s  %-5d  %-6s  %-9s  ",
                 ctl_duration(p->started_ms > 0 ? ctl_wall_ms() - p->started_ms : -1, up,
                              sizeof(up)),
-                p->connections, ctl_duration(p->watchdog_timeout_ms, wd, sizeof(wd)));
+                p->connections, p->idle_s < 0 ? "-" : idle_text(p->idle_s, idle, sizeof(idle)),
+                ctl_duration(p->watchdog_timeout_ms, wd, sizeof(wd)));
         ctl_put_str(f, p->url);
         fputc('\n', f);
     }
@@ -300,8 +401,19 @@ void ctl_render_clients(ctl *c, const ctl_clients *cl) {
             fprintf(f, "%sconnections named rlock:* without a registration:\n%-40s  %-21s  %s\n",
                     cl->n > 0 ? "\n" : "", "NAME", "MASTER", "COUNT");
         ctl_put_text(f, cl->conns[k].name, strlen(cl->conns[k].name));
-        pad(f, 40 - text_width(cl->conns[k].name, strlen(cl->conns[k].name)));
+        pad(f, 40 - ctl_text_width(cl->conns[k].name, strlen(cl->conns[k].name)));
         fprintf(f, "  %-21s  %d\n", cl->conns[k].addr, cl->conns[k].count);
+    }
+    for (int k = 0; k < cl->nothers; k++) {
+        const ctl_conns *o = &cl->others[k];
+        if (k == 0)
+            fprintf(f, "%sother named connections (a Java Redisson client's is its clientName):\n"
+                       "%-40s  %-21s  %-5s  %s\n",
+                    cl->n > 0 || header ? "\n" : "", "NAME", "MASTER", "COUNT", "LEAST IDLE");
+        ctl_put_text(f, o->name, strlen(o->name));
+        pad(f, 40 - ctl_text_width(o->name, strlen(o->name)));
+        fprintf(f, "  %-21s  %-5d  %s\n", o->addr, o->count,
+                idle_text(o->idle_s, idle, sizeof(idle)));
     }
 }
 
@@ -311,7 +423,9 @@ void ctl_render_clients_json(ctl *c, const ctl_clients *cl) {
     for (int i = 0; i < cl->n; i++) {
         fputs(i > 0 ? ",\n{" : "\n{", f);
         json_process_fields(f, cl->v[i]);
-        fprintf(f, ",\"connections\":%d}", cl->v[i]->connections);
+        fprintf(f, ",\"connections\":%d", cl->v[i]->connections);
+        json_key_num(f, "idle_s", cl->v[i]->idle_s);
+        fputc('}', f);
     }
     fputs("\n],\"connections\":[", f);
     for (int k = 0; k < cl->nconns; k++) {
@@ -321,6 +435,14 @@ void ctl_render_clients_json(ctl *c, const ctl_clients *cl) {
         ctl_put_json(f, cl->conns[k].addr, strlen(cl->conns[k].addr));
         fprintf(f, ",\"count\":%d,\"registered\":%s}", cl->conns[k].count,
                 cl->conns[k].registered ? "true" : "false");
+    }
+    fputs("\n],\"other_connections\":[", f);
+    for (int k = 0; k < cl->nothers; k++) {
+        fputs(k > 0 ? ",\n{\"name\":" : "\n{\"name\":", f);
+        ctl_put_json(f, cl->others[k].name, strlen(cl->others[k].name));
+        fputs(",\"master\":", f);
+        ctl_put_json(f, cl->others[k].addr, strlen(cl->others[k].addr));
+        fprintf(f, ",\"count\":%d,\"idle_s\":%lld}", cl->others[k].count, cl->others[k].idle_s);
     }
     fputs("\n]}\n", f);
 }

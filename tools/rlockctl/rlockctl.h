@@ -9,7 +9,7 @@
  *   clients.c   client registrations (rlock:client:<uuid>) and CLIENT LIST
  *   text.c      bytes made safe for a terminal or a JSON string; durations
  *   render.c    the table and JSON forms of locks and clients
- *   commands.c  list, show, unlock, clients
+ *   commands.c  list, show, unlock, dequeue, clients
  *   watch.c     the refreshing view: holders, TTLs, waiters, hand-offs/s
  *
  * Redis is reached through an rlock_client (the public API) and the
@@ -94,6 +94,7 @@ typedef struct ctl_process {
     long long pid, started_ms, watchdog_timeout_ms; /* -1 if absent */
     long long ttl_ms;        /* of the hash */
     int connections;         /* CLIENT LIST entries named for it (clients only) */
+    long long idle_s;        /* the least idle one's idle seconds; -1: none (clients only) */
 } ctl_process;
 
 typedef struct ctl_owner {
@@ -104,6 +105,16 @@ typedef struct ctl_owner {
     int write;               /* a read-write lock's writer */
     long long holds;
     const ctl_process *process; /* NULL: unregistered */
+    /*
+     * Its client's connections (CLIENT LIST on every master, names
+     * "rlock:<host>:<pid>:<first 8 of the id>"): how many (-1: CLIENT LIST
+     * refused somewhere, not known), the least idle one's idle seconds, and
+     * one's name (owned; NULL if none), which says host and pid when the
+     * registration is gone.
+     */
+    int conns;
+    long long idle_s;
+    char *conn_name;
 } ctl_owner;
 
 typedef struct ctl_waiter {
@@ -140,7 +151,7 @@ enum { FOUND_LOCK, FOUND_NONE, FOUND_OTHER };
 
 typedef struct ctl_lookup {
     int found;               /* FOUND_* */
-    char what[96];           /* FOUND_OTHER: e.g. "a string", "a hash that is not a lock" */
+    char what[96];           /* FOUND_OTHER: e.g. "a string", "a hash without a TTL" */
     long long token;         /* FOUND_NONE: a fenced lock's last token, or -1 */
 } ctl_lookup;
 
@@ -193,7 +204,9 @@ long long ctl_lock_waiters(const ctl_lock *lock);
  * Renewal as the TTL tells it, for a held lock whose owner's registration
  * names its watchdog timeout (*wd_ms): "on time" (TTL above two thirds of it:
  * the watchdog renews every third), "late" (below: missed renewals, or a
- * lock taken with a fixed lease), or NULL when it cannot be told.
+ * lock taken with a fixed lease); "stopped" when an owner's process cannot be
+ * renewing (ctl_stuck: gone or stopped), whatever the TTL; or NULL when it
+ * cannot be told.
  */
 const char *ctl_renewal(const ctl_lock *lock, long long *wd_ms);
 /* Runs n commands through the inspection seam; frees nothing. CTL-style: RLOCK_OK or error. */
@@ -206,6 +219,7 @@ typedef struct ctl_conns {  /* CLIENT LIST entries named rlock:<host>:<pid>:<uui
     char *name;
     char *addr;              /* the master it is connected to */
     int count;
+    long long idle_s;        /* the least idle one's idle= (seconds) */
     int registered;          /* a registration found names these connections */
 } ctl_conns;
 
@@ -214,7 +228,28 @@ typedef struct ctl_clients {
     int n;
     ctl_conns *conns;        /* per (name, master) */
     int nconns;
+    ctl_conns *others;       /* connections with other names (a Redisson clientName) */
+    int nothers;
+    int conns_known;         /* every master answered CLIENT LIST */
 } ctl_clients;
+
+/*
+ * The connections named rlock:* on every master (not rlockctl's own) into
+ * out->conns; out->conns_known is 0 if a master refused CLIENT LIST (said on
+ * stderr). RLOCK_OK or an error.
+ */
+int ctl_list_conns(ctl *c, ctl_clients *out);
+/*
+ * Whether a party cannot be moving: no connection left while registered
+ * (process gone), or every connection idle longer than two thirds of its
+ * watchdog timeout (the default's without a registration: renewals
+ * stopped). NULL if it can, or
+ * if that cannot be told (CLIENT LIST refused; a Java owner: no named
+ * connection, no registration); else why, in a few words.
+ */
+const char *ctl_stuck(const ctl_owner *o);
+/* ctl_stuck of a fair lock's queue head (NULL: no queue, or it can move). */
+const char *ctl_head_stuck(const ctl_lock *l);
 
 /* HGETALL rlock:client:<id> for each id (NULL entries for unregistered ones). */
 int ctl_read_processes(ctl *c, char **ids, int n, ctl_process **out);
@@ -245,6 +280,8 @@ int ctl_glob_match(const char *pattern, const char *name, size_t len);
 
 /* ---- render.c ------------------------------------------------------------- */
 
+/* Terminal columns of len bytes of UTF-8 (continuation bytes take none). */
+int ctl_text_width(const char *s, size_t len);
 void ctl_render_list(ctl *c, const ctl_locks *locks);
 void ctl_render_list_json(ctl *c, const ctl_locks *locks);
 void ctl_render_show(ctl *c, const ctl_lock *lock);
@@ -253,14 +290,31 @@ void ctl_render_clients(ctl *c, const ctl_clients *clients);
 void ctl_render_clients_json(ctl *c, const ctl_clients *clients);
 /* "1a2b3c4d:17 x2" / "1a2b3c4d:17:write x1": an owner in a few columns. */
 void ctl_put_owner_short(FILE *f, const ctl_owner *o);
-/* "host pid N program P" or "unregistered (Redisson or rlock < 0.5)". */
-void ctl_put_process(FILE *f, const ctl_process *p);
+/*
+ * Who a party is and whether its process answers: "host H  pid N  program P
+ * rlock V  client up 4m03s  2 connections, least idle 0s" (": process
+ * stopped?" after it when they idle too long; "no connection: process
+ * gone?" in its place), "no registration (expired, or register_client off);
+ * 2 connections, least idle 41s (rlock:H:N:1a2b3c4d)" (": process stopped?"
+ * when idle too long), or "unregistered, no connection named for it (Java
+ * Redisson, rlock < 0.5, or gone)".
+ */
+void ctl_put_party(FILE *f, const ctl_owner *o);
+/*
+ * The same in a few columns, after an owner in list and watch: " (host:pid)",
+ * " (host:pid: no connection, gone?)", " (host:pid: no registration, idle
+ * 41s, stopped?)"; nothing when nothing names the process.
+ */
+void ctl_put_party_short(FILE *f, const ctl_owner *o);
+/* "  queue head stuck: <entry> (host:pid: <why>)" after list's and watch's owners, if so. */
+void ctl_put_head_stuck(FILE *f, const ctl_lock *l);
 
 /* ---- commands.c / watch.c --------------------------------------------------- */
 
 int ctl_cmd_list(ctl *c);
 int ctl_cmd_show(ctl *c);
 int ctl_cmd_unlock(ctl *c);
+int ctl_cmd_dequeue(ctl *c);
 int ctl_cmd_clients(ctl *c);
 int ctl_cmd_watch(ctl *c);
 

@@ -325,7 +325,20 @@ static char *owners_of(const ctl_lock *l) {
     return s;
 }
 
-static void draw_header(watch *w, long long screen) {
+/* The NAME column's width: the widest name of the screen (a longer one pushed the columns). */
+static int name_width(const watch *w, const ctl_locks *locks) {
+    int width = 4;
+    for (int i = 0; i < locks->n; i++)
+        if (ctl_text_width(locks->v[i].name, locks->v[i].name_len) > width)
+            width = ctl_text_width(locks->v[i].name, locks->v[i].name_len);
+    for (int i = 0; i < w->nt; i++)
+        if (w->t[i].interval > 0 && watched(w, w->t[i].key, w->t[i].len) &&
+            ctl_text_width(w->t[i].key, w->t[i].len) > width)
+            width = ctl_text_width(w->t[i].key, w->t[i].len);
+    return width;
+}
+
+static void draw_header(watch *w, long long screen, int width) {
     FILE *f = w->c->out;
     char when[16];
     time_t now = time(NULL);
@@ -339,66 +352,66 @@ static void draw_header(watch *w, long long screen) {
             w->c->opt.interval_ms, screen, when,
             rlock__inspect_clustered(w->c->client) ? "cluster" : "one master",
             w->sharded ? "sharded" : "classic", w->heard);
-    fprintf(f, "%-32s  %-6s  %-5s  %-10s  %-7s  %-11s  %-6s  %s\n", "NAME", "KIND", "STATE", "TTL",
-            "WAITERS", "HAND-OFFS/S", "TOTAL", "HOLDERS");
+    fprintf(f, "%-*s  %-6s  %-5s  %-10s  %-7s  %-11s  %-6s  %-7s  %s\n", width, "NAME", "KIND",
+            "STATE", "TTL", "WAITERS", "HAND-OFFS/S", "TOTAL", "RENEWAL", "HOLDERS");
 }
 
 /* One lock's row; its hand-offs this interval are messages + an unexplained change. */
-static void draw_row(watch *w, const ctl_lock *l, double seconds, int first) {
+static void draw_row(watch *w, const ctl_lock *l, double seconds, int first, int width) {
     FILE *f = w->c->out;
     char ttl[32];
+    long long wd_ms;
+    const char *renewal = ctl_renewal(l, &wd_ms);
     tally *t = tally_of_lock(w, l);
     char *owners = owners_of(l);
     int changed = !first && t->owners[0] != '\0' && owners[0] != '\0' &&
                   strcmp(t->owners, owners) != 0 && t->interval == 0;
     t->total += changed;
     ctl_put_text(f, l->name, l->name_len);
-    fprintf(f, "%*s  %-6s  %-5s  %-10s  %-7lld  ", l->name_len < 32 ? 32 - (int)l->name_len : 0,
+    fprintf(f, "%*s  %-6s  %-5s  %-10s  %-7lld  ", width - ctl_text_width(l->name, l->name_len),
             "", ctl_kind_name(l->kind), !l->held ? "free" : l->mode != NULL ? l->mode : "held",
             ctl_duration(l->ttl_ms, ttl, sizeof(ttl)), ctl_lock_waiters(l));
     if (first)
         fprintf(f, "%-11s  ", "-");
     else
         fprintf(f, "%-11.1f  ", (double)(t->interval + changed) / seconds);
-    fprintf(f, "%-6lld  ", t->total);
+    fprintf(f, "%-6lld  %-7s  ", t->total, renewal != NULL ? renewal : "-");
     for (int k = 0; k < l->nowners; k++) {
         fputs(k > 0 ? ", " : "", f);
         ctl_put_owner_short(f, &l->owners[k]);
-        const ctl_process *p = l->owners[k].process;
-        if (p != NULL && p->host != NULL) {
-            fputs(" (", f);
-            ctl_put_str(f, p->host);
-            fprintf(f, ":%lld)", p->pid);
-        }
+        ctl_put_party_short(f, &l->owners[k]);
     }
-    fputs(l->nowners == 0 ? "-\n" : "\n", f);
+    fputs(l->nowners == 0 ? "-" : "", f);
+    ctl_put_head_stuck(f, l); /* the remedy is show's (rlockctl dequeue) */
+    fputc('\n', f);
     free(t->owners);
     t->owners = owners;
     t->interval = -1; /* drawn: cleared below */
 }
 
 /* Locks heard from this interval but free at the sample: a row each, so no hand-off hides. */
-static void draw_free_heard(watch *w, double seconds) {
+static void draw_free_heard(watch *w, double seconds, int width) {
     FILE *f = w->c->out;
     for (int i = 0; i < w->nt; i++) {
         tally *t = &w->t[i];
         if (t->interval <= 0 || !watched(w, t->key, t->len))
             continue;
         ctl_put_text(f, t->key, t->len);
-        fprintf(f, "%*s  %-6s  %-5s  %-10s  %-7s  %-11.1f  %-6lld  -\n",
-                t->len < 32 ? 32 - (int)t->len : 0, "", "?", "free", "-", "-",
-                (double)t->interval / seconds, t->total);
+        fprintf(f, "%*s  %-6s  %-5s  %-10s  %-7s  %-11.1f  %-6lld  %-7s  -\n",
+                width - ctl_text_width(t->key, t->len), "", "?", "free", "-", "-",
+                (double)t->interval / seconds, t->total, "-");
         t->owners[0] = '\0';
     }
 }
 
 /* Draws a screen; 0, or -1 if the output could not be written (main says so). */
 static int draw(watch *w, const ctl_locks *locks, long long screen, double seconds) {
-    draw_header(w, screen);
+    int width = name_width(w, locks);
+    draw_header(w, screen, width);
     for (int i = 0; i < locks->n; i++)
-        draw_row(w, &locks->v[i], seconds, screen == 1);
+        draw_row(w, &locks->v[i], seconds, screen == 1, width);
     if (screen > 1)
-        draw_free_heard(w, seconds);
+        draw_free_heard(w, seconds, width);
     for (int i = 0; i < w->nt; i++)
         w->t[i].interval = 0;
     if (locks->n == 0)
