@@ -110,7 +110,8 @@ RLOCK_EXTERN unsigned rlock_version_num(void);
  *   EAUTH     Redis refused the credentials (WRONGPASS, NOAUTH, or a
  *             password sent to a server that has none)
  *   ENOPERM   an ACL refused a command, key or channel (NOPERM); nothing
- *             was changed in Redis. An acquisition is also refused when the
+ *             was changed in Redis. A first acquisition (not a re-entry) is
+ *             also refused when the
  *             ACL would refuse its unlock or renewal (e.g. no PUBLISH on the
  *             lock's channel, no DEL on its key; Redis >= 7.0): the message
  *             names the command and the key or channel, nothing is held

@@ -63,7 +63,8 @@
 
 /*
  * later_refused(...): refused(...) for a command that the hold's unlock or
- * renewal will run, asked by an acquire before it takes the hold: a user who
+ * renewal will run, asked by an acquire before it takes a first hold (a
+ * re-entry holds already: refusing it would give nothing back): a user who
  * may lock but not unlock (no PUBLISH on the channel, no DEL on the key) is
  * refused at once with nothing held, not after its critical section with a
  * lock it cannot give back. Each acquire asks it for what its kind's release
