@@ -20,31 +20,27 @@
 #define HOLD_MS 200
 #define TURN_WAIT_MS 30000 /* how long each side waits for the other */
 
-static long long now_ms(void)
-{
+static long long now_ms(void) {
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void sleep_ms(long ms)
-{
+static void sleep_ms(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
 
     nanosleep(&ts, NULL);
 }
 
-static int fail(const char *what, int rc)
-{
+static int fail(const char *what, int rc) {
     fprintf(stderr, "c: %s: %s: %s\n", what, rlock_status_name(rc), rlock_last_error());
     return rc < 0 ? rc : RLOCK_EIO;
 }
 
 /* After our unlock, the other program's waiter takes the lock: wait for that,
  * so that the next try_lock queues behind it instead of taking the lock back. */
-static int wait_for_other(rlock *lock, const char *name)
-{
+static int wait_for_other(rlock *lock, const char *name) {
     long long end = now_ms() + TURN_WAIT_MS;
     int rc;
 
@@ -59,8 +55,7 @@ static int wait_for_other(rlock *lock, const char *name)
     return rc < 0 ? fail("is_locked", rc) : RLOCK_OK;
 }
 
-static int take_turns(rlock *lock, const char *name, int rounds)
-{
+static int take_turns(rlock *lock, const char *name, int rounds) {
     for (int i = 1; i <= rounds; i++) {
         long long start = now_ms();
         int rc = rlock_try_lock(lock, TURN_WAIT_MS, RLOCK_LEASE_WATCHDOG);
@@ -79,8 +74,7 @@ static int take_turns(rlock *lock, const char *name, int rounds)
     return RLOCK_OK;
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     rlock_config cfg;
     rlock_client *client;
     rlock *plain, *fair;

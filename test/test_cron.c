@@ -37,8 +37,7 @@ struct host {
 
 /* The lock's name for a run: per period, from the host's own clock. */
 static void run_name(const struct host *h, const char *base, enum recipe r, char *out,
-                     size_t size)
-{
+                     size_t size) {
     if (r == NAME_PER_PERIOD)
         snprintf(out, size, "%s:%lld", base, (h_now_ms() - h->behind_ms) / PERIOD);
     else
@@ -49,8 +48,7 @@ static void run_name(const struct host *h, const char *base, enum recipe r, char
  * One cron start of the job on host h: the lock held for the run if it is to
  * run the job, NULL if it skips.
  */
-static rlock *cron_begin(const struct host *h, const char *base, enum recipe r)
-{
+static rlock *cron_begin(const struct host *h, const char *base, enum recipe r) {
     char name[128];
     rlock *lock;
     long long lease = r == HOLD_FOR_PERIOD ? FIXED_LEASE
@@ -70,22 +68,19 @@ static rlock *cron_begin(const struct host *h, const char *base, enum recipe r)
 }
 
 /* The end of a run: the recipes leave the lock held until its lease ends. */
-static void cron_end(rlock *lock, enum recipe r)
-{
+static void cron_end(rlock *lock, enum recipe r) {
     if (r == UNLOCK_AFTER_RUN)
         H_ASSERT_RC(rlock_unlock(lock), RLOCK_OK);
     rlock_free(lock);
 }
 
 /* Sleeps until 10 ms into the next period (by the real clock). */
-static void sleep_to_next_period(void)
-{
+static void sleep_to_next_period(void) {
     h_sleep_ms(PERIOD - h_now_ms() % PERIOD + 10);
 }
 
 /* Sleeps until offset_ms into the current period, if it is not that late yet. */
-static void sleep_into_period(long long offset_ms)
-{
+static void sleep_into_period(long long offset_ms) {
     long long in = h_now_ms() % PERIOD;
 
     if (in < offset_ms)
@@ -98,8 +93,7 @@ static void sleep_into_period(long long offset_ms)
  * (at the period's start by its own), when host 0 has finished. Returns the
  * runs in each period.
  */
-static void two_periods(enum recipe r, int runs[2])
-{
+static void two_periods(enum recipe r, int runs[2]) {
     struct host hosts[3] = {
         {h_open(30000, 0), 0}, {h_open(30000, 0), 0}, {h_open(30000, 0), SKEW}};
     const char *base = h_unique_name("cron");
@@ -127,8 +121,7 @@ static void two_periods(enum recipe r, int runs[2])
         rlock_client_close(hosts[i].client);
 }
 
-static void test_unlock_after_run_runs_twice(void **state)
-{
+static void test_unlock_after_run_runs_twice(void **state) {
     int runs[2];
     (void)state;
 
@@ -137,8 +130,7 @@ static void test_unlock_after_run_runs_twice(void **state)
     assert_int_equal(runs[1], 2);
 }
 
-static void test_hold_for_period_runs_once(void **state)
-{
+static void test_hold_for_period_runs_once(void **state) {
     int runs[2];
     (void)state;
 
@@ -147,8 +139,7 @@ static void test_hold_for_period_runs_once(void **state)
     assert_int_equal(runs[1], 1);
 }
 
-static void test_name_per_period_runs_once(void **state)
-{
+static void test_name_per_period_runs_once(void **state) {
     int runs[2];
     (void)state;
 
@@ -157,8 +148,7 @@ static void test_name_per_period_runs_once(void **state)
     assert_int_equal(runs[1], 1);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unlock_after_run_runs_twice),
         cmocka_unit_test(test_hold_for_period_runs_once),
