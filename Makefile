@@ -325,7 +325,7 @@ test-redlock: deps
 test-redisson: deps
 	@scripts/deps.sh openjdk-17-jdk-headless maven
 	@$(MAKE) --no-print-directory all $(REDISSON_ACTOR)
-	@scripts/with-redis.sh test/redisson/run.sh $(REDISSON_ACTOR)
+	@scripts/with-redis.sh test/redisson/run.sh $(REDISSON_ACTOR) $(BUILD)/examples/turns
 
 test-faults: deps
 	@$(MAKE) --no-print-directory all $(FAULT_BINS)
@@ -406,4 +406,4 @@ check-install: deps
 	@scripts/check-install.sh
 
 clean:
-	rm -rf build build-address build-thread test/redisson/target
+	rm -rf build build-address build-thread test/redisson/target examples/java/target

@@ -85,6 +85,45 @@ class FairLockTest extends InteropTest {
      * lock to the next in the queue, across languages, promptly (the unlock
      * publishes to the head's own channel; no TTL is waited out).
      */
+    /**
+     * Redisson's fair tryLock(wait, unit) without a lease queues with the wait
+     * read as milliseconds whatever the unit (RedissonLock.tryAcquireAsync passes
+     * the wait on with TimeUnit.MILLISECONDS; RedissonFairLock.tryLockInnerAsync
+     * converts it with that unit): its deadline in the timeout set is the lock's
+     * PTTL + 20 ms for tryLock(20, SECONDS), PTTL + 20 000 ms for
+     * tryLock(20_000, MILLISECONDS). docs/redisson.md, "Fair lock", says so.
+     */
+    @Test
+    void tryLockWaitQueuesAsMilliseconds() throws Exception {
+        // A 120 s watchdog: no renewal (every 40 s) moves the PTTL while the test reads it.
+        Actor c = actor(120_000, 4);
+        String name = Interop.name("fair-wait-unit");
+        RLock lock = redisson.getFairLock(name);
+        assertEquals("OK", c.call(0, "fair lock " + name).status());
+        try (JavaThread j = javaThread()) {
+            long[] extra = new long[2];
+            for (int i = 0; i < 2; i++) {
+                Future<Boolean> got = i == 0 ? j.submit(() -> lock.tryLock(20, TimeUnit.SECONDS))
+                                             : j.submit(() -> lock.tryLock(20_000, TimeUnit.MILLISECONDS));
+                awaitQueue(name, 1);
+                String owner = queued(name).get(0);
+                Double deadline = redisson.getScoredSortedSet(timeouts(name), StringCodec.INSTANCE).getScore(owner);
+                long pttl = redisson.getBucket(name).remainTimeToLive();
+                extra[i] = deadline.longValue() - System.currentTimeMillis() - pttl;
+                assertEquals("OK", c.call(0, "fair unlock " + name).status());
+                assertTrue(got.get(5, TimeUnit.SECONDS));
+                j.run(lock::unlock);
+                assertEquals("OK", c.call(0, "fair lock " + name).status());
+            }
+            System.out.printf("FairLockTest: queue deadline - now - PTTL: tryLock(20, SECONDS) %d ms, "
+                    + "tryLock(20_000, MILLISECONDS) %d ms%n", extra[0], extra[1]);
+            assertTrue(extra[0] > -1000 && extra[0] < 1000, "tryLock(20, SECONDS) queued for " + extra[0] + " ms");
+            assertTrue(extra[1] > 19_000 && extra[1] < 21_000,
+                    "tryLock(20_000, MILLISECONDS) queued for " + extra[1] + " ms");
+            assertEquals("OK", c.call(0, "fair unlock " + name).status());
+        }
+    }
+
     @Test
     void fifoAcrossLanguages() throws Exception {
         Actor c1 = actor(30_000, 4), c2 = actor(30_000, 4);
