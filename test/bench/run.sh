@@ -252,10 +252,11 @@ cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | 
 printf 'title\t\ntitle\trlock %s benchmarks, %s\n' \
     "$(sed -n 's/^#define RLOCK_VERSION_STRING "\(.*\)"/\1/p' "$root/include/rlock.h" 2>/dev/null)" \
     "$(date -u '+%Y-%m-%d %H:%M UTC')" >>"$lines"
-printf 'title\tmachine: %s cores, %s; redis %s on localhost\n' "$(nproc)" "${cpu_model:-unknown cpu}" \
-    "${redis_version:-?}" >>"$lines"
+printf 'title\tmachine: %s cores, %s; redis %s on localhost; load average %s at the end (this run included)\n' "$(nproc)" \
+    "${cpu_model:-unknown cpu}" "${redis_version:-?}" "$(cut -d ' ' -f 1-3 /proc/loadavg 2>/dev/null)" >>"$lines"
 [ "$quick" = 1 ] && printf 'title\tBENCH_QUICK=1: short rounds, a smoke test; its timing figures and their MISSes are not measurements\n' >>"$lines"
-printf 'title\tstatus: ok, or MISS and how far from the target; timing rows move by +-30 %% between runs on a loaded machine\n' >>"$lines"
+printf 'title\tstatus: ok, or MISS and how far from the target; timing rows move by +-30 %% between runs on a loaded machine,\n' >>"$lines"
+printf 'title\tand more once the load average passes the core count (other jobs take the cores rlock and Redis wait for)\n' >>"$lines"
 printf 'head\t%s\t%s\t%s\t%s\n' "figure" "value" "target" "status" >>"$lines"
 
 b1=$(get "$base1" ops_per_s) u1=$(get "$unc1" ops_per_s)
@@ -511,7 +512,7 @@ row "  ratio to 8 plain locks" "$rr" ">= 0.9" "$(verdict "$rr" '>=' 0.9)"
 row "  ratio to 8 read locks (cost of sharing)" "$(get "$rw" read_ratio_to_own)" "" ""
 textrow "  p50 / p99 ms (one lock)" "$(get "$rw" read_p50_ms) / $(get "$rw" read_p99_ms)"
 # One generation: the read holds under way when the writer asked (each $hold ms).
-gen=$(awk -v h="$hold" 'BEGIN { printf "%.3f", h + 2 }')
+gen=$(awk -v h="$hold" 'BEGIN { printf "%g", h + 2 }')
 wp99=$(get "$rw" writer_wait_p99_ms)
 row "writer wait among churning readers: p50 ms" "$(get "$rw" writer_wait_p50_ms)" "" ""
 row "writer wait: p99 ms (1 generation = $hold ms hold)" "$wp99" "<= $gen" "$(verdict "$wp99" '<=' "$gen")"
@@ -522,7 +523,7 @@ jr=$(get "$rw" joined_ratio) jms=$(get "$rw" shared_reads_ms)
 row "shared reads ($jms ms): 8 readers of ONE lock: cycles/s" "$(get "$rw" joined_ops_per_s)" "" ""
 row "  ratio to 8 plain locks" "$jr" ">= 0.9" "$(verdict "$jr" '>=' 0.9)"
 textrow "  p50 / p99 ms" "$(get "$rw" joined_p50_ms) / $(get "$rw" joined_p99_ms)"
-jgen=$(awk -v h="$hold" -v j="$jms" 'BEGIN { printf "%.3f", h + j + 2 }')
+jgen=$(awk -v h="$hold" -v j="$jms" 'BEGIN { printf "%g", h + j + 2 }')
 jp99=$(get "$rw" joined_writer_wait_p99_ms)
 row "shared reads: writer wait p50 ms" "$(get "$rw" joined_writer_wait_p50_ms)" "" ""
 row "shared reads: writer wait p99 ms (+ $jms ms join time)" "$jp99" "<= $jgen" "$(verdict "$jp99" '<=' "$jgen")"
