@@ -89,12 +89,13 @@ int bench_herd(const options *o) {
     pthread_t *tids = calloc((size_t)h.w, sizeof *tids);
     for (int i = 0; i < h.w; i++)
         pthread_create(&tids[i], NULL, herd_main, &h);
-    double per[100] = {0}, ms[100] = {0}, worst = 0;
+    double per[100] = {0}, ms[100] = {0}, worst = 0, best = 0;
     int rounds = o->rounds < 100 ? o->rounds : 100, done = 0;
     fprintf(stderr, "herd: %d waiting threads in one process, %d rounds\n", h.w, rounds);
     for (; done < rounds && atomic_load(&h.errors) == 0; done++) {
         per[done] = herd_round(&h, redis, &ms[done]);
         worst = per[done] > worst ? per[done] : worst;
+        best = done == 0 || per[done] < best ? per[done] : best;
         fprintf(stderr, "  round %d: %.2f script calls per hand-off, %.3f ms per hand-off\n",
                 done + 1, per[done], ms[done]);
     }
@@ -111,6 +112,7 @@ int bench_herd(const options *o) {
     j_int(&j, "waiters", h.w);
     j_int(&j, "rounds", done);
     j_num(&j, "scripts_per_handoff", median(per, done));
+    j_num(&j, "scripts_per_handoff_min", best);
     j_num(&j, "scripts_per_handoff_max", worst);
     j_num(&j, "handoff_ms", median(ms, done));
     j_int(&j, "errors", atomic_load(&h.errors));
