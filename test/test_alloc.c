@@ -73,7 +73,9 @@ static int check(int rc, int want, int step, struct counts *k, long n)
 static int run_once(long n, redisContext *r, struct counts *k)
 {
     const char *name = h_unique_name("alloc"), *busy = h_unique_name("alloc-busy");
-    const long long wd = 90; /* a renewal round every 30 ms: the watchdog allocates too */
+    /* A renewal round every 30 ms (scaled, as every deadline of the tests: under valgrind a
+     * 90 ms lease left no room for the round after a failed one): the watchdog allocates too. */
+    const long long wd = H_MS(90);
     rlock_config cfg;
     rlock_client *c = NULL;
     rlock *l = NULL, *bl = NULL;
@@ -96,7 +98,7 @@ static int run_once(long n, redisContext *r, struct counts *k)
         holds++;
     if (holds && check(rlock_lock(l), RLOCK_OK, S_REENTER, k, n))
         holds++;
-    h_sleep_ms(70); /* two renewal rounds */
+    h_sleep_ms(H_MS(70)); /* two renewal rounds */
     check(rlock_try_lock(bl, 40, RLOCK_LEASE_WATCHDOG), RLOCK_BUSY, S_TRY, k, n);
     for (left = holds; left > 0; left--)
         if (!check(rlock_unlock(l), RLOCK_OK, S_UNLOCK, k, n))
