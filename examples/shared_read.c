@@ -40,9 +40,9 @@
  *   cancelled while joined leaves the count up, and the watchdog renews the
  *   hold until the client closes. Unlock on every path
  *   (pthread_cleanup_push).
- * - Writers: a hold is joined only within JOIN_MS of its taking, after that
+ * - Writers: a hold is joined only within join_ms of its taking, after that
  *   readers wait until it is given back and take a new one, so a writer
- *   (rlock's writers go first) waits at most JOIN_MS plus the longest read
+ *   (rlock's writers go first) waits at most join_ms plus the longest read
  *   beyond what it waits for readers with holds of their own. Without the
  *   limit, overlapping readers would keep the hold for ever.
  * - One call at a time per owner and lock (rlock_lock_as refuses a second
@@ -57,11 +57,12 @@
 #include <stdlib.h>
 #include <time.h>
 
-#define JOIN_MS 20 /* how long after its taking a hold may be joined */
+#define JOIN_MS 20 /* the demonstration's join time */
 
 struct shared_read {
     rlock *read;         /* the read handle of the lock */
     uint64_t owner;      /* the shared hold's owner: rlock_owner_new() */
+    long long join_ms;   /* how long after its taking the hold may be joined */
     pthread_mutex_t mu;  /* guards the fields below and the Redis calls for owner */
     pthread_cond_t gone; /* signalled when the hold is given back */
     int count;           /* joined threads; 0: no hold */
@@ -76,9 +77,10 @@ static long long now_ms(void) {
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void shared_read_init(struct shared_read *s, rlock *read) {
+static void shared_read_init(struct shared_read *s, rlock *read, long long join_ms) {
     s->read = read;
     s->owner = rlock_owner_new();
+    s->join_ms = join_ms;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->gone, NULL);
     s->count = 0;
@@ -98,7 +100,7 @@ static int shared_read_lock(struct shared_read *s) {
     int rc = RLOCK_OK;
     pthread_mutex_lock(&s->mu);
     /* a hold too old to join (or lost) is drained first: a writer gets in */
-    while (s->count > 0 && (now_ms() - s->taken_ms >= JOIN_MS || atomic_load(&s->lost)))
+    while (s->count > 0 && (now_ms() - s->taken_ms >= s->join_ms || atomic_load(&s->lost)))
         pthread_cond_wait(&s->gone, &s->mu);
     if (s->count == 0) {
         rc = rlock_lock_as(s->read, s->owner, RLOCK_LEASE_WATCHDOG);
@@ -194,7 +196,7 @@ static int run(rlock_client *client, int threads) {
         report("rlock_get_rw", rc);
         return 1;
     }
-    shared_read_init(&shared, read_lock);
+    shared_read_init(&shared, read_lock, JOIN_MS);
     pthread_create(&wr, NULL, writer, &threads);
     for (int i = 0; i < threads; i++)
         pthread_create(&th[i], NULL, reader, NULL);
