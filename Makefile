@@ -220,6 +220,9 @@ $(BUILD)/test/%: test/%.c $(HARNESS_OBJS) $(STLIB) $(HARNESS_HDRS)
 # test_prometheus.c includes the example it checks.
 $(BUILD)/test/test_prometheus: examples/prometheus.c
 
+# test_rw_shared.c includes the example it checks.
+$(BUILD)/test/test_rw_shared: examples/shared_read.c
+
 # Fault-injection binaries also link the TCP proxy of test/proxy.c (public calls,
 # loop) and test/proxy_relay.c (queues, connections) (this rule's shorter stem
 # makes make prefer it to the one above for test/fault_*.c).

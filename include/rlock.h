@@ -393,52 +393,14 @@ typedef struct rlock_config {
      * Default RLOCK_LOG_WARN. (Appended in 0.5.) */
     int log_level;
     /*
-     * Shared read holds: 0 (default) or 1..1000 ms. 0: every reader of a
-     * read-write lock takes a Redis hold of its own (a field per thread, as
-     * Redisson's readers do). N: the threads of this client that read-lock
-     * one read-write lock (its name) with the watchdog lease -- rlock_lock()
-     * and rlock_try_lock(..., RLOCK_LEASE_WATCHDOG) on a read handle --
-     * share ONE Redis read hold. The first takes it (a round trip, waiting
-     * as its call says); threads that come within N ms after it was taken
-     * (its join time) join it without a round trip, also after an unlock
-     * left it unused; a thread already in it re-enters at any time. Its
-     * last joined thread's unlock after the join time gives it back (a
-     * round trip); one left unused is given back at the join time's end by
-     * the client's releaser thread, and at rlock_client_close(). Readers
-     * that come after the join time, or while it is being taken or given
-     * back, or that hold the write lock or a read hold of their own, take
-     * holds of their own, as with 0 (they wait while an rlock writer waits:
-     * writers first). So a writer of another client waits at most N ms
-     * longer than with 0; a writer of this client ends the join time at
-     * once and an unused shared hold goes before its attempt. 8 threads
-     * reading one lock take few round trips (docs/design.md section 13,
-     * figures). What other processes (Redisson, rlockctl) see: one reader
-     * "<client id>:<id>" with hold count 1, <id> a fresh rlock_owner_new()
-     * id per shared hold (on_event's LOCK_LOST and RENEWAL_FAILED name that
-     * id). The header's read-lock rules hold per thread (and for the _as
-     * calls with the thread's id, rlock_thread_owner()): hold counts,
-     * rlock_is_held_by_current_thread() (asks Redis for the shared hold),
-     * an upgrade's RLOCK_EDEADLK, a downgrade. Differences:
-     * - a join does not ask Redis: a loss of the shared hold (forced away,
-     *   expired, a failover) is found by the watchdog, within a third of
-     *   watchdog_timeout_ms, or by the release; until then joins succeed;
-     *   after it each joined thread is told at its next lock or unlock of
-     *   that lock, as for a hold of its own (RLOCK_ELOST from a lock or from
-     *   an unlock that would leave it holding, else RLOCK_ENOTOWNER; it
-     *   holds none of its joined holds then);
-     * - a joined thread that exits without unlocking leaves the hold; if it
-     *   was the last, the releaser gives the hold back (a thread's own hold
-     *   stays until its lease ends);
-     * - an unlock whose give-back fails (RLOCK_EIO, RLOCK_ENOPERM, ...)
-     *   leaves the thread holding one joined hold, as for a hold of its own:
-     *   its next unlock tries again, its next lock asks Redis whether the
-     *   hold is still there (and joins it if so); no other thread joins it
-     *   meanwhile; once unused it is tried again by the next lock call or
-     *   by the releaser, every 100 ms;
-     * - a thread already in the shared hold re-enters it also with a lease
-     *   (the lease does not apply to that joined hold).
-     * Explicit owners (other ids) and leases take holds of their own.
-     * (Appended in 0.5.)
+     * Ignored (0 or 1..1000, else RLOCK_EINVAL as before). In 0.5 it made
+     * the client's threads that read one lock share one Redis read hold;
+     * that left the library after 0.5 (CHANGELOG.md) and the field stays
+     * for ABI only. A client opened with it set logs one WARN line,
+     * CONFIG_IGNORED, and every reader takes a hold of its own (a field per
+     * thread, as Redisson's readers do). An application whose threads read
+     * one lock at a high rate can share one hold among them with an
+     * explicit owner: examples/shared_read.c shows how, and its caveats.
      */
     int shared_reads_ms;
 } rlock_config;
@@ -780,13 +742,8 @@ RLOCK_EXTERN int rlock_get_fair(rlock_client *client, const char *name, rlock **
  *     the caller's (or owner's: _as) holds of the handle's kind.
  *   rlock_remain_ttl
  *     the lock's (one TTL for both handles).
- * Shared reads: with rlock_config.shared_reads_ms > 0, the client's
- * threads that read-lock one name share one Redis read hold (see that
- * field): fewer round trips, one reader in Redis per client.
  * Never an in-process hand-off (rlock_config.local_handoffs does not
- * apply): every unlock releases, as Redisson does (with shared reads, the
- * last joined thread's unlock gives the shared hold back, or the client's
- * releaser does). A name must not be used
+ * apply): every unlock releases, as Redisson does. A name must not be used
  * both for a read-write lock and with rlock_get() or rlock_get_fair(): a
  * read-write handle finds the other kind's lock busy, and the other kinds
  * answer RLOCK_ENOTLOCK while the read-write lock is held (also to the

@@ -1,26 +1,21 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * test_rw_shared.c - shared read holds (rlock_config.shared_reads_ms) on
- * one server:
+ * test_rw_shared.c - read holds shared by a process's threads: no longer the
+ * library's (rlock_config.shared_reads_ms is ignored), but the application's,
+ * as examples/shared_read.c builds them on an explicit owner. On one server:
  *
- *   joined       two threads of a client read one lock through ONE Redis
- *                hold (a field "<client id>:<id>" of count 1, its hold key),
- *                each with its own hold count and "held"; the idle hold is
- *                given back when its join time ends, and at close
- *   writers      a writer of another client waits for the joined threads,
- *                holds new readers back once the join time is over (a
- *                joined thread still re-enters), and gets in after the last
- *                joined thread leaves
- *   per thread   an upgrade is RLOCK_EDEADLK; a downgrade, a lease and an
- *                _as call take holds of their own
- *   faults       the shared hold forced away: one loss report, RLOCK_ELOST
- *                to each joined thread, a new hold afterwards; its give-back
- *                refused (ACL) and done once allowed; a busy take; a joined
- *                thread that exits without unlocking; the thread taking it
- *                cancelled while it waits
- *   exclusion    readers of two shared-read clients and one plain client
- *                with a writer in each: no writer overlaps anyone
- *   input        shared_reads_ms out of range
+ *   ignored      a client with shared_reads_ms set: each reading thread has
+ *                its own field "<client id>:<thread id>" of count 1, its own
+ *                hold count and "held", as with 0; one CONFIG_IGNORED line
+ *                (WARN) is logged, none with 0
+ *   input        shared_reads_ms out of range is still RLOCK_EINVAL
+ *   example      examples/shared_read.c, compiled in (the code users copy):
+ *                two threads joined in ONE field "<client id>:<owner>" of
+ *                count 1, given back by the last one out; after the shared
+ *                hold is forced away, the loss callback's owner is the shared
+ *                one, nobody joins, each joined unlock is RLOCK_ELOST and the
+ *                next read takes a new hold; and the example program itself
+ *                (8 readers and a writer of one client) exits 0
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,55 +32,13 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "harness/cancel_skip.h"
+
+/* The example itself, its main() renamed: the test checks the very code users copy. */
+#define main shared_read_example_main
+#include "../examples/shared_read.c"
+#undef main
 
 /* ---- helpers ---------------------------------------------------------------- */
-
-/* A client whose threads share read holds for ms; lost (if not NULL) records its losses. */
-static rlock_client *open_shared(int ms, long long watchdog_ms, struct h_lost *lost) {
-    rlock_config cfg;
-    h_config(&cfg);
-    cfg.shared_reads_ms = ms;
-    cfg.watchdog_timeout_ms = watchdog_ms;
-    if (lost != NULL) {
-        h_lost_init(lost);
-        cfg.on_lock_lost = h_lost_cb;
-        cfg.callback_arg = lost;
-    }
-    return h_open_config(&cfg);
-}
-
-/*
- * A test's lock: the read and write handles of a client with shared reads
- * (c), of another client without them when asked (o), and a raw connection.
- */
-typedef struct fixture {
-    const char *name;
-    rlock_client *c, *o;
-    rlock *rd, *wr, *ord, *owr;
-    redisContext *r;
-} fixture;
-
-static fixture fixture_open(const char *prefix, int ms, long long watchdog_ms,
-                            struct h_lost *lost, int other) {
-    fixture f = {.name = h_unique_name(prefix), .c = open_shared(ms, watchdog_ms, lost),
-                 .r = h_redis()};
-    H_ASSERT_RC(rlock_get_rw(f.c, f.name, &f.rd, &f.wr), RLOCK_OK);
-    if (other) {
-        f.o = h_open(30000, 0);
-        H_ASSERT_RC(rlock_get_rw(f.o, f.name, &f.ord, &f.owr), RLOCK_OK);
-    }
-    return f;
-}
-
-static void fixture_close(fixture *f) {
-    rlock *handles[] = {f->rd, f->wr, f->ord, f->owr};
-    for (size_t i = 0; i < sizeof handles / sizeof handles[0]; i++)
-        rlock_free(handles[i]); /* NULL: a no-op */
-    rlock_client_close(f->c);
-    rlock_client_close(f->o);
-    redisFree(f->r);
-}
 
 /* The reader fields (not "mode", not a writer's) of name's hash: how many; the first in *first. */
 static int reader_fields(redisContext *r, const char *name, char *first, size_t size) {
@@ -167,496 +120,67 @@ static void holder_finish(holder *h, pthread_t th) {
     assert_int_equal(pthread_join(th, NULL), 0);
 }
 
-/* ---- joined ---------------------------------------------------------------------- */
+/* ---- ignored ------------------------------------------------------------------- */
 
-static void test_joined_readers_share_one_hold(void **state) {
-    (void)state;
-    fixture f = fixture_open("rws-join", 1000, 30000, NULL, 0);
-    char field[256], own[256], key[512];
-    holder b = {0};
-    pthread_t th;
-
-    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
-    holder_start(&b, &th, f.rd);
-    H_ASSERT_RC(b.lock_rc, RLOCK_OK);
-    /* One reader in Redis, not the thread's own field: the shared hold's. */
-    assert_int_equal(reader_fields(f.r, f.name, field, sizeof field), 1);
-    owner_field(f.c, rlock_thread_owner(), own, sizeof own);
-    assert_string_not_equal(field, own);
-    assert_int_equal(strncmp(field, rlock_client_id(f.c), 36), 0);
-    assert_int_equal(hget(f.r, f.name, field), 1);
-    snprintf(key, sizeof key, "{%s}:%s:rwlock_timeout:1", f.name, field);
-    assert_int_equal(key_exists(f.r, key), 1);
-    /* Each thread's view is its own. */
-    assert_int_equal(rlock_hold_count(f.rd), 1);
-    assert_int_equal(rlock_is_held_by_current_thread(f.rd), 1);
-    assert_int_equal(b.count_while_held, 1);
-    assert_int_equal(b.held_while_held, 1);
-    assert_int_equal(rlock_hold_count(f.wr), 0);
-    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK); /* re-entry joins again */
-    assert_int_equal(rlock_hold_count(f.rd), 2);
-    assert_int_equal(hget(f.r, f.name, field), 1);
-    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
-    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
-    assert_int_equal(rlock_hold_count(f.rd), 0);
-    assert_int_equal(rlock_is_held_by_current_thread(f.rd), 0);
-    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_ENOTOWNER);
-    holder_finish(&b, th);
-    H_ASSERT_RC(b.unlock_rc, RLOCK_OK);
-    /* Idle now: given back by the releaser when its join time (1 s) ends. */
-    H_WAIT_FOR(key_exists(f.r, f.name) == 0 && key_exists(f.r, key) == 0, 10000);
-    fixture_close(&f);
-}
-
-/* An idle hold is kept through its join time (a lock+unlock is one round trip), given back after. */
-static void test_idle_hold_given_back(void **state) {
-    (void)state;
-    fixture f = fixture_open("rws-idle", 1000, 30000, NULL, 0);
-
-    long long t0 = h_now_ms();
-    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
-    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
-    int kept = key_exists(f.r, f.name);
-    if (h_now_ms() - t0 < 800) /* not slowed down past the join time (valgrind) */
-        assert_int_equal(kept, 1);
-    for (int i = 0; i < 100; i++) { /* joins of the idle hold: no new hold */
-        H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
-        H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
-    }
-    H_WAIT_FOR(key_exists(f.r, f.name) == 0, 10000);
-    assert_true(h_now_ms() - t0 >= 1000);
-    rlock_stats st = h_stats(f.c); /* the releaser's give-back is no unlock call */
-    assert_int_equal(st.acquired_immediately, 101);
-    assert_int_equal(st.unlocks, 101);
-    /* A writer of the client ends the join time: the idle hold goes at once. */
-    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
-    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
-    H_ASSERT_RC(rlock_try_lock(f.wr, 0, RLOCK_LEASE_WATCHDOG), RLOCK_OK);
-    H_ASSERT_RC(rlock_unlock(f.wr), RLOCK_OK);
-    /* Given back at close, without waiting for the join time. */
-    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
-    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
-    redisContext *r = f.r;
-    f.r = h_redis();
-    t0 = h_now_ms();
-    fixture_close(&f);
-    if (h_now_ms() - t0 < 800)
-        assert_int_equal(key_exists(r, f.name), 0);
-    H_WAIT_FOR(key_exists(r, f.name) == 0, 2000);
-    redisFree(r);
-}
-
-/* ---- writers --------------------------------------------------------------------- */
-
-static void test_writer_waits_for_joined_threads(void **state) {
-    (void)state;
-    fixture f = fixture_open("rws-writer", 50, 30000, NULL, 1);
-    holder b = {0}, late = {0}, writer = {0};
-    pthread_t th, lth, wth;
-
-    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
-    holder_start(&b, &th, f.rd);
-    holder_spawn(&writer, &wth, f.owr);
-    h_sleep_ms(200); /* past the join time (50 ms), the writer waiting */
-    assert_false(atomic_load(&writer.locked));
-    /* A joined thread re-enters; a thread not in the hold is held back (writers first). */
-    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
-    assert_int_equal(rlock_hold_count(f.rd), 2);
-    H_ASSERT_RC(rlock_try_lock(f.rd, 0, RLOCK_LEASE_WATCHDOG), RLOCK_OK); /* re-entry again */
-    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
-    long long t0 = h_now_ms(); /* a re-entry with a lease joins too, at once */
-    H_ASSERT_RC(rlock_try_lock(f.rd, h_scaled(5000), 5000), RLOCK_OK);
-    assert_true(h_now_ms() - t0 < h_scaled(1000));
-    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
-    struct h_timed_try newcomer = {.lock = f.rd, .wait_ms = 0, .lease_ms = RLOCK_LEASE_WATCHDOG};
-    assert_int_equal(pthread_create(&lth, NULL, h_timed_try_main, &newcomer), 0);
-    assert_int_equal(pthread_join(lth, NULL), 0);
-    H_ASSERT_RC(newcomer.rc, RLOCK_BUSY);
-    /* The joined threads leave: the writer gets in. */
-    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
-    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
-    h_sleep_ms(50);
-    assert_false(atomic_load(&writer.locked)); /* b still reads */
-    holder_finish(&b, th);
-    H_ASSERT_RC(b.unlock_rc, RLOCK_OK);
-    H_WAIT_FOR(atomic_load(&writer.locked), 10000);
-    H_ASSERT_RC(writer.lock_rc, RLOCK_OK);
-    assert_int_equal(reader_fields(f.r, f.name, NULL, 0), 0);
-    /* A reader of the shared client waits for the writer, then takes a new hold. */
-    holder_spawn(&late, &lth, f.rd);
-    h_sleep_ms(50);
-    assert_false(atomic_load(&late.locked));
-    holder_finish(&writer, wth);
-    H_ASSERT_RC(writer.unlock_rc, RLOCK_OK);
-    H_WAIT_FOR(atomic_load(&late.locked), 10000);
-    H_ASSERT_RC(late.lock_rc, RLOCK_OK);
-    holder_finish(&late, lth);
-    H_ASSERT_RC(late.unlock_rc, RLOCK_OK);
-    fixture_close(&f);
-}
-
-/* ---- per thread ------------------------------------------------------------------- */
-
-static void test_upgrade_refused(void **state) {
-    (void)state;
-    fixture f = fixture_open("rws-upgrade", 100, 30000, NULL, 0);
-    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
-    H_ASSERT_RC(rlock_try_lock(f.wr, 0, RLOCK_LEASE_WATCHDOG), RLOCK_EDEADLK);
-    H_ASSERT_RC(rlock_lock(f.wr), RLOCK_EDEADLK);
-    H_ASSERT_RC(rlock_try_lock(f.wr, 1000, 5000), RLOCK_EDEADLK);
-    assert_int_equal(rlock_hold_count(f.rd), 1);
-    H_ASSERT_RC(rlock_unlock(f.wr), RLOCK_ENOTOWNER);
-    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
-    /* With no read hold left the write lock is the thread's to take. */
-    H_ASSERT_RC(rlock_try_lock(f.wr, 5000, RLOCK_LEASE_WATCHDOG), RLOCK_OK);
-    H_ASSERT_RC(rlock_unlock(f.wr), RLOCK_OK);
-    fixture_close(&f);
-}
-
-/* A downgrade, a lease and an _as call take holds of their own (the thread's or owner's field). */
-static void test_own_holds(void **state) {
-    (void)state;
-    fixture f = fixture_open("rws-own", 100, 30000, NULL, 0);
-    char own[256], as[256];
-
-    owner_field(f.c, rlock_thread_owner(), own, sizeof own);
-    H_ASSERT_RC(rlock_lock(f.wr), RLOCK_OK);
-    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK); /* downgrade */
-    assert_int_equal(hget(f.r, f.name, own), 1);
-    H_ASSERT_RC(rlock_unlock(f.wr), RLOCK_OK);
-    assert_int_equal(rlock_is_held_by_current_thread(f.rd), 1);
-    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
-    assert_int_equal(key_exists(f.r, f.name), 0);
-
-    H_ASSERT_RC(rlock_try_lock(f.rd, 0, 5000), RLOCK_OK); /* a lease */
-    assert_int_equal(hget(f.r, f.name, own), 1);
-    assert_int_equal(reader_fields(f.r, f.name, NULL, 0), 1);
-    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
-    assert_int_equal(key_exists(f.r, f.name), 0);
-
-    uint64_t owner = rlock_owner_new();
-    owner_field(f.c, owner, as, sizeof as);
-    H_ASSERT_RC(rlock_lock_as(f.rd, owner, RLOCK_LEASE_WATCHDOG), RLOCK_OK);
-    assert_int_equal(hget(f.r, f.name, as), 1);
-    assert_int_equal(rlock_hold_count(f.rd), 0); /* the thread holds nothing */
-    H_ASSERT_RC(rlock_unlock_as(f.rd, owner), RLOCK_OK);
-    assert_int_equal(key_exists(f.r, f.name), 0);
-
-    /* The _as calls with the thread's own id are the thread's: same joined hold. */
-    uint64_t self = rlock_thread_owner();
-    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
-    assert_int_equal(reader_fields(f.r, f.name, NULL, 0), 1);
-    assert_int_equal(hget(f.r, f.name, own), -1); /* joined, not a hold of its own */
-    assert_int_equal(rlock_hold_count_as(f.rd, self), 1);
-    assert_int_equal(rlock_is_held_by(f.rd, self), 1);
-    H_ASSERT_RC(rlock_try_lock_as(f.wr, self, 300, RLOCK_LEASE_WATCHDOG), RLOCK_EDEADLK);
-    H_ASSERT_RC(rlock_lock_as(f.rd, self, RLOCK_LEASE_WATCHDOG), RLOCK_OK); /* re-entry */
-    assert_int_equal(rlock_hold_count(f.rd), 2);
-    H_ASSERT_RC(rlock_unlock_as(f.rd, self), RLOCK_OK);
-    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
-    assert_int_equal(rlock_hold_count_as(f.rd, self), 0);
-    H_ASSERT_RC(rlock_unlock_as(f.rd, self), RLOCK_ENOTOWNER);
-    fixture_close(&f);
-}
-
-/* A thread with a read hold of its own re-enters at once while a writer waits (no deadlock). */
-static void test_own_hold_reentry_with_writer_waiting(void **state) {
-    (void)state;
-    fixture f = fixture_open("rws-reenter", 50, 30000, NULL, 1);
-    holder writer = {0};
-    pthread_t wth;
-    H_ASSERT_RC(rlock_lock(f.wr), RLOCK_OK);
-    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK); /* a downgrade: a hold of its own */
-    H_ASSERT_RC(rlock_unlock(f.wr), RLOCK_OK);
-    h_sleep_ms(100); /* no shared hold, none in its join time */
-    holder_spawn(&writer, &wth, f.owr);
-    h_sleep_ms(100);
-    assert_false(atomic_load(&writer.locked));
-    long long t0 = h_now_ms();
-    H_ASSERT_RC(rlock_try_lock(f.rd, h_scaled(5000), RLOCK_LEASE_WATCHDOG), RLOCK_OK);
-    assert_true(h_now_ms() - t0 < h_scaled(1000));
-    assert_int_equal(rlock_hold_count(f.rd), 2);
-    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
-    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
-    H_WAIT_FOR(atomic_load(&writer.locked), 10000);
-    H_ASSERT_RC(writer.lock_rc, RLOCK_OK);
-    holder_finish(&writer, wth);
-    H_ASSERT_RC(writer.unlock_rc, RLOCK_OK);
-    fixture_close(&f);
-}
-
-/* A taker that finds the lock busy for its whole wait returns RLOCK_BUSY after that wait, once. */
-static void test_busy_take_waits_once(void **state) {
-    (void)state;
-    fixture f = fixture_open("rws-busy", 50, 30000, NULL, 1);
-    H_ASSERT_RC(rlock_lock(f.owr), RLOCK_OK);
-    long long t0 = h_now_ms();
-    H_ASSERT_RC(rlock_try_lock(f.rd, 500, RLOCK_LEASE_WATCHDOG), RLOCK_BUSY);
-    long long took = h_now_ms() - t0;
-    H_ASSERT_BETWEEN(took, 450, 500 + h_scaled(300));
-    assert_int_equal(h_stats(f.c).busy, 1);
-    H_ASSERT_RC(rlock_unlock(f.owr), RLOCK_OK);
-    fixture_close(&f);
-}
-
-/* ---- faults ------------------------------------------------------------------------ */
-
-static void test_loss_told_to_each_thread(void **state) {
-    (void)state;
-    struct h_lost lost;
-    fixture f = fixture_open("rws-lost", 1000, 300, &lost, 1);
-    holder b = {.reentries = 1};
-    pthread_t th;
-
-    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
-    holder_start(&b, &th, f.rd);
-    assert_int_equal(rlock_force_unlock(f.ord), 1); /* another client forces it away */
-    H_WAIT_FOR(h_lost_count(&lost) >= 1, 10000);    /* the watchdog finds it gone */
-    assert_int_equal(rlock_hold_count(f.rd), 0);
-    assert_int_equal(rlock_is_held_by_current_thread(f.rd), 0);
-    /* As for holds of its own: the next lock is ELOST (nothing acquired), and so is an
-     * unlock that would leave the thread holding; then it holds nothing. */
-    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_ELOST);
-    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_ENOTOWNER);
-    holder_finish(&b, th);
-    H_ASSERT_RC(b.unlock_rc, RLOCK_ELOST);
-    H_ASSERT_RC(b.last_unlock_rc, RLOCK_ENOTOWNER);
-    /* Afterwards a new shared hold. */
-    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
-    assert_int_equal(rlock_is_locked(f.ord), 1);
-    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
-    h_sleep_ms(400); /* renewals of the new hold: no further loss */
-    assert_int_equal(h_lost_count(&lost), 1);
-    fixture_close(&f);
-}
-
-/*
- * The give-back refused (PUBLISH on the lock's channel taken away after the
- * hold was taken): the hold stays, nobody joins it -- a reader goes to Redis
- * for a hold of its own, which is refused there since its unlock would be --
- * and the releaser gives it back once the ACL allows it (then a writer gets in).
- */
-static void test_give_back_refused(void **state) {
-    (void)state;
-    const char *base = h_url();
-    if (strncmp(base, "redis://", 8) != 0 || strchr(base + 8, '@') || strchr(base + 8, '/'))
-        skip(); /* needs the suite's plain server to make a user on */
-    fixture f = fixture_open("rws-acl", 50, 30000, NULL, 1);
-    char user[64], url[512], field[256], own[256];
-    snprintf(user, sizeof user, "rws-acl-%ld-%lld", (long)getpid(), h_now_us());
-    h_cmd_ok(f.r, "ACL SETUSER %s on >pw ~* allchannels +@all", user);
+/* A client opened with shared_reads_ms (0: left at its default) logging into lines. */
+static rlock_client *open_logged(int ms, struct h_loglines *lines) {
     rlock_config cfg;
     h_config(&cfg);
-    cfg.url = h_url_auth(url, sizeof url, base, user, "pw");
-    cfg.shared_reads_ms = 50;
-    rlock_client *c = h_open_config(&cfg);
-    rlock *rd, *wr;
-    H_ASSERT_RC(rlock_get_rw(c, f.name, &rd, &wr), RLOCK_OK);
-
-    H_ASSERT_RC(rlock_lock(rd), RLOCK_OK);
-    h_cmd_ok(f.r, "ACL SETUSER %s resetchannels", user);
-    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK); /* idle: the releaser's give-back is refused */
-    h_sleep_ms(300);
-    assert_int_equal(reader_fields(f.r, f.name, field, sizeof field), 1);
-    /* Nobody joins it (a join asks nothing of Redis): a reader asks for a hold of its own,
-     * refused because its unlock would be (Redis >= 7.0; 6.2 cannot ask ahead: the hold is
-     * taken, and its unlock, not the last reader's, publishes nothing and goes through). */
-    owner_field(c, rlock_thread_owner(), own, sizeof own);
-    if (h_server_major(f.r) >= 7) {
-        H_ASSERT_RC(rlock_lock(rd), RLOCK_ENOPERM);
-        assert_int_equal(rlock_hold_count(rd), 0);
-        assert_int_equal(hget(f.r, f.name, own), -1);
-    } else {
-        H_ASSERT_RC(rlock_lock(rd), RLOCK_OK);
-        assert_int_equal(hget(f.r, f.name, own), 1);
-        H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
-    }
-    H_ASSERT_RC(rlock_try_lock(f.owr, 0, RLOCK_LEASE_WATCHDOG), RLOCK_BUSY);
-    /* Allowed again: the releaser's next try gives it back. */
-    h_cmd_ok(f.r, "ACL SETUSER %s allchannels", user);
-    H_WAIT_FOR(key_exists(f.r, f.name) == 0, 5000);
-    H_ASSERT_RC(rlock_try_lock(f.owr, 0, RLOCK_LEASE_WATCHDOG), RLOCK_OK);
-    H_ASSERT_RC(rlock_unlock(f.owr), RLOCK_OK);
-
-    /* A last unlock whose give-back is refused: the thread keeps its joined hold, as
-     * for a hold of its own, and re-enters it at once while a writer waits for it. */
-    holder writer = {0};
-    pthread_t wth;
-    H_ASSERT_RC(rlock_lock(rd), RLOCK_OK);
-    h_cmd_ok(f.r, "ACL SETUSER %s resetchannels", user);
-    h_sleep_ms(100); /* past the join time */
-    H_ASSERT_RC(rlock_unlock(rd), RLOCK_ENOPERM);
-    assert_int_equal(rlock_hold_count(rd), 1);
-    holder_spawn(&writer, &wth, f.owr);
-    h_sleep_ms(100);
-    long long t0 = h_now_ms();
-    H_ASSERT_RC(rlock_try_lock(rd, h_scaled(5000), RLOCK_LEASE_WATCHDOG), RLOCK_OK);
-    assert_true(h_now_ms() - t0 < h_scaled(1000));
-    assert_int_equal(rlock_hold_count(rd), 2);
-    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
-    H_ASSERT_RC(rlock_unlock(rd), RLOCK_ENOPERM);
-    assert_false(atomic_load(&writer.locked));
-    h_cmd_ok(f.r, "ACL SETUSER %s allchannels", user);
-    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK);
-    H_WAIT_FOR(atomic_load(&writer.locked), 10000);
-    holder_finish(&writer, wth);
-    H_ASSERT_RC(writer.unlock_rc, RLOCK_OK);
-    rlock_free(rd);
-    rlock_free(wr);
-    rlock_client_close(c);
-    h_cmd_ok(f.r, "ACL DELUSER %s", user);
-    fixture_close(&f);
+    h_loglines_init(lines);
+    cfg.log = h_loglines_cb;
+    cfg.log_arg = lines;
+    cfg.log_level = RLOCK_LOG_INFO;
+    if (ms != 0)
+        cfg.shared_reads_ms = ms;
+    return h_open_config(&cfg);
 }
 
-/* A thread whose hold of its own was lost is told (RLOCK_ELOST), also when the shared hold is free. */
-static void test_own_hold_loss_told(void **state) {
+static void test_knob_ignored(void **state) {
     (void)state;
-    struct h_lost lost;
-    fixture f = fixture_open("rws-ownlost", 50, 300, &lost, 1);
+    struct h_loglines lines;
+    rlock_client *c = open_logged(200, &lines);
+    const char *name = h_unique_name("rws-ignored");
+    redisContext *r = h_redis();
+    rlock *rd, *wr;
+    char field[256], own[256];
     holder b = {0};
     pthread_t th;
-    holder_start(&b, &th, f.rd); /* b takes the shared hold */
-    h_sleep_ms(100);             /* past its join time */
-    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK); /* a hold of its own */
-    assert_int_equal(reader_fields(f.r, f.name, NULL, 0), 2);
-    /* The shared hold's owner id is the client's, not an _as caller's. */
-    uint64_t shared = 0, self = rlock_thread_owner();
-    redisReply *rep = h_cmd(f.r, "HKEYS %s", f.name);
-    for (size_t i = 0; i < rep->elements; i++) {
-        const char *colon = strrchr(rep->element[i]->str, ':');
-        uint64_t id = colon != NULL ? strtoull(colon + 1, NULL, 10) : 0;
-        shared = id != 0 && id != self ? id : shared;
-    }
-    freeReplyObject(rep);
-    assert_true(shared != 0);
-    H_ASSERT_RC(rlock_unlock_as(f.rd, shared), RLOCK_EINVAL);
-    assert_int_equal(rlock_force_unlock(f.ord), 1);
-    H_WAIT_FOR(h_lost_count(&lost) >= 2, 10000); /* both holds found gone */
+
+    H_ASSERT_RC(rlock_get_rw(c, name, &rd, &wr), RLOCK_OK);
+    H_ASSERT_RC(rlock_lock(rd), RLOCK_OK);
+    holder_start(&b, &th, rd);
+    H_ASSERT_RC(b.lock_rc, RLOCK_OK);
+    /* Two readers in Redis, each the thread's own field of count 1. */
+    assert_int_equal(reader_fields(r, name, NULL, 0), 2);
+    owner_field(c, rlock_thread_owner(), own, sizeof own);
+    assert_int_equal(hget(r, name, own), 1);
+    assert_int_equal(rlock_hold_count(rd), 1);
+    assert_int_equal(rlock_is_held_by_current_thread(rd), 1);
+    assert_int_equal(b.count_while_held, 1);
+    assert_int_equal(b.held_while_held, 1);
+    H_ASSERT_RC(rlock_unlock(rd), RLOCK_OK); /* released at once: no join time */
+    assert_int_equal(reader_fields(r, name, field, sizeof field), 1);
+    assert_string_not_equal(field, own);
     holder_finish(&b, th);
-    H_ASSERT_RC(b.unlock_rc, RLOCK_ENOTOWNER);
-    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_ELOST); /* not a new shared hold */
-    assert_int_equal(rlock_hold_count(f.rd), 0);
-    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
-    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
-    fixture_close(&f);
+    H_ASSERT_RC(b.unlock_rc, RLOCK_OK);
+    assert_int_equal(key_exists(r, name), 0);
+    rlock_free(rd);
+    rlock_free(wr);
+    rlock_client_close(c); /* delivers the lines queued */
+    redisFree(r);
+    /* One line says the field does nothing. */
+    assert_int_equal(h_loglines_count(&lines, "CONFIG_IGNORED"), 1);
+    struct h_logline line = h_loglines_find(&lines, "CONFIG_IGNORED");
+    assert_int_equal(line.level, RLOCK_LOG_WARN);
+    assert_non_null(strstr(line.text, "shared_reads_ms=200"));
+    h_loglines_destroy(&lines);
+
+    c = open_logged(0, &lines); /* the default: no such line */
+    rlock_client_close(c);
+    assert_int_equal(h_loglines_count(&lines, "CLIENT_OPEN"), 1);
+    assert_int_equal(h_loglines_count(&lines, "CONFIG_IGNORED"), 0);
+    h_loglines_destroy(&lines);
 }
-
-static void *lock_and_exit(void *arg) {
-    (void)rlock_lock(arg);
-    return NULL;
-}
-
-/* A joined thread that exits without unlocking: its holds go with it, the hold is given back. */
-static void test_joined_thread_exits(void **state) {
-    (void)state;
-    fixture f = fixture_open("rws-exit", 100, 30000, NULL, 0);
-    pthread_t th;
-    H_ASSERT_RC(rlock_lock(f.rd), RLOCK_OK);
-    assert_int_equal(pthread_create(&th, NULL, lock_and_exit, f.rd), 0);
-    assert_int_equal(pthread_join(th, NULL), 0);
-    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
-    H_WAIT_FOR(key_exists(f.r, f.name) == 0, 10000);
-    /* and alone in it */
-    assert_int_equal(pthread_create(&th, NULL, lock_and_exit, f.rd), 0);
-    assert_int_equal(pthread_join(th, NULL), 0);
-    H_WAIT_FOR(key_exists(f.r, f.name) == 0, 10000);
-    fixture_close(&f);
-}
-
-/* The thread taking the shared hold is cancelled while it waits: the next reader takes it. */
-static void test_taker_cancelled(void **state) {
-    (void)state;
-    H_SKIP_CANCEL_UNDER_ASAN();
-    fixture f = fixture_open("rws-cancel", 100, 30000, NULL, 1);
-    char field[256], own[256];
-    pthread_t th;
-    H_ASSERT_RC(rlock_lock(f.owr), RLOCK_OK);
-    assert_int_equal(pthread_create(&th, NULL, lock_and_exit, f.rd), 0);
-    h_sleep_ms(100); /* waiting for the writer */
-    assert_int_equal(pthread_cancel(th), 0);
-    assert_int_equal(pthread_join(th, NULL), 0);
-    H_ASSERT_RC(rlock_unlock(f.owr), RLOCK_OK);
-    H_ASSERT_RC(rlock_try_lock(f.rd, 5000, RLOCK_LEASE_WATCHDOG), RLOCK_OK);
-    assert_int_equal(reader_fields(f.r, f.name, field, sizeof field), 1);
-    owner_field(f.c, rlock_thread_owner(), own, sizeof own);
-    assert_string_not_equal(field, own); /* the shared hold's, not a hold of its own */
-    H_ASSERT_RC(rlock_unlock(f.rd), RLOCK_OK);
-    fixture_close(&f);
-}
-
-/* ---- exclusion --------------------------------------------------------------------- */
-
-typedef struct excl {
-    rlock *lock;
-    int write;
-    atomic_int *readers, *writers, *stop;
-    atomic_long *violations, *done;
-} excl;
-
-static void *excl_main(void *arg) {
-    excl *e = arg;
-    while (!atomic_load(e->stop)) {
-        int rc = rlock_try_lock(e->lock, 2000, RLOCK_LEASE_WATCHDOG);
-        if (rc == RLOCK_BUSY)
-            continue;
-        if (rc != RLOCK_OK) {
-            atomic_fetch_add(e->violations, 1000);
-            return NULL;
-        }
-        if (e->write) {
-            if (atomic_fetch_add(e->writers, 1) != 0 || atomic_load(e->readers) != 0)
-                atomic_fetch_add(e->violations, 1);
-            usleep(200);
-            atomic_fetch_sub(e->writers, 1);
-        } else {
-            atomic_fetch_add(e->readers, 1);
-            if (atomic_load(e->writers) != 0)
-                atomic_fetch_add(e->violations, 1);
-            usleep(50);
-            atomic_fetch_sub(e->readers, 1);
-        }
-        atomic_fetch_add(&e->done[e->write], 1);
-        if (rlock_unlock(e->lock) != RLOCK_OK)
-            atomic_fetch_add(e->violations, 1000);
-    }
-    return NULL;
-}
-
-static void test_exclusion_mixed_clients(void **state) {
-    (void)state;
-    enum { CLIENTS = 3, READERS = 3, THREADS = CLIENTS * (READERS + 1) };
-    const char *name = h_unique_name("rws-excl");
-    rlock_client *c[CLIENTS] = {open_shared(2, 30000, NULL), open_shared(20, 30000, NULL),
-                                h_open(30000, 0)};
-    rlock *rd[CLIENTS], *wr[CLIENTS];
-    atomic_int readers = 0, writers = 0, stop = 0;
-    atomic_long violations = 0, done[2] = {0, 0};
-    excl e[THREADS];
-    pthread_t th[THREADS];
-    for (int i = 0; i < CLIENTS; i++)
-        H_ASSERT_RC(rlock_get_rw(c[i], name, &rd[i], &wr[i]), RLOCK_OK);
-    for (int i = 0; i < THREADS; i++) {
-        int client = i / (READERS + 1), write = i % (READERS + 1) == READERS;
-        e[i] = (excl){.lock = write ? wr[client] : rd[client], .write = write, .readers = &readers,
-                      .writers = &writers, .stop = &stop, .violations = &violations, .done = done};
-        assert_int_equal(pthread_create(&th[i], NULL, excl_main, &e[i]), 0);
-    }
-    h_sleep_ms(3000);
-    atomic_store(&stop, 1);
-    for (int i = 0; i < THREADS; i++)
-        assert_int_equal(pthread_join(th[i], NULL), 0);
-    printf("  reads %ld, writes %ld\n", atomic_load(&done[0]), atomic_load(&done[1]));
-    assert_int_equal(atomic_load(&violations), 0);
-    assert_true(atomic_load(&done[0]) > 0);
-    assert_true(atomic_load(&done[1]) > 0);
-    for (int i = 0; i < CLIENTS; i++) {
-        rlock_free(rd[i]);
-        rlock_free(wr[i]);
-        rlock_client_close(c[i]);
-    }
-}
-
-/* ---- input -------------------------------------------------------------------------- */
 
 static void test_config_range(void **state) {
     (void)state;
@@ -672,22 +196,142 @@ static void test_config_range(void **state) {
     }
 }
 
+/* ---- example ------------------------------------------------------------------- */
+
+/* A thread in the example's shared hold until told (release 1). */
+typedef struct joiner {
+    atomic_int in, release;
+    int lock_rc, unlock_rc;
+} joiner;
+
+static void *joiner_main(void *arg) {
+    joiner *j = arg;
+    j->lock_rc = shared_read_lock(&shared);
+    atomic_store(&j->in, 1);
+    while (!atomic_load(&j->release))
+        h_sleep_ms(1);
+    j->unlock_rc = j->lock_rc == RLOCK_OK ? shared_read_unlock(&shared) : RLOCK_OK;
+    return NULL;
+}
+
+/* The example's shared hold on a lock of a client whose events go to the example. */
+typedef struct example {
+    const char *name;
+    rlock_client *c, *o;
+    rlock *rd, *wr, *ord, *owr;
+    struct h_lost lost;
+    redisContext *r;
+} example;
+
+static void on_example_event(const rlock_event *ev, void *arg) {
+    on_event(ev, NULL); /* the example's callback */
+    h_lost_cb(ev->name, arg);
+}
+
+static void example_open(example *e, const char *prefix, long long watchdog_ms) {
+    rlock_config cfg;
+    h_config(&cfg);
+    cfg.watchdog_timeout_ms = watchdog_ms;
+    h_lost_init(&e->lost);
+    cfg.on_event = on_example_event;
+    cfg.callback_arg = &e->lost;
+    e->name = h_unique_name(prefix);
+    e->c = h_open_config(&cfg);
+    e->o = h_open(30000, 0);
+    e->r = h_redis();
+    H_ASSERT_RC(rlock_get_rw(e->c, e->name, &e->rd, &e->wr), RLOCK_OK);
+    H_ASSERT_RC(rlock_get_rw(e->o, e->name, &e->ord, &e->owr), RLOCK_OK);
+    /* a join time no slow run (valgrind) outlasts: the second thread joins */
+    shared_read_init(&shared, e->rd, H_MS(60000));
+}
+
+static void example_close(example *e) {
+    rlock *handles[] = {e->rd, e->wr, e->ord, e->owr};
+    for (size_t i = 0; i < sizeof handles / sizeof handles[0]; i++)
+        rlock_free(handles[i]);
+    rlock_client_close(e->c);
+    rlock_client_close(e->o);
+    redisFree(e->r);
+    pthread_mutex_destroy(&shared.mu);
+    pthread_cond_destroy(&shared.gone);
+}
+
+static void test_example_one_hold(void **state) {
+    (void)state;
+    example e;
+    joiner j = {0};
+    pthread_t th;
+    char field[256], want[256];
+
+    example_open(&e, "rws-example", 30000);
+    H_ASSERT_RC(shared_read_lock(&shared), RLOCK_OK);
+    assert_int_equal(pthread_create(&th, NULL, joiner_main, &j), 0);
+    H_WAIT_FOR(atomic_load(&j.in), 10000);
+    H_ASSERT_RC(j.lock_rc, RLOCK_OK);
+    assert_int_equal(shared.takes, 1); /* the second thread joined */
+    /* One reader in Redis: the shared owner's field, count 1. */
+    assert_int_equal(reader_fields(e.r, e.name, field, sizeof field), 1);
+    owner_field(e.c, shared.owner, want, sizeof want);
+    assert_string_equal(field, want);
+    assert_int_equal(hget(e.r, e.name, field), 1);
+    /* Per-thread truth is the application's: the library sees the owner only. */
+    assert_int_equal(rlock_is_held_by_current_thread(e.rd), 0);
+    assert_int_equal(rlock_is_held_by(e.rd, shared.owner), 1);
+    H_ASSERT_RC(shared_read_unlock(&shared), RLOCK_OK); /* not the last: still held */
+    assert_int_equal(hget(e.r, e.name, field), 1);
+    atomic_store(&j.release, 1);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    H_ASSERT_RC(j.unlock_rc, RLOCK_OK); /* the last one out gave it back */
+    assert_int_equal(key_exists(e.r, e.name), 0);
+    H_ASSERT_RC(shared_read_unlock(&shared), RLOCK_ENOTOWNER);
+    example_close(&e);
+}
+
+static void test_example_loss(void **state) {
+    (void)state;
+    example e;
+    joiner j = {0};
+    pthread_t th;
+
+    example_open(&e, "rws-example-lost", 300);
+    H_ASSERT_RC(shared_read_lock(&shared), RLOCK_OK);
+    assert_int_equal(pthread_create(&th, NULL, joiner_main, &j), 0);
+    H_WAIT_FOR(atomic_load(&j.in), 10000);
+    assert_int_equal(rlock_force_unlock(e.ord), 1); /* another client forces it away */
+    H_WAIT_FOR(atomic_load(&shared.lost), 10000);   /* the watchdog finds it, the event tells */
+    assert_int_equal(h_lost_count(&e.lost), 1);
+    /* Each joined thread is told; the last one's unlock_as forgets the loss. */
+    H_ASSERT_RC(shared_read_unlock(&shared), RLOCK_ELOST);
+    atomic_store(&j.release, 1);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    H_ASSERT_RC(j.unlock_rc, RLOCK_ELOST);
+    /* Afterwards a new hold. */
+    H_ASSERT_RC(shared_read_lock(&shared), RLOCK_OK);
+    assert_int_equal(shared.takes, 2);
+    assert_int_equal(rlock_is_locked(e.ord), 1);
+    H_ASSERT_RC(shared_read_unlock(&shared), RLOCK_OK);
+    assert_int_equal(h_lost_count(&e.lost), 1);
+    example_close(&e);
+}
+
+/* The example program as a user runs it, against the suite's server. */
+static void test_example_program(void **state) {
+    (void)state;
+    char prog[] = "shared_read", threads[] = "8", reads_arg[] = "200", url[512];
+    snprintf(url, sizeof url, "%s", h_url());
+    char *argv[] = {prog, url, threads, reads_arg, NULL};
+    assert_int_equal(shared_read_example_main(4, argv), 0);
+    assert_int_equal(shared.count, 0);
+    assert_in_range(shared.takes, 1, 8 * 200);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_joined_readers_share_one_hold),
-        cmocka_unit_test(test_idle_hold_given_back),
-        cmocka_unit_test(test_writer_waits_for_joined_threads),
-        cmocka_unit_test(test_upgrade_refused),
-        cmocka_unit_test(test_own_holds),
-        cmocka_unit_test(test_own_hold_reentry_with_writer_waiting),
-        cmocka_unit_test(test_busy_take_waits_once),
-        cmocka_unit_test(test_loss_told_to_each_thread),
-        cmocka_unit_test(test_give_back_refused),
-        cmocka_unit_test(test_own_hold_loss_told),
-        cmocka_unit_test(test_joined_thread_exits),
-        cmocka_unit_test(test_taker_cancelled),
-        cmocka_unit_test(test_exclusion_mixed_clients),
+        cmocka_unit_test(test_knob_ignored),
         cmocka_unit_test(test_config_range),
+        cmocka_unit_test(test_example_one_hold),
+        cmocka_unit_test(test_example_loss),
+        cmocka_unit_test(test_example_program),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,7 +11,6 @@
  *   lock.c      the lock calls: lock, try_lock, unlock, queries, for the calling thread
  *               or an explicit owner (the _as calls)
  *   owner.c     explicit owners: their ids, one call at a time per owner and lock
- *   shared_read.c  read holds shared by a client's threads (rlock_config.shared_reads_ms)
  *   fenced.c    the fenced lock's token calls, and the resource helper
  *   inspect.c   rlockctl's read-only inspection seam (inspect.h; tool-only)
  *   multi.c     multi-locks (rlock_multi_*): several handles taken together
@@ -47,9 +46,6 @@ struct rlock__owner_call {
 };
 
 #define RLOCK__OWNER_CALL_BUCKETS 64
-#define RLOCK__SHARED_READ_BUCKETS 64
-
-typedef struct rlock__shared_read rlock__shared_read; /* shared_read.c */
 
 enum { RLOCK__OPEN, RLOCK__CLOSING, RLOCK__CLOSED };
 
@@ -69,14 +65,6 @@ struct rlock_client {
     int handles;                /* live rlock handles */
     rlock__owner_call *owner_calls[RLOCK__OWNER_CALL_BUCKETS]; /* _as calls in progress,
                                    by owner id; entries live on their callers' stacks */
-    rlock__shared_read *shared_reads[RLOCK__SHARED_READ_BUCKETS]; /* shared_read.c's states,
-                                   by name; owned, each freed with its last handle */
-    rlock__worker releaser;     /* shared_read.c's thread, only with shared_reads_ms > 0:
-                                   started at open, stopped first thing at close (it gives
-                                   back idle holds), its mutex and condition destroyed in
-                                   rlock__client_free (calls finishing during close may
-                                   still wake it); the mutex guards releaser_due_ms */
-    int64_t releaser_due_ms;    /* when the releaser looks next; 0: when woken */
 
     rlock_client *registry_next; /* guarded by the registry mutex in registry.c */
 };
@@ -155,56 +143,6 @@ rlock__owner rlock__owner_of(uint64_t id);
 int rlock__valid_lease(long long lease_ms);
 /* RLOCK_EINVAL with the message every lock call gives for a bad lease. */
 int rlock__bad_lease(long long lease_ms);
-
-/* ---- handle.c ----------------------------------------------------------------------------- */
-
-/*
- * A handle of kind for name (len checked by the caller), not counted in the
- * client's handles (rlock_get's are); NULL if out of memory. Freed with
- * rlock__handle_free.
- */
-rlock *rlock__handle_new(rlock_client *c, const rlock__kind *kind, const char *name, size_t len);
-void rlock__handle_free(rlock *lock);
-
-/* ---- shared_read.c ---------------------------------------------------------------------- */
-
-/* What the shared-read calls answer for a call that is not theirs (no status's value). */
-#define RLOCK__NOT_SHARED INT_MIN
-
-/*
- * Points both handles of a read-write lock at the client's shared-read
- * state for their name (made on first use); a no-op when the client's
- * shared_reads_ms is 0. RLOCK_OK or RLOCK_ENOMEM.
- */
-int rlock__shared_read_attach(rlock_client *c, rlock *read_lock, rlock *write_lock);
-/* The handle goes: drops its reference (the state goes with the last). */
-void rlock__shared_read_detach(rlock *lock);
-/*
- * A lock call of owner (a thread, or an explicit id: one with joined holds
- * is a thread's id) on a handle with a shared-read state: a read with the
- * watchdog lease joins or takes the shared hold (explicit ids only
- * re-enter); a write by an owner with joined holds is RLOCK_EDEADLK (an
- * upgrade). Anything else is RLOCK__NOT_SHARED: the generic path.
- */
-int rlock__shared_read_lock(rlock *lock, const rlock__owner *owner, long long wait_ms,
-                            long long lease_ms, const rlock__call *call);
-/* A read unlock of owner: one of its joined holds, or RLOCK__NOT_SHARED. */
-int rlock__shared_read_unlock(rlock *lock, const rlock__owner *owner);
-/* owner's joined holds (0 after a loss), and the shared hold's owner id in *holder. */
-long long rlock__shared_read_joined(rlock *lock, uint64_t owner, uint64_t *holder);
-/* A thread exits: its joined holds on c's locks are gone. */
-void rlock__shared_read_thread_gone(rlock_client *c, uint64_t thread);
-/*
- * The client's releaser thread, which gives back shared holds left idle
- * (no joined holds) when their join time ends: started at open when
- * shared_reads_ms > 0; stopped (after releasing every idle hold) first
- * thing at close.
- */
-int rlock__shared_read_start(rlock_client *c);
-void rlock__shared_read_stop(rlock_client *c);
-/* Frees the states left (their handles gone while they held) and the releaser's
- * mutex and condition: the client's last moment. */
-void rlock__shared_read_free_all(rlock_client *c);
 
 /* ---- config.c ------------------------------------------------------------------------ */
 

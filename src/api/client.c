@@ -15,7 +15,7 @@
  * checks the state after counting, so close never frees what a call uses.
  *
  * Threads: any application thread. Locking: client->mutex guards state
- * transitions and the handle count (and shared_read.c's chains).
+ * transitions and the handle count.
  */
 #include <uuid/uuid.h>
 
@@ -141,7 +141,6 @@ void rlock__leave_all_on_cancel(void *guards) {
  * events queued are still delivered.
  */
 static void stop_threads(rlock_client *c, int drain_calls) {
-    rlock__shared_read_stop(c); /* it releases idle holds: before the network goes */
     rlock__waiters_stop(&c->engine);
     rlock__waiters_drain_queues(&c->engine,
                                 rlock__deadline_after(2LL * c->settings.command_timeout_ms));
@@ -163,7 +162,6 @@ static void release_layers(rlock_client *c) {
 }
 
 void rlock__client_free(rlock_client *c) {
-    rlock__shared_read_free_all(c);
     pthread_cond_destroy(&c->idle);
     pthread_mutex_destroy(&c->mutex);
     c->magic = 0;
@@ -179,6 +177,20 @@ static void log_open(rlock_client *c, const char *url) {
                " id=%s name=%s url=%s version=%s register_client=%d", c->id,
                c->settings.conn_name, rlock__url_redacted(url, shown, sizeof(shown)),
                rlock_version(), c->settings.register_client);
+}
+
+/*
+ * shared_reads_ms no longer does anything (shared read holds left the
+ * library; examples/shared_read.c builds them on explicit owners): one
+ * line says so, that a program which sets it is not left believing it.
+ */
+static void log_ignored(rlock_client *c) {
+    if (c->settings.shared_reads_ms == 0 || !rlock__log_wanted(&c->settings, RLOCK_LOG_WARN))
+        return;
+    rlock__log(&c->events, RLOCK_LOG_WARN, "CONFIG_IGNORED",
+               " shared_reads_ms=%d: ignored (shared read holds left the library; see "
+               "examples/shared_read.c): every reader takes a hold of its own",
+               c->settings.shared_reads_ms);
 }
 
 static int client_build(rlock_client *c, const rlock_config *cfg) {
@@ -201,12 +213,12 @@ static int client_build(rlock_client *c, const rlock_config *cfg) {
                              RLOCK__SCRIPT_COUNT);
     if (status == RLOCK_OK)
         status = rlock__engine_start(&c->engine, c->id);
-    if (status == RLOCK_OK && c->settings.shared_reads_ms > 0)
-        status = rlock__shared_read_start(c);
     if (status == RLOCK_OK && c->settings.register_client)
         status = rlock__register_client(c, url);
-    if (status == RLOCK_OK)
+    if (status == RLOCK_OK) {
         log_open(c, url);
+        log_ignored(c);
+    }
     return status;
 }
 

@@ -87,6 +87,7 @@ int rlock__settings_from(const rlock_config *cfg, rlock__settings *s) {
         return RLOCK_EINVAL;
     if (observing_from(cfg, &defaults, s) != RLOCK_OK)
         return RLOCK_EINVAL;
+    /* ignored (client.c logs it), still range-checked: a value refused before stays refused */
     s->shared_reads_ms = defaults.shared_reads_ms;
     if (has_field(cfg, offsetof(rlock_config, shared_reads_ms), sizeof(int)))
         s->shared_reads_ms = cfg->shared_reads_ms;

@@ -14,7 +14,7 @@
 
 #include "api.h"
 
-void rlock__handle_free(rlock *lock) {
+static void free_handle(rlock *lock) {
     lock->magic = 0;
     rlock__free(lock->name);
     rlock__free(lock->channel);
@@ -40,7 +40,8 @@ static void set_family(rlock *lock) {
     lock->family_len = len - (size_t)(colon + 1 - key);
 }
 
-rlock *rlock__handle_new(rlock_client *c, const rlock__kind *kind, const char *name, size_t len) {
+/* A handle of kind for name (its length checked by the caller); NULL if out of memory. */
+static rlock *new_handle(rlock_client *c, const rlock__kind *kind, const char *name, size_t len) {
     rlock *lock = rlock__calloc(1, sizeof(*lock));
     if (lock == NULL)
         return NULL;
@@ -60,7 +61,7 @@ rlock *rlock__handle_new(rlock_client *c, const rlock__kind *kind, const char *n
         (kind == &rlock__fair && (lock->queue == NULL || lock->timeouts == NULL)) ||
         (kind == &rlock__fenced && lock->token_key == NULL) ||
         ((kind == &rlock__rw_read || kind == &rlock__rw_write) && lock->writers == NULL)) {
-        rlock__handle_free(lock);
+        free_handle(lock);
         return NULL;
     }
     set_family(lock);
@@ -108,12 +109,12 @@ static int check_slots(rlock_client *c, const rlock *lock) {
 /* A handle of kind for name (len checked), its names checked for the Cluster; or an error. */
 static int make_handle(rlock_client *c, const rlock__kind *kind, const char *name, size_t len,
                        rlock **out) {
-    rlock *lock = rlock__handle_new(c, kind, name, len);
+    rlock *lock = new_handle(c, kind, name, len);
     if (lock == NULL)
         return RLOCK_ENOMEM;
     int status = check_slots(c, lock);
     if (status != RLOCK_OK) {
-        rlock__handle_free(lock);
+        free_handle(lock);
         return status;
     }
     *out = lock;
@@ -144,12 +145,10 @@ static int get_handles(rlock_client *client, const rlock__kind *const *kinds, rl
     }
     for (int i = 0; i < n && status == RLOCK_OK; i++)
         status = make_handle(client, kinds[i], name, len, outs[i]);
-    if (status == RLOCK_OK && kinds[0] == &rlock__rw_read)
-        status = rlock__shared_read_attach(client, *outs[0], *outs[1]);
     if (status != RLOCK_OK) {
         for (int i = 0; i < n; i++) {
             if (*outs[i] != NULL)
-                rlock__handle_free(*outs[i]);
+                free_handle(*outs[i]);
             *outs[i] = NULL;
         }
         return rlock__leave_status(&g, status);
@@ -194,12 +193,9 @@ void rlock_free(rlock *lock) {
         return;
     rlock_client *c = lock->client;
     int last = 0;
-    if (rlock__inherited(c)) { /* the parent's client is not ours to touch */
-        rlock__handle_free(lock);
-        return;
-    }
-    rlock__shared_read_detach(lock);
-    rlock__handle_free(lock);
+    free_handle(lock);
+    if (rlock__inherited(c))
+        return; /* the parent's client is not ours to touch */
     pthread_mutex_lock(&c->mutex);
     c->handles--;
     last = c->handles == 0 && atomic_load(&c->state) == RLOCK__CLOSED;

@@ -80,11 +80,6 @@ int rlock__lock_call(rlock *lock, uint64_t owner, long long wait_ms, long long l
         return status;
     rlock__call call = {.cancel_state = lc.guard.cancel_state, .on_cancel = end_on_cancel,
                         .arg = &lc, .token = token};
-    if (lock->shared_read != NULL) {
-        status = rlock__shared_read_lock(lock, &lc.owner, wait_ms, lease_ms, &call);
-        if (status != RLOCK__NOT_SHARED)
-            return end(&lc, status);
-    }
     return end(&lc, rlock__acquire(lock, &lc.owner, wait_ms, lease_ms, &call));
 }
 
@@ -115,11 +110,6 @@ static int unlock_call(rlock *lock, uint64_t owner) {
     int status = begin(&lc, lock, owner);
     if (status != RLOCK_OK)
         return status;
-    if (lock->shared_read != NULL) {
-        status = rlock__shared_read_unlock(lock, &lc.owner);
-        if (status != RLOCK__NOT_SHARED)
-            return end(&lc, status);
-    }
     return end(&lc, rlock__release(lock, &lc.owner));
 }
 
@@ -160,27 +150,15 @@ int rlock_is_locked(rlock *lock) {
     return status != RLOCK_OK ? status : fields > 0;
 }
 
-/* owner's joined holds of its client's shared read hold of lock (in a guard). */
-static long long joined_holds(rlock *lock, const rlock__owner *owner, uint64_t *holder) {
-    return lock->shared_read != NULL ? rlock__shared_read_joined(lock, owner->id, holder) : 0;
-}
-
 static int is_held(rlock *lock, uint64_t owner_id) {
     rlock__guard g;
     long long held = 0;
-    uint64_t holder = 0;
     int status = rlock__enter_lock(&g, lock);
     if (status != RLOCK_OK)
         return status;
     rlock__owner owner = rlock__owner_of(owner_id);
-    long long joined = joined_holds(lock, &owner, &holder);
     int known = rlock__known_not_held(lock, &owner);
     rlock__leave(&g);
-    if (joined > 0) { /* Redis must still show the shared hold */
-        status = ask(lock, holder, RLOCK__ASK_HELD, &held);
-        if (status != RLOCK_OK || held)
-            return status != RLOCK_OK ? status : 1;
-    }
     if (known)
         return 0;
     status = ask(lock, owner_id, RLOCK__ASK_HELD, &held);
@@ -199,7 +177,6 @@ int rlock_is_held_by(rlock *lock, uint64_t owner) {
 static int hold_count(rlock *lock, uint64_t owner_id) {
     rlock__guard g;
     long long count = 0;
-    uint64_t holder = 0;
     int status = rlock__enter_lock(&g, lock);
     if (status != RLOCK_OK)
         return status;
@@ -207,8 +184,6 @@ static int hold_count(rlock *lock, uint64_t owner_id) {
     /* a hold over by the client's clock counts 0, though its field may still be in Redis */
     if (!rlock__known_not_held(lock, &owner))
         status = lock->kind->ask(lock, RLOCK__ASK_COUNT, &owner, &count);
-    if (status == RLOCK_OK)
-        count += joined_holds(lock, &owner, &holder);
     status = rlock__leave_status(&g, status);
     if (status != RLOCK_OK)
         return status;

@@ -12,9 +12,7 @@
  *
  * Threads: any application thread (open, close); exiting threads; the
  * forking thread (atfork handlers). Locking: registry_mutex guards the list;
- * it may be held while taking a client's holds mutex, or its client->mutex
- * and shared-read states' (a thread's exit, shared_read.c), never the
- * reverse.
+ * it may be held while taking a client's holds mutex, never the reverse.
  */
 #include "api.h"
 
@@ -43,10 +41,8 @@ void rlock__registry_remove(rlock_client *c) {
 
 static void thread_exited(uint64_t thread_id) {
     pthread_mutex_lock(&registry_mutex);
-    for (rlock_client *c = registry; c != NULL; c = c->registry_next) {
-        rlock__shared_read_thread_gone(c, thread_id);
+    for (rlock_client *c = registry; c != NULL; c = c->registry_next)
         rlock__holds_owner_gone(&c->engine.holds, thread_id);
-    }
     pthread_mutex_unlock(&registry_mutex);
 }
 

@@ -208,7 +208,7 @@ typedef struct rlock__settings {
     void (*log)(int level, const char *message, void *arg); /* NULL: nothing logged */
     void *log_arg;
     int log_level;              /* RLOCK_LOG_*: the least important level logged */
-    int shared_reads_ms;        /* read holds shared by a client's threads; 0 = off */
+    int shared_reads_ms;        /* rlock_config's: ignored, only logged at open */
     /* Who the client is, set by client open before any connection: */
     char client_id[37];         /* its UUID */
     char conn_name[RLOCK__CONN_NAME_MAX]; /* every connection's CLIENT SETNAME:

@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * worker.c - the lifecycle shared by the library's own threads (watchdog,
- * subscriber, events, the shared-read releaser): start one with every
- * signal blocked, and stop it (flag, wake, join), then release its mutex
- * and condition.
+ * subscriber, events): start one with every signal blocked, and stop it
+ * (flag, wake, join), then release its mutex and condition.
  *
  * A worker that sleeps somewhere other than its condition variable (the
  * subscriber sleeps in poll() on a pipe) gives an on_stop function that

@@ -62,8 +62,6 @@ struct rlock {
                                    which each of its keys names (net.h, rlock__cmd.family);
                                    points into queue, token_key or writers; else NULL */
     size_t family_len;
-    struct rlock__shared_read *shared_read; /* read-write lock of a client with shared reads:
-                                   the API layer's (api/shared_read.c), counted; else NULL */
 };
 
 /* ---- layout.c: Redisson's names ----------------------------------------------- */

@@ -63,8 +63,6 @@ rlock_client *open_client(const options *o, long long watchdog_ms, int pool) {
         cfg.local_handoffs = o->local_handoffs;
     if (o->register_client >= 0)
         cfg.register_client = o->register_client;
-    if (o->shared_reads_ms >= 0)
-        cfg.shared_reads_ms = o->shared_reads_ms;
     int status = rlock_client_open(&cfg, &c);
     if (status != RLOCK_OK) {
         fprintf(stderr, "rlock_client_open(%s): %s\n", o->url, rlock_strerror(status));
@@ -132,10 +130,8 @@ static void usage(FILE *out) {
             "  fifo        [-p PROCS] [-t THREADS] [-d SECONDS]   (a fair lock)\n"
             "  fair-stall  [-r ROUNDS] [--lease MS]\n"
             "  rw          [-t READERS] [-d SECONDS] [-r ROUNDS] [-n WRITES] [--settle-us READ_HOLD_US]\n"
-            "              (its joined readers: --shared-reads MS, default 1)\n"
-            "Every subcommand takes --local-handoffs N (rlock_config.local_handoffs),\n"
-            "--register 0|1 (rlock_config.register_client) and --shared-reads MS\n"
-            "(rlock_config.shared_reads_ms).\n"
+            "Every subcommand takes --local-handoffs N (rlock_config.local_handoffs) and\n"
+            "--register 0|1 (rlock_config.register_client).\n"
             "URL defaults to $RLOCK_TEST_URL. Prints one JSON line on stdout.\n");
 }
 
@@ -147,7 +143,7 @@ static void parse_options(int argc, char **argv, options *o) {
         {"timeout", required_argument, NULL, 'T'},     {"help", no_argument, NULL, 'h'},
         {"local-handoffs", required_argument, NULL, 'H'}, {"fair", no_argument, NULL, 'f'},
         {"two-clients", no_argument, NULL, 'C'},     {"register", required_argument, NULL, 'R'},
-        {"stats-ms", required_argument, NULL, 'P'}, {"shared-reads", required_argument, NULL, 'J'},
+        {"stats-ms", required_argument, NULL, 'P'},
         {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "t:p:d:r:n:w:h", longopts, NULL)) != -1) {
@@ -169,7 +165,6 @@ static void parse_options(int argc, char **argv, options *o) {
         case 'T': o->timeout = (long long)arg_num("--timeout", optarg, 30, 1e9); break;
         case 'H': o->local_handoffs = (int)arg_num("--local-handoffs", optarg, 0, 1000); break;
         case 'R': o->register_client = (int)arg_num("--register", optarg, 0, 1); break;
-        case 'J': o->shared_reads_ms = (int)arg_num("--shared-reads", optarg, 0, 1000); break;
         case 'P': o->stats_ms = (int)arg_num("--stats-ms", optarg, 1, 60000); break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
@@ -195,7 +190,7 @@ int main(int argc, char **argv) {
                  .count = is_wd ? 10000 : is_mem ? 10000 : is_rw ? 300 : 2000,
                  .secs = is_cont ? 10 : is_fifo ? 5 : 1.5, .monitor_secs = 2,
                  .timeout = 3000, .settle_us = 1000, .local_handoffs = -1,
-                 .register_client = -1, .shared_reads_ms = -1};
+                 .register_client = -1};
     if (is_wd)
         o.rounds = 9; /* three lease timeouts at one round per timeout/3 */
     parse_options(argc - 1, argv + 1, &o);

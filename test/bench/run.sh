@@ -518,16 +518,6 @@ row "writer wait among churning readers: p50 ms" "$(get "$rw" writer_wait_p50_ms
 row "writer wait: p99 ms (1 generation = $hold ms hold)" "$wp99" "<= $gen" "$(verdict "$wp99" '<=' "$gen")"
 row "writer wait: max ms" "$(get "$rw" writer_wait_max_ms)" "" ""
 row "reads/s meanwhile (readers not starved)" "$(get "$rw" writer_reads_per_s_meanwhile)" "" ""
-# The same readers sharing one Redis hold (rlock_config.shared_reads_ms), same rounds.
-jr=$(get "$rw" joined_ratio) jms=$(get "$rw" shared_reads_ms)
-row "shared reads ($jms ms): 8 readers of ONE lock: cycles/s" "$(get "$rw" joined_ops_per_s)" "" ""
-row "  ratio to 8 plain locks" "$jr" ">= 0.9" "$(verdict "$jr" '>=' 0.9)"
-textrow "  p50 / p99 ms" "$(get "$rw" joined_p50_ms) / $(get "$rw" joined_p99_ms)"
-jgen=$(awk -v h="$hold" -v j="$jms" 'BEGIN { printf "%g", h + j + 2 }')
-jp99=$(get "$rw" joined_writer_wait_p99_ms)
-row "shared reads: writer wait p50 ms" "$(get "$rw" joined_writer_wait_p50_ms)" "" ""
-row "shared reads: writer wait p99 ms (+ $jms ms join time)" "$jp99" "<= $jgen" "$(verdict "$jp99" '<=' "$jgen")"
-row "shared reads: reads/s meanwhile" "$(get "$rw" joined_writer_reads_per_s_meanwhile)" "" ""
 cmd "$(cmd_of "$rw")"
 
 render_table

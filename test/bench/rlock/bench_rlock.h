@@ -27,7 +27,6 @@ typedef struct options {
     int local_handoffs;  /* rlock_config.local_handoffs; -1 = the library's default */
     int register_client; /* rlock_config.register_client; -1 = the library's default */
     int stats_ms;        /* uncontended: rlock_client_stats every stats_ms (0: never) */
-    int shared_reads_ms; /* rlock_config.shared_reads_ms; -1 = the library's default */
     const char *samples; /* file for the latency distribution, or NULL */
 } options;
 

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rw.c - bench_rlock rw: the read-write lock (rlock_get_rw), two figures
- * (test/bench/run.sh section 12), each for readers with holds of their own
- * (the default) and for readers that join their client's shared read hold
- * (rlock_config.shared_reads_ms, --shared-reads, default 1 ms here):
+ * (test/bench/run.sh section 12), for readers with holds of their own (the
+ * library's only read path; threads that share one hold on an explicit
+ * owner are the application's: examples/shared_read.c):
  *
  *   scale        T threads read-locking ONE lock (lock + unlock cycles) beside
  *                T threads on T plain locks (rlock_get), same rounds:
@@ -18,8 +18,7 @@
  *                takes the write lock -n times; its wait, from the call to
  *                its return. rlock holds new readers back while a writer
  *                waits, so a wait is about one reader generation (the holds
- *                under way when it asked, and with shared reads those that
- *                joined within shared_reads_ms), not unbounded
+ *                under way when it asked), not unbounded
  */
 #include <unistd.h>
 
@@ -28,7 +27,7 @@
 /* ---- scale ------------------------------------------------------------------------------ */
 
 /* What the threads of a scale round lock; the rounds rotate through them. */
-enum { SCALE_PLAIN, SCALE_READ_OWN, SCALE_READ_SHARED, SCALE_READ_JOINED, SCALE_KINDS };
+enum { SCALE_PLAIN, SCALE_READ_OWN, SCALE_READ_SHARED, SCALE_KINDS };
 
 #define SCALE_MAX_ROUNDS 100
 
@@ -41,7 +40,6 @@ enum { SCALE_PLAIN, SCALE_READ_OWN, SCALE_READ_SHARED, SCALE_READ_JOINED, SCALE_
 typedef struct scale_ctx {
     rlock_client *client;
     rlock *shared;           /* the read lock every thread takes in SCALE_READ_SHARED */
-    rlock *joined;           /* the same lock, of a client with shared reads: SCALE_READ_JOINED */
     atomic_int what;         /* SCALE_*: this round's; set between rounds */
     int rounds[SCALE_KINDS]; /* rounds done per configuration */
     double ops[SCALE_KINDS][SCALE_MAX_ROUNDS], p50[SCALE_KINDS][SCALE_MAX_ROUNDS],
@@ -70,10 +68,9 @@ static void *scale_init(void *arg, int index) {
 static int scale_cycle(void *state) {
     scale_thread *t = state;
     int what = atomic_load(&t->ctx->what);
-    rlock *lock = what == SCALE_PLAIN         ? t->plain
-                  : what == SCALE_READ_OWN    ? t->own_read
-                  : what == SCALE_READ_SHARED ? t->ctx->shared
-                                              : t->ctx->joined;
+    rlock *lock = what == SCALE_PLAIN      ? t->plain
+                  : what == SCALE_READ_OWN ? t->own_read
+                                           : t->ctx->shared;
     if (check(rlock_lock(lock), "rlock_lock") < 0)
         return -1;
     return check(rlock_unlock(lock), "rlock_unlock");
@@ -105,7 +102,7 @@ static int scale_run(const options *o, scale_ctx *ctx, cycle_result *res) {
     cycle_ops ops = {scale_init, scale_cycle, scale_fini, ctx, scale_before, scale_after};
     int rounds = o->rounds < SCALE_MAX_ROUNDS ? o->rounds : SCALE_MAX_ROUNDS;
     fprintf(stderr, "  %d threads, rounds alternating: distinct plain locks, distinct read "
-                    "locks, one read lock, one read lock with shared reads\n", o->threads);
+                    "locks, one read lock\n", o->threads);
     return run_cycles(&ops, o->threads, o->secs, SCALE_KINDS * rounds, res);
 }
 
@@ -205,35 +202,26 @@ static void put_wait(jsonw *j, const wait_result *w, const char *prefix) {
 
 int bench_rw(const options *o) {
     char name[96];
-    rlock *rd, *wr, *jrd, *jwr, *wrd, *wwr;
+    rlock *rd, *wr, *wrd, *wwr;
     cycle_result all;
     static scale_ctx sc; /* large: not on the stack */
-    options own = *o, joined = *o;
-    own.shared_reads_ms = 0;
-    joined.shared_reads_ms = o->shared_reads_ms > 0 ? o->shared_reads_ms : 1;
     snprintf(name, sizeof name, "bench:rw:%ld", (long)getpid());
-    rlock_client *readers = open_client(&own, 0, o->threads),
-                 *joiners = open_client(&joined, 0, o->threads),
-                 *writer = open_client(&own, 0, 2);
+    rlock_client *readers = open_client(o, 0, o->threads), *writer = open_client(o, 0, 2);
     if (check(rlock_get_rw(readers, name, &rd, &wr), "rlock_get_rw") < 0 ||
-        check(rlock_get_rw(joiners, name, &jrd, &jwr), "rlock_get_rw") < 0 ||
         check(rlock_get_rw(writer, name, &wrd, &wwr), "rlock_get_rw") < 0)
         return 1;
     fprintf(stderr, "rw: %d readers, %d rounds of %.1f s; then %ld writes among churning readers "
-                    "(read hold %d us), readers with holds of their own, then joined (shared "
-                    "reads %d ms)\n", o->threads, o->rounds, o->secs, o->count, o->settle_us,
-            joined.shared_reads_ms);
+                    "(read hold %d us)\n", o->threads, o->rounds, o->secs, o->count,
+            o->settle_us);
     sc.client = readers;
     sc.shared = rd;
-    sc.joined = jrd;
     int src = scale_run(o, &sc, &all);
     double plain_ops = median(sc.ops[SCALE_PLAIN], sc.rounds[SCALE_PLAIN]);
     double own_ops = median(sc.ops[SCALE_READ_OWN], sc.rounds[SCALE_READ_OWN]);
     double read_ops = median(sc.ops[SCALE_READ_SHARED], sc.rounds[SCALE_READ_SHARED]);
 
-    wait_result ww = {0}, jw = {0};
+    wait_result ww = {0};
     writer_wait(o, rd, wwr, &ww);
-    writer_wait(o, jrd, wwr, &jw);
 
     jsonw j;
     j_begin(&j, "rw");
@@ -244,23 +232,18 @@ int bench_rw(const options *o) {
     put_scale(&j, &sc, SCALE_READ_SHARED, "read", plain_ops);
     j_num(&j, "own_read_ops_per_s", own_ops);
     j_num(&j, "read_ratio_to_own", own_ops > 0 ? read_ops / own_ops : 0);
-    put_scale(&j, &sc, SCALE_READ_JOINED, "joined", plain_ops);
-    j_int(&j, "shared_reads_ms", joined.shared_reads_ms);
     j_int(&j, "writes", (long long)ww.waits.n);
     j_num(&j, "read_hold_ms", o->settle_us / 1000.0);
     put_wait(&j, &ww, "writer");
-    put_wait(&j, &jw, "joined_writer");
-    j_int(&j, "errors", all.errors + ww.failed + jw.failed);
+    j_int(&j, "errors", all.errors + ww.failed);
     j_int(&j, "rounds", o->rounds);
     j_num(&j, "round_s", o->secs);
     j_end(&j);
     samples_free(&ww.waits);
-    samples_free(&jw.waits);
-    rlock *handles[] = {rd, wr, jrd, jwr, wrd, wwr};
+    rlock *handles[] = {rd, wr, wrd, wwr};
     for (size_t i = 0; i < sizeof handles / sizeof handles[0]; i++)
         rlock_free(handles[i]);
     rlock_client_close(readers);
-    rlock_client_close(joiners);
     rlock_client_close(writer);
-    return src < 0 || ww.failed || jw.failed ? 1 : 0;
+    return src < 0 || ww.failed ? 1 : 0;
 }

@@ -427,8 +427,6 @@ int main(int argc, char **argv) {
         cfg.watchdog_timeout_ms = atoll(argv[2]);
     if (argc > 3)
         cfg.local_handoffs = atoi(argv[3]);
-    if (getenv("RLOCK_ACTOR_SHARED_READS_MS") != NULL)
-        cfg.shared_reads_ms = atoi(getenv("RLOCK_ACTOR_SHARED_READS_MS"));
     cfg.on_lock_lost = on_lost;
     cfg.on_event = on_event;
     /* The stress loop's own connection goes to the same server. */

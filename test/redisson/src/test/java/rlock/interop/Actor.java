@@ -45,19 +45,11 @@ final class Actor implements AutoCloseable {
      * "redlock" and "redunlock" commands: a Redlock over Interop.URL and them.
      */
     Actor(long watchdogMs, int localHandoffs, String moreUrls) throws IOException {
-        this(watchdogMs, localHandoffs, moreUrls, 0);
-    }
-
-    /** The same, with rlock_config.shared_reads_ms (0: each reader thread holds its own). */
-    Actor(long watchdogMs, int localHandoffs, String moreUrls, int sharedReadsMs)
-            throws IOException {
         List<String> args = new ArrayList<>(List.of(Interop.ACTOR, Interop.URL,
                 Long.toString(watchdogMs), Integer.toString(localHandoffs)));
         if (moreUrls != null)
             args.add(moreUrls);
         ProcessBuilder pb = new ProcessBuilder(args).redirectError(ProcessBuilder.Redirect.INHERIT);
-        if (sharedReadsMs > 0)
-            pb.environment().put("RLOCK_ACTOR_SHARED_READS_MS", Integer.toString(sharedReadsMs));
         process = pb.start();
         in = new OutputStreamWriter(process.getOutputStream(), StandardCharsets.UTF_8);
         BufferedReader out = new BufferedReader(

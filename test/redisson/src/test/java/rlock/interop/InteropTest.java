@@ -43,13 +43,6 @@ abstract class InteropTest {
         return a;
     }
 
-    /** An actor whose reader threads share read holds (rlock_config.shared_reads_ms). */
-    Actor actorSharedReads(long watchdogMs, int sharedReadsMs) throws IOException {
-        Actor a = new Actor(watchdogMs, 0, null, sharedReadsMs);
-        resources.add(a);
-        return a;
-    }
-
     /** A Java thread stopped after the test. */
     JavaThread javaThread() {
         JavaThread t = new JavaThread();
