@@ -164,6 +164,8 @@ static void rw_split(h_cluster *hc, rw_case k, int tagged) {
     H_ASSERT_RC(rlock_try_lock_as(w, writer, 0, H_MS(LEASE)), RLOCK_OK);
     H_ASSERT_RC(rlock_try_lock_as(r, a, 0, H_MS(LEASE)), RLOCK_BUSY);
     H_ASSERT_RC(rlock_unlock_as(w, writer), RLOCK_OK);
+    rlock_free(r);
+    rlock_free(w);
     finish_case(&g);
 }
 
@@ -208,6 +210,8 @@ static void rw_watchdog_split(h_cluster *hc, int hash) {
     H_ASSERT_RC(rlock_unlock_as(r, b), RLOCK_OK);
     H_ASSERT_RC(rlock_try_lock_as(w, writer, 0, H_MS(LEASE)), RLOCK_OK);
     H_ASSERT_RC(rlock_unlock_as(w, writer), RLOCK_OK);
+    rlock_free(r);
+    rlock_free(w);
     finish_case(&g);
 }
 
@@ -257,6 +261,7 @@ static void fair_split(h_cluster *hc, unsigned which) {
     H_ASSERT_RC(rlock_try_lock_as(f, other, 0, H_MS(LEASE)), RLOCK_OK);
     H_ASSERT_RC(rlock_unlock_as(f, other), RLOCK_OK);
     h_actor_stop(waiter);
+    rlock_free(f);
     finish_case(&g);
 }
 
@@ -295,6 +300,7 @@ static void test_multi_fair_keys_split(void **state) {
     H_ASSERT_RC(rlock_multi_try_lock(m, 0, H_MS(LEASE)), RLOCK_OK);
     H_ASSERT_RC(rlock_multi_unlock(m), RLOCK_OK);
     rlock_multi_free(m);
+    rlock_free(members[0]);
     rlock_free(members[1]);
     finish_case(&g);
 }
@@ -328,6 +334,7 @@ static void fenced_split(h_cluster *hc, int counter_moved) {
     H_ASSERT_RC(rlock_fenced_set(g.c, resource, t1, "late", 4), RLOCK_ESTALE);
     H_ASSERT_RC(rlock_fenced_set(g.c, resource, t3, "three", 5), RLOCK_OK);
     H_ASSERT_RC(rlock_unlock_as(f, other), RLOCK_OK);
+    rlock_free(f);
     finish_case(&g);
 }
 
