@@ -273,8 +273,11 @@ typedef struct rlock__waiters {
                                    (RLOCK__NO_DEADLINE: only a wake-up ends it) */
     atomic_int resubscribe;     /* a new master took over: reconnect, subscribe again */
     int queue_calls;            /* calls that may stand in a kind's queue in Redis and
-                                   have not left it yet (rlock__wait_queue_begin) */
-    pthread_cond_t queues_left; /* broadcast when queue_calls drops to 0 */
+                                   have not left it yet (rlock__wait_queue_begin); guarded
+                                   by worker.mutex */
+    pthread_cond_t queues_left; /* broadcast when queue_calls drops to 0, waited on under
+                                   worker.mutex by close only (rlock__waiters_drain_queues);
+                                   made and destroyed with the subscriber (subscriber.c) */
 } rlock__waiters;
 
 enum {
