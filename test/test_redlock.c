@@ -77,6 +77,14 @@ static void assert_master(int i, const char *name, rlock_client *c, long long co
     redisFree(r);
 }
 
+/* Whether master i holds name for client c with count 1. */
+static int master_holds(int i, const char *name, rlock_client *c) {
+    redisContext *r = h_server_redis(srv[i]);
+    int holds = h_lock_is(r, name, strlen(name), rlock_client_id(c), 1);
+    redisFree(r);
+    return holds;
+}
+
 static long long master_pttl(int i, const char *name) {
     redisContext *r = h_server_redis(srv[i]);
     long long ttl = h_pttl(r, name, strlen(name));
@@ -498,6 +506,10 @@ static void test_cancelled_waiter(void **state) {
     rl_open(&holder, 3, name);
     rl_open(&waiter, 3, name);
     H_ASSERT_RC(rlock_redlock_try_lock(holder.rl, 0, 10000, &validity), RLOCK_OK);
+    /* The try returns on a quorum: the third master's hold may land a moment later, and
+       the waiter's first attempt must find it there (else that master is the waiter's). */
+    for (int i = 0; i < 3; i++)
+        H_WAIT_FOR(master_holds(i, name, holder.c[i]), 2000);
     assert_int_equal(pthread_create(&th, NULL, redlock_lock_main, waiter.rl), 0);
     h_sleep_ms(300); /* several attempts, several pauses */
     pthread_cancel(th);

@@ -237,6 +237,9 @@ static void test_wait_local(void **state) {
     H_ASSERT_RC((int)h_actor_call(holder, h_op_lock, l), RLOCK_OK);
     h_actor_post(waiter, h_op_try_lock, &t);
     H_WAIT_FOR(h_stats(c).waiting_threads == 1, 5000);
+    /* The gauge counts the waiter from its first attempt; a hand-off goes only
+     * to a waiter already asleep (after that attempt and its subscription). */
+    h_sleep_ms(300);
     H_ASSERT_RC((int)h_actor_call(holder, h_op_unlock, l), RLOCK_OK);
     H_ASSERT_RC((int)h_actor_wait(waiter, 10000), RLOCK_OK);
     rlock_stats st = h_stats(c);
