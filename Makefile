@@ -359,9 +359,10 @@ soak: deps
 	@$(MAKE) --no-print-directory all $(FAULT_BINS)
 	@SOAK_MINUTES=$(MINUTES) scripts/run-tests.sh $(BUILD)/test/fault_stress
 
-# The layers call in one direction (api -> kind -> engine -> net -> core).
-check-layers:
-	@scripts/check-layers.sh
+# The layers call in one direction (api -> group -> kind -> engine -> net -> core).
+check-layers: all
+	@scripts/check-layers.sh $(BUILD)/obj
+	@scripts/check-layers.sh --self-test $(BUILD)/obj
 
 cppcheck:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability,performance \

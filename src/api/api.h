@@ -18,15 +18,15 @@
  *   identity.c  the client's connection name and registration hash
  *   stats.c     rlock_client_stats
  *
- * Calls go down only: api uses kind (kind.h) and, through it, the engine,
- * net and core.
+ * Calls go down only: api uses the group layer (group.h: multi-locks and
+ * Redlocks) and, through it, the kind layer, the engine, net and core.
  */
 #ifndef RLOCK_API_H
 #define RLOCK_API_H
 
 #include <limits.h>
 
-#include "../kind/kind.h"
+#include "../group/group.h"
 
 #define RLOCK__CLIENT_MAGIC 0x726c636bu /* "rlck" */
 

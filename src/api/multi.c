@@ -2,8 +2,8 @@
 /*
  * multi.c - the public multi-lock calls (rlock_multi_*): a copy of the
  * caller's handles in the order every process computes alike, and the call
- * guards of every member's client around the kind layer's multi-lock
- * (kind/multi.c).
+ * guards of every member's client around the group layer's multi-lock
+ * (group/multi.c).
  *
  * A multi-lock owns its array, not the handles. It is never written after
  * rlock_multi_new: any thread may use it. Each call enters the client of

@@ -2,7 +2,7 @@
 /*
  * redlock.c - the public Redlock calls (rlock_redlock_*): a handle of the
  * lock's name on each master's client, and the call guards of every client
- * around the kind layer's algorithm (kind/redlock.c).
+ * around the group layer's algorithm (group/redlock.c).
  *
  * A Redlock owns its handles (made with rlock_get, freed with it); it is
  * never written after rlock_redlock_new: any thread may use it.

@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kind.h"
+#include "group.h"
 
 /* ---- the order ----------------------------------------------------------------- */
 

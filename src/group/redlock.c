@@ -29,7 +29,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "kind.h"
+#include "group.h"
 
 long long rlock__redlock_drift(long long lease_ms) {
     return lease_ms / 100 + 2;

@@ -16,7 +16,7 @@
  */
 #include <stdio.h>
 
-#include "kind.h"
+#include "group.h"
 
 long long rlock__fan_timeout(rlock *const *locks, size_t n) {
     long long ms = locks[0]->engine->settings->command_timeout_ms;
