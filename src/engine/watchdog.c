@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * watchdog.c - the renewal thread: one per client.
+ * watchdog.c - the renewal thread: one per client. The order of a round's
+ * scripts and their batches are renew_order.c's (watchdog.h: what they share).
  *
  * Every watchdog_timeout/3 it snapshots the renewed entries of the holds
  * table and resets their TTL to watchdog_timeout in one pipelined round trip
@@ -42,32 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
-
-#define RENEW_BATCH 500
-
-/*
- * Scratch memory of the renewal rounds, owned by the watchdog thread and
- * reused from round to round (100k locks would otherwise cost megabytes of
- * fresh, page-faulting memory every round).
- */
-typedef struct round_buffers {
-    rlock__buf entries;  /* rlock__renewal[n], the snapshot (the holds table's order) */
-    rlock__buf sorted;   /* on a Cluster: the same in slot order */
-    rlock__buf counts;   /* on a Cluster: size_t per node, for the counting sort */
-    rlock__buf slot_node; /* on a Cluster: int per slot, its node's number this round or -1 */
-    rlock__buf nodes;    /* on a Cluster: the round's nodes (identities) by number */
-    rlock__buf outcomes; /* signed char[n] by snapshot place: what the round found */
-    rlock__buf names;    /* the snapshot's names */
-    rlock__buf owners;   /* one "<uuid>:<tid>" per distinct owning thread */
-    rlock__buf argv;     /* per batch: k names, lease, k owners */
-    rlock__buf argvlen;
-    rlock__buf cmds;
-    rlock__buf firsts;   /* per command: the index of its first entry */
-    rlock__buf replies;
-    rlock__buf failed;   /* rlock__renewal[]: the entries whose renewal failed */
-    rlock__buf again;    /* rlock__renewal[]: a Cluster's second pass (served elsewhere) */
-} round_buffers;
+#include "watchdog.h"
 
 static void free_buffers(round_buffers *b) {
     rlock__buf_free(&b->entries);
@@ -86,9 +62,6 @@ static void free_buffers(round_buffers *b) {
     rlock__buf_free(&b->failed);
     rlock__buf_free(&b->again);
 }
-
-/* What a round found of an entry (round_buffers.outcomes). */
-enum { OUTCOME_NONE, OUTCOME_RENEWED, OUTCOME_GONE, OUTCOME_ELSEWHERE };
 
 /* Most locks are held by few owners: format each owner field once per round. */
 #define OWNER_CACHE 64
@@ -113,120 +86,6 @@ static const char *owner_of(const rlock__renewal *r, owner_cache *oc, char *owne
     }
     *len = oc->len[slot];
     return oc->str[slot];
-}
-
-/* On a Cluster, per round: the number of slot's node (in order of first sight); -1 on ENOMEM. */
-static int node_number(rlock__engine *e, round_buffers *b, const rlock__renewal *r, int *nnodes) {
-    int *slot_node = b->slot_node.data;
-    const void **nodes = b->nodes.data;
-    if (slot_node[r->slot] >= 0)
-        return slot_node[r->slot];
-    const void *node = rlock__net_node_of(e->net, r->name, r->name_len);
-    int k = 0;
-    while (k < *nnodes && nodes[k] != node)
-        k++;
-    if (k == *nnodes)
-        nodes[(*nnodes)++] = node;
-    return slot_node[r->slot] = k;
-}
-
-/* The holds of one lock together, in snapshot order (renewers that renew by lock). */
-static int by_name(const void *a, const void *b) {
-    const rlock__renewal *x = a, *y = b;
-    size_t len = x->name_len < y->name_len ? x->name_len : y->name_len;
-    int c = memcmp(x->name, y->name, len);
-    if (c == 0)
-        c = (x->name_len > y->name_len) - (x->name_len < y->name_len);
-    return c != 0 ? c : (x->index > y->index) - (x->index < y->index);
-}
-
-/* Sorts each run of one group whose renewer renews by lock by name (r in group order). */
-static void sort_lock_runs(rlock__renewal *r, size_t n) {
-    for (size_t first = 0, k; first < n; first += k) {
-        for (k = 1; first + k < n && r[first + k].node == r[first].node; k++)
-            ;
-        if (r[first].renewer->by_lock)
-            qsort(r + first, k, sizeof(*r), by_name);
-    }
-}
-
-/*
- * The entries in the order the scripts take them: grouped by node on a
- * Cluster, and apart by renewer kind (a counting sort into b->sorted: O(n),
- * stable, and writing one stream per group, which the caches take well; by
- * slot it would be 16 384 streams), the holds of a renewer that renews by
- * lock sorted by name. On one server with no such holds: the snapshot
- * itself. Each keeps its place in the snapshot, so that the replies are
- * applied in the holds table's own order (settle_round), which keeps its
- * lookups in cache: applied in any other order they cost more than the
- * scripts.
- */
-static rlock__renewal *in_script_order(rlock__engine *e, round_buffers *b, size_t n) {
-    rlock__renewal *r = b->entries.data;
-    int nnodes = 1, by_lock = 0;
-    for (size_t i = 0; i < n; i++) {
-        r[i].index = i;
-        r[i].slot = rlock__net_slot_of(e->net, r[i].name, r[i].name_len);
-        r[i].node = r[i].renewer->by_lock;
-        by_lock |= r[i].node;
-    }
-    if (n == 0 || (r[0].slot < 0 && !by_lock))
-        return r;
-    if (rlock__buf_reserve(&b->sorted, n * sizeof(*r)) != RLOCK_OK ||
-        rlock__buf_reserve(&b->slot_node, RLOCK__CLUSTER_SLOTS * sizeof(int)) != RLOCK_OK ||
-        rlock__buf_reserve(&b->nodes, RLOCK__CLUSTER_SLOTS * sizeof(void *)) != RLOCK_OK ||
-        rlock__buf_reserve(&b->counts, (2 * RLOCK__CLUSTER_SLOTS + 1) * sizeof(size_t)) != RLOCK_OK)
-        return NULL;
-    if (r[0].slot >= 0) {
-        nnodes = 0;
-        memset(b->slot_node.data, 0xff, RLOCK__CLUSTER_SLOTS * sizeof(int)); /* all -1 */
-        for (size_t i = 0; i < n; i++)
-            r[i].node += 2 * node_number(e, b, &r[i], &nnodes); /* node held by_lock */
-    }
-    int ngroups = 2 * nnodes;
-    size_t *start = b->counts.data;
-    rlock__renewal *sorted = b->sorted.data;
-    memset(start, 0, ((size_t)ngroups + 1) * sizeof(size_t));
-    for (size_t i = 0; i < n; i++)
-        start[r[i].node + 1]++;
-    for (int k = 0; k < ngroups; k++)
-        start[k + 1] += start[k];
-    for (size_t i = 0; i < n; i++)
-        sorted[start[r[i].node]++] = r[i];
-    if (by_lock)
-        sort_lock_runs(sorted, n);
-    return sorted;
-}
-
-/* A Cluster's second pass: by slot, and within a slot as in_script_order. */
-static int by_slot(const void *a, const void *b) {
-    const rlock__renewal *x = a, *y = b;
-    if (x->slot != y->slot)
-        return (x->slot > y->slot) - (x->slot < y->slot);
-    if (x->renewer->by_lock != y->renewer->by_lock)
-        return x->renewer->by_lock - y->renewer->by_lock;
-    return x->renewer->by_lock ? by_name(a, b) : (x->index > y->index) - (x->index < y->index);
-}
-
-/*
- * The number of entries from first on that one RENEW script takes: one
- * slot's of one script, <= RENEW_BATCH.
- */
-static size_t slot_batch(const rlock__renewal *r, size_t first, size_t n) {
-    size_t k = 1;
-    while (first + k < n && k < RENEW_BATCH && r[first + k].slot == r[first].slot &&
-           (r[first + k].renewer == r[first].renewer || /* the common case: no load */
-            r[first + k].renewer->script == r[first].renewer->script))
-        k++;
-    return k;
-}
-
-/* The same for RENEW_NODE (r grouped by node and kind): one group's, <= RENEW_BATCH. */
-static size_t node_batch(const rlock__renewal *r, size_t first, size_t n) {
-    size_t k = 1;
-    while (first + k < n && k < RENEW_BATCH && r[first + k].node == r[first].node)
-        k++;
-    return k;
 }
 
 /* The round's buffers for n entries, and no outcome yet. */
@@ -284,7 +143,7 @@ static int build_pass(rlock__engine *e, round_buffers *b, const rlock__renewal *
     rlock__cmd *cmds = b->cmds.data;
     int ncmds = 0;
     for (size_t first = 0, k; first < n; first += k) {
-        k = by_node ? node_batch(r, first, n) : slot_batch(r, first, n);
+        k = by_node ? rlock__renew_node_batch(r, first, n) : rlock__renew_slot_batch(r, first, n);
         firsts[ncmds] = first;
         const rlock__renewer *rn = r[first].renewer;
         rlock__cmd *cmd = &cmds[ncmds++];
@@ -511,18 +370,6 @@ static int run_pass(rlock__engine *e, round_buffers *b, const rlock__renewal *r,
     return status;
 }
 
-/* The entries of r a RENEW_NODE pass found served elsewhere, into b->again by slot; how many. */
-static size_t served_elsewhere(round_buffers *b, const rlock__renewal *r, size_t n) {
-    const signed char *outcomes = b->outcomes.data;
-    rlock__renewal *again = b->again.data;
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++)
-        if (outcomes[r[i].index] == OUTCOME_ELSEWHERE)
-            again[m++] = r[i];
-    qsort(again, m, sizeof(*again), by_slot);
-    return m;
-}
-
 /*
  * One renewal round; RLOCK_OK when every script got its answer. On a
  * Cluster, a first pass renews each node's locks in RENEW_NODE scripts of
@@ -536,7 +383,7 @@ static int renew_round(rlock__engine *e, round_buffers *b) {
     int status = rlock__holds_snapshot(&e->holds, &b->entries, &b->names, &n);
     if (status != RLOCK_OK || n == 0)
         goto out;
-    const rlock__renewal *r = in_script_order(e, b, n);
+    const rlock__renewal *r = rlock__renew_in_script_order(e, b, n);
     if (r == NULL || reserve_round(b, n) != RLOCK_OK) {
         status = RLOCK_ENOMEM;
         goto out;
@@ -544,7 +391,7 @@ static int renew_round(rlock__engine *e, round_buffers *b) {
     int sharded = r[0].slot >= 0;
     int64_t sent_ms = rlock__now_ms(), deadline_ms = round_deadline(e, r, n);
     status = run_pass(e, b, r, n, sharded, lease, lease_len, deadline_ms, &nfailed);
-    size_t m = sharded ? served_elsewhere(b, r, n) : 0;
+    size_t m = sharded ? rlock__renew_served_elsewhere(b, r, n) : 0;
     if (m > 0) {
         int again = run_pass(e, b, b->again.data, m, 0, lease, lease_len, deadline_ms, &nfailed);
         if (status == RLOCK_OK)
