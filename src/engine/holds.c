@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * holds.c - the table of holds this client's threads have, one entry per
- * (lock name, owner thread, kind of hold).
+ * (lock name, owner thread, kind of hold). The watchdog's side of it --
+ * snapshots, renewals, sweeps -- is holds_watchdog.c's (holds.h: the entry).
  *
  * Per owner, not per lock: a lock is exclusive in Redis, but the client's
  * view of it is not. Thread A may still believe it holds X after losing it
@@ -43,26 +44,7 @@
  */
 #include <string.h>
 
-#include "engine.h"
-
-enum { ENTRY_HELD, ENTRY_LOST };
-
-struct rlock__hold {
-    rlock__hold *next;   /* bucket chain */
-    uint64_t owner;  /* the thread whose hold this is */
-    const rlock__renewer *renewer; /* its kind of hold (static) */
-    uint64_t serial;     /* new for every entry created */
-    long long count;     /* last hold count Redis reported to the owner */
-    int64_t expires_ms;  /* lease end by the client's clock (monotonic ms) */
-    int64_t acquired_us; /* when this hold began (its hold time is measured from it) */
-    int state;           /* ENTRY_HELD, or ENTRY_LOST: a reported tombstone */
-    int renew;           /* the watchdog renews it */
-    int releasing;       /* unlocks in flight: the watchdog must not call it lost */
-    int unsure;          /* an unlock's outcome is unknown: Redis may hold count - 1 */
-    uint32_t hash;
-    size_t name_len;
-    char name[];         /* not NUL-terminated */
-};
+#include "holds.h"
 
 #define MIN_BUCKETS 64
 
@@ -89,7 +71,7 @@ static uint32_t hash_name(const char *name, size_t len) {
     return (uint32_t)(h ^ (h >> 32)); /* the bucket is the low bits: give them the high ones */
 }
 
-static void free_graveyard(rlock__holds *h) {
+void rlock__holds_free_graveyard(rlock__holds *h) {
     while (h->graveyard != NULL) {
         rlock__hold *next = h->graveyard->next;
         rlock__free(h->graveyard);
@@ -122,7 +104,7 @@ void rlock__holds_destroy(rlock__holds *h) {
             e = next;
         }
     }
-    free_graveyard(h);
+    rlock__holds_free_graveyard(h);
     rlock__free(h->buckets);
     h->buckets = NULL;
     pthread_mutex_destroy(&h->mutex);
@@ -243,8 +225,7 @@ static void maybe_grow(rlock__holds *h, int64_t now_ms) {
     h->nbuckets *= 2;
 }
 
-/* Makes e a reported tombstone: no longer renewed, kept for its owner to learn. */
-static void bury(rlock__holds *h, rlock__hold *e) {
+void rlock__holds_bury(rlock__holds *h, rlock__hold *e) {
     h->lost += e->state != ENTRY_LOST;
     e->state = ENTRY_LOST;
     set_renew(h, e, 0);
@@ -271,7 +252,7 @@ int rlock__holds_get(rlock__holds *h, const rlock__hold_key *key, int64_t now_ms
         info->count = e->count;
         info->lease_left_ms = e->expires_ms - now_ms;
         info->report = 1; /* found by the clock before the watchdog swept it */
-        bury(h, e);
+        rlock__holds_bury(h, e);
         state = RLOCK__HOLD_LOST;
     } else {
         info->count = e->count;
@@ -430,128 +411,4 @@ void rlock__holds_owner_gone(rlock__holds *h, uint64_t owner) {
         }
     }
     pthread_mutex_unlock(&h->mutex);
-}
-
-/* Copies e into the next snapshot slot (names into the arena). */
-static void snap(rlock__renewal *r, char *arena, size_t *used, rlock__hold *e) {
-    memcpy(arena + *used, e->name, e->name_len);
-    r->name = arena + *used;
-    r->name_len = e->name_len;
-    r->owner = e->owner;
-    r->renewer = e->renewer;
-    r->serial = e->serial;
-    r->hold = e;
-    r->expires_ms = e->expires_ms;
-    *used += e->name_len;
-}
-
-int rlock__holds_snapshot(rlock__holds *h, rlock__buf *entries, rlock__buf *names, size_t *n) {
-    int status = RLOCK_OK;
-    size_t bytes = 0, k = 0;
-    *n = 0;
-    pthread_mutex_lock(&h->mutex);
-    if (h->renewed == 0)
-        goto out;
-    status = rlock__buf_reserve(entries, sizeof(rlock__renewal) * h->renewed);
-    if (status == RLOCK_OK)
-        status = rlock__buf_reserve(names, h->renewed_bytes + 1);
-    if (status != RLOCK_OK)
-        goto out;
-    for (size_t i = 0; i < h->nbuckets; i++)
-        for (rlock__hold *e = h->buckets[i]; e != NULL; e = e->next)
-            if (e->renew)
-                snap((rlock__renewal *)entries->data + k++, names->data, &bytes, e);
-    *n = k;
-    h->round_open = 1;
-out:
-    pthread_mutex_unlock(&h->mutex);
-    return status;
-}
-
-void rlock__holds_round_end(rlock__holds *h) {
-    pthread_mutex_lock(&h->mutex);
-    h->round_open = 0;
-    free_graveyard(h);
-    pthread_mutex_unlock(&h->mutex);
-}
-
-/*
- * The live, renewed entry a snapshot record was taken from, or NULL: the
- * record's entry is not freed before the round ends, and one unlinked since
- * has serial 0; a hold created afresh since has a new serial.
- */
-static rlock__hold *still_there(const rlock__renewal *r) {
-    rlock__hold *e = r->hold;
-    return e->serial == r->serial && e->renew && e->state == ENTRY_HELD ? e : NULL;
-}
-
-void rlock__holds_renewed(rlock__holds *h, const rlock__renewal *r, int64_t expires_ms) {
-    pthread_mutex_lock(&h->mutex);
-    rlock__hold *e = still_there(r);
-    if (e != NULL && expires_ms > e->expires_ms)
-        e->expires_ms = expires_ms;
-    pthread_mutex_unlock(&h->mutex);
-}
-
-int rlock__holds_drop_lost(rlock__holds *h, const rlock__renewal *r) {
-    int dropped = 0;
-    pthread_mutex_lock(&h->mutex);
-    rlock__hold *e = still_there(r);
-    /* An unlock in flight may have deleted the key itself: its reply decides. */
-    if (e != NULL && e->releasing == 0) {
-        bury(h, e);
-        dropped = 1;
-    }
-    pthread_mutex_unlock(&h->mutex);
-    return dropped;
-}
-
-/* Whether the watchdog's sweep reports e now: renewed, past its lease, no unlock in flight. */
-static int overdue(const rlock__hold *e, int64_t now_ms) {
-    return e->renew && now_ms >= e->expires_ms && e->releasing == 0;
-}
-
-int rlock__holds_sweep(rlock__holds *h, int64_t now_ms, rlock__buf *entries, rlock__buf *names,
-                       size_t *n, int64_t *next_expiry_ms) {
-    int status = RLOCK_OK;
-    size_t bytes = 0, k = 0;
-    *n = 0;
-    pthread_mutex_lock(&h->mutex);
-    *next_expiry_ms = h->earliest_ms;
-    if (now_ms < h->earliest_ms) /* nothing can be overdue: no walk */
-        goto out;
-    *next_expiry_ms = RLOCK__NO_DEADLINE;
-    for (size_t i = 0; i < h->nbuckets; i++) {
-        for (rlock__hold *e = h->buckets[i]; e != NULL; e = e->next) {
-            if (overdue(e, now_ms)) {
-                k++;
-                bytes += e->name_len;
-            } else if (e->renew && e->expires_ms > now_ms && e->expires_ms < *next_expiry_ms) {
-                *next_expiry_ms = e->expires_ms;
-            }
-        }
-    }
-    h->earliest_ms = *next_expiry_ms;
-    if (k == 0)
-        goto out;
-    if (rlock__buf_reserve(entries, sizeof(rlock__renewal) * k) != RLOCK_OK ||
-        rlock__buf_reserve(names, bytes + 1) != RLOCK_OK) {
-        status = RLOCK_ENOMEM; /* found again by the next sweep */
-        *next_expiry_ms = h->earliest_ms = now_ms;
-        goto out;
-    }
-    bytes = 0;
-    k = 0;
-    for (size_t i = 0; i < h->nbuckets; i++) {
-        for (rlock__hold *e = h->buckets[i]; e != NULL; e = e->next) {
-            if (!overdue(e, now_ms))
-                continue;
-            snap((rlock__renewal *)entries->data + k++, names->data, &bytes, e);
-            bury(h, e);
-        }
-    }
-    *n = k;
-out:
-    pthread_mutex_unlock(&h->mutex);
-    return status;
 }
