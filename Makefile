@@ -391,10 +391,12 @@ check-layers:
 
 # Each script's text as sent (its preludes included: a prelude alone need not be a
 # whole chunk) parses as Lua 5.1, the Lua Redis embeds: syntax only (luac -p), before
-# any server sees it. Debian's lua5.1 (scripts/deps.sh).
-check-lua:
+# any server sees it. Debian's lua5.1 (scripts/deps.sh). luac names a line of the text
+# ("stdin:N"): the generated header maps it to file:line.
+check-lua: $(LUA_GEN).h
 	@for script in $(LUA_SCRIPTS); do \
-	  scripts/lua-gen.sh text $$script | luac5.1 -p - || { echo "check-lua: $$script" >&2; exit 1; }; \
+	  scripts/lua-gen.sh text $$script | luac5.1 -p - || \
+	    { echo "check-lua: $$script: stdin:N is line N of its text ($(LUA_GEN).h maps it)" >&2; exit 1; }; \
 	done; echo "check-lua: $(words $(LUA_SCRIPTS)) scripts parse as Lua 5.1 (luac5.1 -p)"
 
 cppcheck:
