@@ -19,7 +19,7 @@
 # included, is a new SHA1 (test/test_scripts.c pins them). Refused, so that no
 # line is sent by surprise: "--[[" block comments (only their first line would
 # be left out), a "@KEY@" no include filled, a CR (a CRLF file), a missing
-# prelude, includes nested deeper than 8 (a cycle).
+# prelude, a prelude that includes itself (directly or not).
 #
 # Redis names an error's line as "user_script:N", N counted in the sent text: the
 # header gives each script's line map (text lines -> file:line).
@@ -31,12 +31,15 @@ shift
 case "$mode" in text | c | h) ;; *) echo "$0: unknown mode '$mode'" >&2; exit 2 ;; esac
 
 exec awk -v mode="$mode" '
-function die(msg) { print "lua-gen.sh: " msg > "/dev/stderr"; failed = 1; exit 1 }
+function die(msg) { print "lua-gen.sh: " msg > "/dev/stderr"; exit 1 }
 
 # Appends file'"'"'s lines (includes expanded, @KEY@ filled from args "K=V K=V")
-# to text[1..n], with where each came from in src[] and srcline[].
-function expand(file, args, depth,    line, lineno, got, w, nw, i, inc, key) {
-    if (depth > 8) die(file ": includes nested deeper than 8 (a cycle?)")
+# to text[1..n], with where each came from in src[] and srcline[]. reading[] holds
+# the files being read (awk has one stream per name: a file read again inside
+# itself would go on from where it stands, for ever).
+function expand(file, args,    line, lineno, got, w, nw, i, inc, key) {
+    if (file in reading) die(file ": includes itself")
+    reading[file] = 1
     lineno = 0
     while ((got = (getline line < file)) > 0) {
         lineno++
@@ -53,7 +56,7 @@ function expand(file, args, depth,    line, lineno, got, w, nw, i, inc, key) {
                 if (w[i] !~ /^[A-Za-z_]+=/) die(file ":" lineno ": not KEY=VALUE: " w[i])
                 inc = inc " " w[i]
             }
-            expand(prelude_dir "/" w[1] ".lua", inc, depth + 1)
+            expand(prelude_dir "/" w[1] ".lua", inc)
             continue
         }
         if (line ~ /^[ \t]*--\[=*\[/) die(file ":" lineno ": a --[[ block comment (use -- lines)")
@@ -64,6 +67,7 @@ function expand(file, args, depth,    line, lineno, got, w, nw, i, inc, key) {
     }
     if (got < 0) die("cannot read " file)
     close(file)
+    delete reading[file]
 }
 
 function replace_all(s, from, to,    at, out) {
@@ -93,7 +97,7 @@ BEGIN {
         file = ARGV[a]
         prelude_dir = file; sub(/[^\/]*$/, "", prelude_dir); prelude_dir = prelude_dir "prelude"
         n = 0
-        expand(file, "", 0)
+        expand(file, "")
         if (n == 0) die(file ": no line to send")
         name = base(file)
         if (mode == "text") {
