@@ -25,6 +25,7 @@
 --                lock's hash that has the caller's field (its reader
 --                field is the same string), checked only when the field
 --                is there (prelude/not_rw.lua), off the fresh acquire's path.
+
 -- #include lock
 local count = redis.call('hget', KEYS[1], ARGV[2])
 if count == false then

@@ -25,6 +25,7 @@
 --    NOTALOCK, NOPERM, WRONGTYPE: nothing changed.
 -- A new waiter's deadline is Redisson's: (the previous waiter's deadline, or
 -- now + the lock's PTTL) + ARGV[4].
+
 -- #include fair_queue
 local me, now, expected = ARGV[2], tonumber(ARGV[5]), tonumber(ARGV[3])
 local count = redis.call('hget', KEYS[1], me)

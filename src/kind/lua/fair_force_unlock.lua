@@ -3,6 +3,7 @@
 -- -> 1 deleted (dead heads purged, "0" published to the live head's
 --    channel), 0 not locked; WRONGTYPE / NOTALOCK untouched. The queue
 --    stays: its waiters keep their places.
+
 -- #include fair_queue
 -- #include force_head
 local stale, head = stale_heads(tonumber(ARGV[3]))

@@ -7,6 +7,7 @@
 -- in Redisson: if it was the head and the lock is free, the next live head is
 -- told ("0" on its channel), else it would sleep until its own poll.
 -- -> 1 left, 0 was not queued.
+
 -- #include fair_queue
 local queue = redis.call('lrange', KEYS[2], 0, -1)
 local at = nil

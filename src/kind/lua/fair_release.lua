@@ -5,6 +5,7 @@
 -- -> RELEASE's answers (release.lua): nil, the remaining count, or
 --    {count} (stale). The last hold deletes the lock, purges dead heads and
 --    publishes "0" to the channel of the live head only (no head: nothing).
+
 -- #include fair_queue
 -- #include release_find
 -- #include not_rw

@@ -9,6 +9,7 @@
 -- Tokens are compared as decimal strings (shorter is smaller, then byte
 -- order), so every 64-bit token compares exactly: a Lua number would round
 -- those above 2^53.
+
 -- #include keys_as_args
 -- #include refused
 local function below(a, b)

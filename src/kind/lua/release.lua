@@ -13,6 +13,7 @@
 --    wins, the count becomes expected - 1, so an error never leaves an extra
 --    hold behind. The TTL is left alone on a partial release (the lease runs
 --    from the last acquisition).
+
 -- #include lock
 -- #include release_find
 -- #include not_rw

@@ -4,6 +4,7 @@
 --    the whole batch, and so does a read-write lock's hash (a "mode" field:
 --    the field is a reader's, not our hold). One write per key: nothing to
 --    check first.
+
 -- #include renew_held
 local result = {}
 for i = 1, #KEYS do

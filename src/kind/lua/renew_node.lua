@@ -7,6 +7,7 @@
 -- one-slot check and is routed by it; a script without a shebang may touch
 -- keys of other slots if this node serves them (Redis 6 and 7 alike), and a
 -- key it does not serve is an error that pcall turns into -1.
+
 -- #include renew_held
 local result = {}
 local function renew(i, name, field)

@@ -5,6 +5,7 @@
 -- -> 1 deleted (and the message published), 0 not locked in that mode;
 --    WRONGTYPE / NOTALOCK untouched. The read holds' keys expire by their
 --    own TTL, as in Redisson.
+
 -- #include rw_lock
 -- #include force_head
 if redis.call('hget', KEYS[1], 'mode') ~= ARGV[1] then return 0 end

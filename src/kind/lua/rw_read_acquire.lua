@@ -14,6 +14,7 @@
 --    {2, count}  the caller's expected count is stale: nothing changed.
 --    NOTALOCK, NOPERM (also for what the release or renewal will run):
 --    nothing changed.
+
 -- #include rw_lock
 local me, expected, lease = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[1])
 local mode = redis.call('hget', KEYS[1], 'mode')

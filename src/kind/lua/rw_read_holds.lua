@@ -5,6 +5,7 @@
 --    hold. The read lock's hold count and "held" (rlock_hold_count,
 --    rlock_is_held_by_current_thread); WRONGTYPE for a key that is not a
 --    hash.
+
 -- #include rw_keys
 local count = tonumber(redis.call('hget', KEYS[1], ARGV[1])) or 0
 for k = count, 1, -1 do

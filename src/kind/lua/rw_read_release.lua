@@ -33,6 +33,7 @@
 --    So after the last live reader leaves, the lock outlives the longest
 --    key left by at most half that key's time (Redisson: not at all), or,
 --    when the release was not the longest, up to the hash's TTL.
+
 -- #include rw_lock
 -- The read holds of a field whose value is value: `mine` for me (those left after this
 -- release), none for "mode" and a writer's field.

@@ -3,6 +3,7 @@
 -- is migrating) is TRYAGAIN for the whole script: the watchdog renews that
 -- lock alone, and the net moves its keys together first (net/exec.c). The
 -- holds renewed before are renewed again then, harmlessly.
+
 -- #include rw_renew
 for i = 1, #KEYS do
   renew(i, KEYS[i], ARGV[i + 1])

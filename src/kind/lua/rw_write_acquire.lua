@@ -17,6 +17,7 @@
 --                whose holds' keys are all gone is no hold (their leases ran
 --                out; other readers keep the hash): busy, as for anyone.
 --    NOTALOCK, NOPERM: nothing changed.
+
 -- #include rw_lock
 local me, expected, lease = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[1])
 local writer = me .. ':write'

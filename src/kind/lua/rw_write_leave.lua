@@ -4,6 +4,7 @@
 -- set. If it was the last and no writer holds the lock, "1" wakes every
 -- waiter: readers held back by the set may go now.
 -- -> 1 left, 0 was not in the set.
+
 -- #include rw_lock
 local no = not_a_set(KEYS[2]) or refused('srem', KEYS[2], ARGV[1])
   or refused(ARGV[3], ARGV[2], '1')

@@ -11,6 +11,7 @@
 --    before a waiting writer's next attempt (which puts it back) share the
 --    lock, so waiting writers cannot starve readers either. The TTL is left
 --    alone on a partial release.
+
 -- #include rw_lock
 -- #include release_find
 -- #include release_count

@@ -17,6 +17,7 @@
 -- The receiver's field is written before the releaser's goes, so the key
 -- never stops existing: on a Cluster node whose slot is migrating, a script
 -- that touches a key it just deleted is refused ("non local key").
+
 -- #include lock
 local function moved()
   if KEYS[2] then return {1, redis.call('get', KEYS[2])} end

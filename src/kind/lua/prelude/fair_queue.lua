@@ -3,6 +3,7 @@
 -- passed, as Redisson purges them (a head without a deadline stops the
 -- purge, as in Redisson). stale_heads only reads: it returns how many there
 -- are and the first live waiter (false: none); drop_heads pops them.
+
 -- #include lock
 local function stale_heads(now)
   local queue = redis.call('lrange', KEYS[2], 0, -1)

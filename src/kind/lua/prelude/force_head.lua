@@ -1,6 +1,7 @@
 -- prelude/force_head.lua - the start every forced unlock shares (KEYS[1] the
 -- lock): nothing there -> 0; a key of another type -> WRONGTYPE, a hash that
 -- is not a lock -> NOTALOCK, both untouched. What follows runs for a lock.
+
 local kind = redis.call('type', KEYS[1])['ok']
 if kind == 'none' then
   return 0

@@ -7,6 +7,7 @@
 -- asks it for what its kind's release and renewal scripts run (one key's
 -- and one channel's rules; the fair lock's next head's channel is asked as
 -- the caller's own).
+
 local function later_refused(...)
   if redis.acl_check_cmd == nil or redis.acl_check_cmd(...) then return nil end
   return redis.error_reply('NOPERM this user has no permissions to run ' .. select(1, ...)

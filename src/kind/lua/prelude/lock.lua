@@ -17,6 +17,7 @@
 -- "<id>:<thread>". A hash without a TTL, or with another field, is somebody's
 -- data under the same name: NOTALOCK, untouched. (rw_lock.lua shadows
 -- not_a_lock with the read-write lock's.)
+
 -- #include keys_as_args
 local function not_a_lock(key)
   if redis.call('pttl', key) == -1 then return true end

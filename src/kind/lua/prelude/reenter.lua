@@ -4,6 +4,7 @@
 -- believes `expected`: equal -> one more (HINCRBY); one more already -> an
 -- earlier send of this call applied; else the caller's belief is stale:
 -- {2, count}, nothing changed. `count` is the owner's count after it.
+
   if count == expected then
     count = redis.call('hincrby', KEYS[1], @field@, 1)
   elseif count ~= expected + 1 then

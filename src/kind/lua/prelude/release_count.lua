@@ -2,6 +2,7 @@
 -- caller believes it has): already released (a re-send) -> the count;
 -- fewer than expected -> {count} (stale); more than one -> one fewer. What
 -- follows runs only for the last hold (count == expected == 1).
+
 count = tonumber(count)
 local expected = tonumber(ARGV[2])
 if count == expected - 1 then

@@ -4,6 +4,7 @@
 -- include not_rw next (a read-write lock's reader has the same field); the
 -- read-write releases do not (their hashes have "mode", and a writer's
 -- field ends in ":write"). release_count follows.
+
 local count = redis.call('hget', KEYS[1], ARGV[1])
 if count == false then
   if redis.call('exists', KEYS[1]) == 1 and not_a_lock(KEYS[1]) then

@@ -4,6 +4,7 @@
 -- field is gone or the hash is a read-write lock's (the field is a reader's,
 -- not our hold); an error table for a key the server refuses (WRONGTYPE, or
 -- not served here).
+
 local function held(name, field)
   local got = redis.pcall('hexists', name, field)
   if type(got) == 'table' or got == 0 then return got end

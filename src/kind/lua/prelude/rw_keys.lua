@@ -6,6 +6,7 @@
 -- which is costly on the read path. outlive(name, ms, ms_str) gives the hash
 -- a TTL of at least ms (the string ms_str): the TTL rule every acquire and
 -- renewal keeps, so that the hash lives as long as its longest hold.
+
 local function int(n)
   if n == 1 then return '1' end
   return string.format('%d', n)

@@ -7,6 +7,7 @@
 -- trust a hash whose mode is "read" or "write" (as the other kinds trust a
 -- hash with their own field), so that an acquire does not read every
 -- reader's field. not_a_set(key): the waiting writers' set's guard.
+
 -- #include lock
 -- #include rw_keys
 local function not_a_lock(key)

@@ -12,6 +12,7 @@
 -- the lease, for a reader as for a writer), a renewal never shortens it: a
 -- reader with a longer lease keeps its lock -- also the read hold of a
 -- writer that downgrades, after its write unlock.
+
 -- #include rw_keys
 local result, renewed = {}, nil
 local function renew_reader(name, field)
