@@ -22,6 +22,7 @@
 #                        (the library, rlock.h, rlock.pc, the CMake package under
 #                        lib/cmake/rlock, bin/rlockctl, and the man pages rlockctl.1
 #                        and rlock.3)
+#   make check-lua       every Lua script (src/kind/lua/, preludes included) parses as Lua 5.1
 #   make check-install   install to a temp prefix, build and run the README example
 #                        through pkg-config and CMake, shared and static; check the man pages
 #
@@ -99,7 +100,14 @@ Q := @
 endif
 
 SRCS := $(wildcard src/*/*.c)
-OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRCS))
+# The Lua scripts (src/kind/lua/*.lua; the Lua they share in src/kind/lua/prelude/)
+# become C in the build directory (scripts/lua-gen.sh): gen/lua_scripts.c, compiled
+# into the kind layer's objects, and gen/lua_scripts.h (kind/scripts.c's table).
+# Generated, never committed: the .lua files are the one copy to edit.
+LUA_SCRIPTS := $(wildcard src/kind/lua/*.lua)
+LUA_INPUTS := $(LUA_SCRIPTS) $(wildcard src/kind/lua/prelude/*.lua) scripts/lua-gen.sh
+LUA_GEN := $(BUILD)/gen/lua_scripts
+OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRCS)) $(BUILD)/obj/kind/lua_scripts.o
 STLIB := $(BUILD)/librlock.a
 SONAME := librlock.so.$(VERSION_MAJOR)
 DYLIB := $(BUILD)/librlock.so.$(VERSION)
@@ -129,7 +137,7 @@ RLOCKCTL := $(BUILD)/rlockctl
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRCS))
 
-.PHONY: all examples deps test check test-sentinel test-cluster test-redlock test-redisson test-faults valgrind demo bench bench-redisson soak install uninstall clean noopt cppcheck tools check-install check-layers
+.PHONY: all examples deps test check test-sentinel test-cluster test-redlock test-redisson test-faults valgrind demo bench bench-redisson soak install uninstall clean noopt cppcheck tools check-install check-layers check-lua
 
 all: $(STLIB) $(DYLIB) $(PCFILE) $(CMAKE_FILES) $(MAN_PAGES) $(RLOCKCTL) $(EXAMPLE_BINS)
 
@@ -144,6 +152,24 @@ $(BUILD)/obj/%.o: src/%.c $(BUILD)/obj/%.d
 
 $(BUILD)/obj/%.d: ;
 .PRECIOUS: $(BUILD)/obj/%.d
+
+# One run of the generator per file (c: the texts, h: their declarations and line
+# maps), so that make -j never runs one recipe for two targets; written whole or not
+# at all (a failed run leaves no half file for the next make to trust).
+$(LUA_GEN).%: $(LUA_INPUTS)
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  LUAGEN  $@")
+	$(Q)scripts/lua-gen.sh $* $(LUA_SCRIPTS) > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/obj/kind/lua_scripts.o: $(LUA_GEN).c $(LUA_GEN).h
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC      $<")
+	$(Q)$(CC) $(LIB_CFLAGS) -I$(dir $(LUA_GEN)) -c $< -o $@
+
+# The table includes the generated header: named here, as its .d does not exist yet
+# on a first build.
+$(BUILD)/obj/kind/scripts.o: $(LUA_GEN).h
+$(BUILD)/obj/kind/scripts.o: LIB_CFLAGS += -I$(dir $(LUA_GEN))
 
 -include $(OBJS:.o=.d)
 
@@ -364,6 +390,16 @@ check-layers: all
 	@scripts/check-layers.sh $(BUILD)/obj
 	@scripts/check-layers.sh --self-test $(BUILD)/obj
 
+# Each script's text as sent (its preludes included: a prelude alone need not be a
+# whole chunk) parses as Lua 5.1, the Lua Redis embeds: syntax only (luac -p), before
+# any server sees it. Debian's lua5.1 (scripts/deps.sh). luac names a line of the text
+# ("stdin:N"): the generated header maps it to file:line.
+check-lua: $(LUA_GEN).h
+	@for script in $(LUA_SCRIPTS); do \
+	  scripts/lua-gen.sh text $$script | luac5.1 -p - || \
+	    { echo "check-lua: $$script: stdin:N is line N of its text ($(LUA_GEN).h maps it)" >&2; exit 1; }; \
+	done; echo "check-lua: $(words $(LUA_SCRIPTS)) scripts parse as Lua 5.1 (luac5.1 -p)"
+
 cppcheck:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability,performance \
 	  --std=c11 --inline-suppr -Iinclude -Isrc -D__GNUC__=12 --suppress=missingIncludeSystem src tools
@@ -410,4 +446,4 @@ check-install: deps
 	@scripts/check-install.sh
 
 clean:
-	rm -rf build build-address build-thread test/redisson/target examples/java/target
+	rm -rf build build-address build-thread $(BUILD) test/redisson/target examples/java/target

@@ -19,6 +19,7 @@ PACKAGES=(
     libcmocka-dev
     valgrind
     cppcheck
+    lua5.1
     gnuplot-nox
     jq
     "$@"

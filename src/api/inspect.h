@@ -104,7 +104,7 @@ int64_t rlock__inspect_now_ms(void);
  * field (an owner field "<uuid>:<thread>") from the fair lock of handle fair
  * (rlock_get_fair), as that waiter giving up would -- those behind it move
  * wait_ms earlier, and if it was the head while the lock is free the next
- * live waiter is woken (FAIR_LEAVE, kind/fair_lua.c). No public call removes
+ * live waiter is woken (FAIR_LEAVE, kind/lua/fair_leave.lua). No public call removes
  * another process's waiter: a fair queue stuck behind a stopped head has no
  * other remedy. 1 removed, 0 not queued, RLOCK_EINVAL (not a fair handle),
  * or an error of the command.

@@ -3,7 +3,7 @@
  * fair.c - the fair lock (Redisson's RedissonFairLock, getFairLock): the
  * wire side of its operations. Waiters queue in Redis in arrival order,
  * whatever their process or language; an unlock wakes the head of the
- * queue only, on that waiter's own channel. The Lua is in fair_lua.c; the
+ * queue only, on that waiter's own channel. The Lua is in lua/fair_*.lua; the
  * hash, its questions and its release are the reentrant lock's
  * (reentrant.c), with the fair script for the release.
  *
@@ -69,7 +69,7 @@ static int read_left(const redisReply *reply, void *arg) {
     return RLOCK_OK;
 }
 
-/* Redisson's acquireFailed, plus a word to the next head (fair_lua.c). */
+/* Redisson's acquireFailed, plus a word to the next head (lua/fair_leave.lua). */
 static void give_up(const rlock *lock, const rlock__owner *owner, long long wait_ms) {
     char field[RLOCK__OWNER_MAX], wait[24], now[24];
     const char *publish = lock->publish_verb;

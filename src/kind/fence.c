@@ -4,7 +4,7 @@
  * resource helper (rlock_fenced_set), which applies a write to a Redis key
  * only for a token at least as high as every earlier write's. The lock
  * itself is the reentrant kind plus the counter (reentrant.c); the Lua of
- * the helper is in fence_lua.c.
+ * the helper is in lua/fenced_set.lua.
  *
  *   counter   redisson_lock_token:{<name>}   STRING  the last token handed out
  *   resource  <key>                          STRING  the application's value

@@ -15,13 +15,12 @@
  * the fourth and fifth.
  *
  *   layout.c         Redisson's names: the channel of a lock, the owner field
- *   reentrant_lua.c  the reentrant lock's Lua scripts (the script table)
+ *   scripts.c        the script set every client loads (the script table)
+ *   lua/             the Lua scripts, one .lua file each, and the Lua they
+ *                    share (lua/prelude/); built into C by scripts/lua-gen.sh
  *   reentrant.c      the reentrant kind
- *   fair_lua.c       the fair lock's Lua scripts
  *   fair.c           the fair kind (FIFO queue in Redis, a channel per waiter)
  *   fence.c          the fenced lock's token, and the resource helper (FENCED_SET)
- *   fence_lua.c      FENCED_SET's Lua
- *   rw_lua.c         the read-write lock's Lua scripts
  *   rw.c             the read and write kinds (one hash, a mode, per-hold keys)
  *   acquire.c        lock / try_lock: attempts, waiting, hand-offs received
  *   release.c        unlock (hand-offs given), force unlock, queries
@@ -274,7 +273,7 @@ void rlock__republish_if_asked(const rlock *lock, const rlock__exec_info *info,
 /* A forced unlock's reply: 1 deleted, 0 not locked, or the error of the script named
  * script_name (a const char *). */
 int rlock__read_forced(const redisReply *reply, void *script_name);
-/* reentrant_lua.c: the script set every client loads (its indexes are RLOCK__SCRIPT_*). */
+/* scripts.c: the script set every client loads (its indexes are RLOCK__SCRIPT_*). */
 enum {
     RLOCK__SCRIPT_ACQUIRE,
     RLOCK__SCRIPT_RELEASE,
@@ -300,16 +299,6 @@ enum {
     RLOCK__SCRIPT_COUNT
 };
 extern const rlock__script rlock__scripts[RLOCK__SCRIPT_COUNT];
-/* fair_lua.c: the fair lock's scripts (entries of rlock__scripts). */
-extern const char rlock__fair_acquire_lua[], rlock__fair_release_lua[], rlock__fair_leave_lua[],
-    rlock__fair_force_unlock_lua[];
-/* fence_lua.c: the resource helper's script (an entry of rlock__scripts). */
-extern const char rlock__fenced_set_lua[];
-/* rw_lua.c: the read-write lock's scripts (entries of rlock__scripts). */
-extern const char rlock__rw_read_acquire_lua[], rlock__rw_write_acquire_lua[],
-    rlock__rw_read_release_lua[], rlock__rw_write_release_lua[], rlock__rw_force_unlock_lua[],
-    rlock__rw_locked_lua[], rlock__rw_renew_lua[], rlock__rw_renew_node_lua[],
-    rlock__rw_write_leave_lua[], rlock__rw_read_holds_lua[];
 /* The Lua text of a script (the bench baseline runs the very same). */
 const char *rlock__script_body(int script);
 

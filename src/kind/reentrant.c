@@ -2,9 +2,9 @@
 /*
  * reentrant.c - the reentrant lock (Redisson's RLock): the wire side of
  * each operation of the kind table -- which script with which arguments,
- * and what its answer means. The Lua is in reentrant_lua.c; the generic
- * logic around these (waiting, re-basing, telling losses) in acquire.c and
- * release.c.
+ * and what its answer means. The Lua is in lua/ (acquire.lua, release.lua,
+ * transfer.lua, renew*.lua, force_unlock.lua); the generic logic around
+ * these (waiting, re-basing, telling losses) in acquire.c and release.c.
  *
  *   lock key   <name>  HASH  "<client uuid>:<owner>" -> hold count; PEXPIRE = lease
  *   channel    redisson_lock__channel:{<name>}   "0" published when freed
@@ -178,7 +178,7 @@ void rlock__release_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
  * script (RELEASE, or another with its arguments and answers), or for a
  * fair lock (lock->queue set)
  * FAIR_RELEASE: RELEASE's arguments plus its queue keys and the wall clock
- * (fair_lua.c), the same answers.
+ * (lua/fair_release.lua), the same answers.
  */
 static int send_release(const rlock *lock, int script, const rlock__owner *owner,
                         long long expected, int64_t deadline_ms, rlock__exec_info *info,
@@ -205,7 +205,7 @@ static int send_release(const rlock *lock, int script, const rlock__owner *owner
 
 /*
  * A fair lock's unlock message goes to the head of its queue only, on
- * "<channel>:<head's field>" (fair_lua.c): the head is read (LINDEX, where
+ * "<channel>:<head's field>" (lua/fair_release.lua): the head is read (LINDEX, where
  * the queue is now) and told again. Best effort.
  */
 static void republish_to_head(const rlock *lock, const char *message, int64_t deadline_ms) {

@@ -3,7 +3,7 @@
  * rw.c - the read-write lock (Redisson's getReadWriteLock): two lock kinds
  * over one hash, the read lock (rlock__rw_read: shared) and the write lock
  * (rlock__rw_write: exclusive). rlock_get_rw gives a handle of each. The
- * Lua is in rw_lua.c; waiting, re-basing a stale count and telling losses
+ * Lua is in lua/rw_*.lua; waiting, re-basing a stale count and telling losses
  * are acquire.c's and release.c's, as for every kind.
  *
  *   lock key  <name>  HASH  mode, "<uuid>:<thread>" -> read holds,
@@ -46,7 +46,7 @@ static size_t write_field(const void *client_id, uint64_t owner, char *buf) {
     return len + 6;
 }
 
-/* "{<name>}", or the name itself if it has a '{' (rw_lua.c's hold_key rule). */
+/* "{<name>}", or the name itself if it has a '{' (lua/prelude/rw_keys.lua's hold_key rule). */
 static size_t family(const char *name, size_t len, char *buf) {
     if (memchr(name, '{', len) != NULL) {
         memcpy(buf, name, len);
@@ -231,7 +231,8 @@ static int read_left(const redisReply *reply, void *arg) {
     return RLOCK_OK;
 }
 
-/* A writer that waited and gives up leaves the writers' set (rw_lua.c). Best effort. */
+/* A writer that waited and gives up leaves the writers' set (lua/rw_write_leave.lua). Best
+ * effort. */
 static void give_up(const rlock *lock, const rlock__owner *owner, long long wait_ms) {
     char field[RLOCK__OWNER_MAX];
     const char *argv[] = {lock->name, lock->writers, field, lock->channel, lock->publish_verb};

@@ -197,7 +197,7 @@ typedef struct rlock__script {
     const char *body;
 } rlock__script;
 
-#define RLOCK__MAX_SCRIPTS 32 /* the kinds' set must fit (reentrant_lua.c checks) */
+#define RLOCK__MAX_SCRIPTS 32 /* the kinds' set must fit (kind/scripts.c checks) */
 
 typedef struct rlock__script_set {
     const rlock__script *defs; /* not owned: static */
@@ -240,7 +240,7 @@ typedef struct rlock__cmd {
  * declares KEYS[1] alone, and passes the others as its first arguments after
  * this mark and their count: there, a command of several keys one of which
  * does not exist is answered TRYAGAIN for the whole migration. The scripts'
- * prelude (kind/lua_prelude.h, KEYS_AS_ARGS_LUA) puts them back in KEYS.
+ * prelude (kind/lua/prelude/keys_as_args.lua) puts them back in KEYS.
  */
 #define RLOCK__KEYS_AS_ARGS "rlock:keys-as-args"
 

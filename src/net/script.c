@@ -6,7 +6,11 @@
  * SCRIPT FLUSH, a replica promoted: the script cache is not replicated).
  *
  * The scripts themselves belong to the lock kinds (kind/); this file knows
- * only their names and bodies.
+ * only their names and bodies. An error a script meets names its line as
+ * "user_script:N": line N of the body sent, which is not line N of its .lua
+ * file (kind/lua/: preludes come first, comment lines are not sent); the
+ * build's gen/lua_scripts.h maps each body's lines back to file:line
+ * (kind/scripts.c).
  *
  * Threads: any; a script set's SHA1s are written once at open, read-only after.
  */
