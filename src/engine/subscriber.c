@@ -43,143 +43,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "channels.h"
+#include "subscriber.h"
 
-#define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 2000
 #define REROUTE_PAUSE_MS 100 /* after ASK or a dropped subscription, before choosing again */
 #define CONNECT_MAX_MS 1000  /* a dead node must not keep the others' messages waiting long */
 
-typedef struct sent_command {
-    rlock__channel *channel; /* kept alive by its pending count */
-    int subscribe;           /* SUBSCRIBE, else UNSUBSCRIBE */
-} sent_command;
-
-/* One connection of the thread: to the node some channels' subscriptions go to. */
-typedef struct sub_link {
-    rlock__node *node; /* the net's (lives as long as it) */
-    redisContext *ctx; /* NULL = not connected */
-    rlock__buf sent;   /* sent_command ring, oldest at sent_head */
-    size_t sent_head;
-    size_t sent_count;
-    int backoff_ms;
-    int64_t next_connect_ms;
-    int needed; /* channels and replies due use it (counted each pass) */
-} sub_link;
-
-/* The subscriber thread's own state; only it touches this. */
-typedef struct subscriber {
-    rlock__engine *engine;
-    rlock__buf links; /* sub_link[nlinks] */
-    size_t nlinks;
-    int64_t reroute_after_ms; /* channels redirected wait until then to pick a node */
-    int reroute_backoff_ms;   /* grows while subscriptions are answered "try again" */
-    rlock__buf pollfds;       /* struct pollfd[1 + nlinks], rebuilt for each poll */
-    rlock__buf polled;        /* rlock__node *[nlinks]: whose socket each pollfd is */
-} subscriber;
-
-static sub_link *links_of(subscriber *s) {
-    return s->links.data;
-}
-
-static sent_command *sent_at(sub_link *l, size_t i) {
-    size_t cap = l->sent.cap / sizeof(sent_command);
-    return (sent_command *)l->sent.data + (l->sent_head + i) % cap;
-}
-
-/* Appends to the ring, growing it (a grown ring is re-packed from its head). */
-static int sent_push(sub_link *l, rlock__channel *ch, int subscribe) {
-    size_t cap = l->sent.cap / sizeof(sent_command);
-    if (l->sent_count == cap) {
-        rlock__buf bigger = {NULL, 0};
-        size_t new_cap = cap < 16 ? 16 : cap * 2;
-        if (rlock__buf_reserve(&bigger, new_cap * sizeof(sent_command)) != RLOCK_OK)
-            return RLOCK_ENOMEM;
-        for (size_t i = 0; i < l->sent_count; i++)
-            ((sent_command *)bigger.data)[i] = *sent_at(l, i);
-        rlock__buf_free(&l->sent);
-        l->sent = bigger;
-        l->sent_head = 0;
-    }
-    *sent_at(l, l->sent_count++) = (sent_command){ch, subscribe};
-    return RLOCK_OK;
-}
-
-/* The oldest command still waiting for its reply (NULL channel if none). */
-static sent_command sent_pop(sub_link *l) {
-    sent_command oldest = {NULL, 0};
-    if (l->sent_count == 0)
-        return oldest;
-    oldest = *sent_at(l, 0);
-    l->sent_head = (l->sent_head + 1) % (l->sent.cap / sizeof(sent_command));
-    l->sent_count--;
-    return oldest;
-}
-
 /* ---- the subscriber thread (the waiters' mutex held unless said otherwise) ---- */
-
-/*
- * The channel must pick its node again (moved, or its connection dropped);
- * nudge: its waiters retry at once (an unlock may have gone unheard). Its
- * `pending` count stays: it counts the entries of the `sent` queues that
- * point at it, and keeps it from being freed while any does.
- */
-static void unroute(rlock__channel *ch, int nudge) {
-    ch->resubscribe |= ch->subscribe_sent;
-    ch->node = NULL;
-    ch->subscribe_sent = 0;
-    ch->confirmed = 0;
-    ch->refused = 0; /* asked again on the next connection */
-    if (nudge)
-        rlock__channel_nudge(ch);
-}
-
-/* Forgets the replies l's connection still owed (it is gone). */
-static void discard_sent(sub_link *l) {
-    for (sent_command c = sent_pop(l); c.channel != NULL; c = sent_pop(l))
-        if (c.channel->pending > 0)
-            c.channel->pending--;
-}
-
-/* Drops l's connection (lost: it failed, else a new master took over). */
-static void drop_link(rlock__waiters *ps, subscriber *s, sub_link *l, int lost) {
-    if (l->ctx != NULL) {
-        redisFree(l->ctx);
-        if (lost)
-            rlock__link_down(s->engine->events, RLOCK_EIO, "subscriber connection lost");
-    }
-    l->ctx = NULL;
-    discard_sent(l);
-    for (rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next)
-        if (ch->node == l->node)
-            unroute(ch, 1);
-    rlock__channels_reap(ps);
-    l->next_connect_ms = rlock__now_ms();
-}
-
-static sub_link *find_link(subscriber *s, const rlock__node *node) {
-    for (size_t i = 0; i < s->nlinks; i++)
-        if (links_of(s)[i].node == node)
-            return &links_of(s)[i];
-    return NULL;
-}
-
-static sub_link *add_link(subscriber *s, rlock__node *node) {
-    if (rlock__buf_reserve(&s->links, (s->nlinks + 1) * sizeof(sub_link)) != RLOCK_OK)
-        return NULL;
-    sub_link *l = &links_of(s)[s->nlinks++];
-    *l = (sub_link){.node = node, .backoff_ms = BACKOFF_MIN_MS, .next_connect_ms = rlock__now_ms()};
-    return l;
-}
-
-/* Closes a connection no channel needs (its slot in the array goes to the last one). */
-static void remove_link(subscriber *s, sub_link *l) {
-    if (l->ctx != NULL)
-        redisFree(l->ctx);
-    discard_sent(l);
-    rlock__buf_free(&l->sent);
-    *l = links_of(s)[--s->nlinks];
-}
 
 /*
  * Gives each channel with waiters a node (the net's choice) and a connection to
@@ -189,21 +59,21 @@ static void remove_link(subscriber *s, sub_link *l) {
 static void route_channels(rlock__waiters *ps, subscriber *s) {
     int may_route = rlock__now_ms() >= s->reroute_after_ms;
     for (size_t i = 0; i < s->nlinks; i++) /* replies still due keep it too */
-        links_of(s)[i].needed = (int)links_of(s)[i].sent_count;
+        rlock__sub_links(s)[i].needed = (int)rlock__sub_links(s)[i].sent_count;
     for (rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next) {
         if (ch->node == NULL && ch->waiters > 0 && may_route) {
             ch->node = rlock__net_subscribe_node(s->engine->net, ch->name, ch->len);
             ps->dirty = 1;
         }
-        sub_link *l = ch->node != NULL ? find_link(s, ch->node) : NULL;
-        if (ch->node != NULL && l == NULL && (l = add_link(s, ch->node)) == NULL)
+        sub_link *l = ch->node != NULL ? rlock__sub_find_link(s, ch->node) : NULL;
+        if (ch->node != NULL && l == NULL && (l = rlock__sub_add_link(s, ch->node)) == NULL)
             ch->node = NULL; /* out of memory: waiters poll by TTL; try again next pass */
         if (l != NULL && (ch->waiters > 0 || ch->subscribe_sent || ch->pending > 0))
             l->needed++;
     }
     for (size_t i = 0; i < s->nlinks;)
-        if (links_of(s)[i].needed == 0)
-            remove_link(s, &links_of(s)[i]);
+        if (rlock__sub_links(s)[i].needed == 0)
+            rlock__sub_remove_link(s, &rlock__sub_links(s)[i]);
         else
             i++;
 }
@@ -235,7 +105,7 @@ static int send_changes(rlock__waiters *ps, subscriber *s, sub_link *l) {
             continue;
         const char *verb = want ? (sharded ? "SSUBSCRIBE" : "SUBSCRIBE")
                                 : (sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE");
-        if (sent_push(l, ch, want) != RLOCK_OK || send_command(l, verb, ch) != RLOCK_OK)
+        if (rlock__sub_sent_push(l, ch, want) != RLOCK_OK || send_command(l, verb, ch) != RLOCK_OK)
             return RLOCK_EIO;
         ch->subscribe_sent = want;
         ch->pending++;
@@ -262,7 +132,7 @@ static int doubled(int pause_ms) {
 static void reroute_later(subscriber *s, sub_link *l, rlock__channel *ch, const redisReply *r) {
     int moved = strncmp(r->str, "MOVED ", 6) == 0, again = !moved && strncmp(r->str, "ASK ", 4);
     rlock__net_subscription_moved(s->engine->net, l->node, r);
-    unroute(ch, !again || s->reroute_backoff_ms == 0);
+    rlock__sub_unroute(ch, !again || s->reroute_backoff_ms == 0);
     if (!again)
         s->reroute_backoff_ms = 0;
     else
@@ -279,7 +149,7 @@ static void reroute_later(subscriber *s, sub_link *l, rlock__channel *ch, const 
  * refusal (ACL): its waiters poll.
  */
 static void on_error_reply(rlock__waiters *ps, subscriber *s, sub_link *l, const redisReply *r) {
-    sent_command cmd = sent_pop(l);
+    sent_command cmd = rlock__sub_sent_pop(l);
     rlock__channel *ch = cmd.channel;
     if (ch == NULL)
         return;
@@ -308,7 +178,7 @@ static void on_dropped(rlock__waiters *ps, subscriber *s, sub_link *l, rlock__ch
     if (ch->node != l->node)
         return; /* already subscribed elsewhere */
     rlock__net_subscription_moved(s->engine->net, l->node, NULL);
-    unroute(ch, 1);
+    rlock__sub_unroute(ch, 1);
     s->reroute_after_ms = rlock__now_ms() + REROUTE_PAUSE_MS;
     rlock__channels_reap(ps);
 }
@@ -337,13 +207,13 @@ static void on_reply(rlock__waiters *ps, subscriber *s, sub_link *l, const redis
     if (!unsubscribed && !is_kind(kind, "subscribe"))
         return;
     /* Replies come in the order of the commands; a drop nobody asked for does not. */
-    sent_command *oldest = l->sent_count > 0 ? sent_at(l, 0) : NULL;
+    sent_command *oldest = l->sent_count > 0 ? rlock__sub_sent_at(l, 0) : NULL;
     if (oldest == NULL || oldest->channel != ch || oldest->subscribe == unsubscribed) {
         if (unsubscribed)
             on_dropped(ps, s, l, ch);
         return;
     }
-    sent_pop(l);
+    rlock__sub_sent_pop(l);
     if (ch->pending > 0)
         ch->pending--;
     /* A late reply on a connection the channel has left confirms nothing. */
@@ -393,15 +263,15 @@ static void try_connect(rlock__waiters *ps, subscriber *s, sub_link *l) {
 static void connect_and_send(rlock__waiters *ps, subscriber *s) {
     int64_t now = rlock__now_ms();
     for (size_t i = 0; i < s->nlinks && !ps->worker.stop; i++)
-        if (links_of(s)[i].ctx == NULL && now >= links_of(s)[i].next_connect_ms)
-            try_connect(ps, s, &links_of(s)[i]);
+        if (rlock__sub_links(s)[i].ctx == NULL && now >= rlock__sub_links(s)[i].next_connect_ms)
+            try_connect(ps, s, &rlock__sub_links(s)[i]);
     if (!ps->dirty)
         return;
     ps->dirty = 0;
     for (size_t i = 0; i < s->nlinks; i++) {
-        sub_link *l = &links_of(s)[i];
+        sub_link *l = &rlock__sub_links(s)[i];
         if (l->ctx != NULL && send_changes(ps, s, l) != RLOCK_OK)
-            drop_link(ps, s, l, 1);
+            rlock__sub_drop_link(ps, s, l, 1);
     }
     rlock__channels_reap(ps);
 }
@@ -421,8 +291,8 @@ static void end_lingering(rlock__waiters *ps) {
 static int poll_timeout(const rlock__waiters *ps, subscriber *s) {
     int64_t now = rlock__now_ms(), until = RLOCK__NO_DEADLINE;
     for (size_t i = 0; i < s->nlinks; i++)
-        if (links_of(s)[i].ctx == NULL && links_of(s)[i].next_connect_ms < until)
-            until = links_of(s)[i].next_connect_ms;
+        if (rlock__sub_links(s)[i].ctx == NULL && rlock__sub_links(s)[i].next_connect_ms < until)
+            until = rlock__sub_links(s)[i].next_connect_ms;
     for (const rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next) {
         if (ch->node == NULL && ch->waiters > 0 && s->reroute_after_ms < until)
             until = s->reroute_after_ms;
@@ -454,9 +324,9 @@ static void wait_and_read(rlock__waiters *ps, subscriber *s, int timeout_ms) {
     if (!room && s->nlinks > 0 && (timeout_ms < 0 || timeout_ms > BACKOFF_MIN_MS))
         timeout_ms = BACKOFF_MIN_MS;
     for (size_t i = 0; room && i < s->nlinks; i++)
-        if (links_of(s)[i].ctx != NULL) {
-            polled[nfds - 1] = links_of(s)[i].node;
-            fds[nfds++] = (struct pollfd){.fd = links_of(s)[i].ctx->fd, .events = POLLIN};
+        if (rlock__sub_links(s)[i].ctx != NULL) {
+            polled[nfds - 1] = rlock__sub_links(s)[i].node;
+            fds[nfds++] = (struct pollfd){.fd = rlock__sub_links(s)[i].ctx->fd, .events = POLLIN};
         }
     /* A waiter leaving its channel wakes us only if we would sleep past its linger. */
     ps->subscriber_wakes_ms = timeout_ms < 0 ? RLOCK__NO_DEADLINE : rlock__now_ms() + timeout_ms;
@@ -467,17 +337,17 @@ static void wait_and_read(rlock__waiters *ps, subscriber *s, int timeout_ms) {
             ;
     pthread_mutex_lock(&ps->worker.mutex);
     for (nfds_t i = 1; n > 0 && i < nfds; i++) {
-        sub_link *l = find_link(s, polled[i - 1]);
+        sub_link *l = rlock__sub_find_link(s, polled[i - 1]);
         if (fds[i].revents == 0 || l == NULL || l->ctx == NULL)
             continue;
         if (redisBufferRead(l->ctx) != REDIS_OK || read_replies(ps, s, l) != RLOCK_OK)
-            drop_link(ps, s, l, 1);
+            rlock__sub_drop_link(ps, s, l, 1);
     }
 }
 
 static void drop_all(rlock__waiters *ps, subscriber *s) {
     for (size_t i = 0; i < s->nlinks; i++)
-        drop_link(ps, s, &links_of(s)[i], 0);
+        rlock__sub_drop_link(ps, s, &rlock__sub_links(s)[i], 0);
 }
 
 static void *subscriber_main(void *arg) {
@@ -498,7 +368,7 @@ static void *subscriber_main(void *arg) {
         wait_and_read(ps, &s, poll_timeout(ps, &s));
     }
     while (s.nlinks > 0)
-        remove_link(&s, &links_of(&s)[0]);
+        rlock__sub_remove_link(&s, &rlock__sub_links(&s)[0]);
     pthread_mutex_unlock(&ps->worker.mutex);
     rlock__buf_free(&s.links);
     rlock__buf_free(&s.pollfds);
