@@ -22,6 +22,7 @@
  *   fair.c           the fair kind (FIFO queue in Redis, a channel per waiter)
  *   fence.c          the fenced lock's token, and the resource helper (FENCED_SET)
  *   rw.c             the read and write kinds (one hash, a mode, per-hold keys)
+ *   hold.c           one owner's hold: its key, its lease TTL, its loss told
  *   acquire.c        lock / try_lock: attempts, waiting, hand-offs received
  *   release.c        unlock (hand-offs given), force unlock, queries
  *
@@ -302,7 +303,7 @@ extern const rlock__script rlock__scripts[RLOCK__SCRIPT_COUNT];
 /* The Lua text of a script (the bench baseline runs the very same). */
 const char *rlock__script_body(int script);
 
-/* ---- acquire.c / release.c: the generic operations ------------------------------- */
+/* ---- hold.c, acquire.c, release.c: the generic operations ------------------------ */
 
 /* owner's hold of lock in the holds table (the key of its entry). */
 rlock__hold_key rlock__hold_of(const rlock *lock, const rlock__owner *owner);
