@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * wire.h - the network layer's own helpers for one command's round trip,
- * shared by exec.c and pipeline.c; the layers above do not see it.
+ * shared by exec.c, migrate.c and pipeline.c; the layers above do not see it.
  */
 #ifndef RLOCK_WIRE_H
 #define RLOCK_WIRE_H
@@ -41,5 +41,23 @@ void rlock__node_unreachable(rlock__net *net, rlock__node *node);
  * unknown, after a re-send); RLOCK_ENOREPL. */
 int rlock__fail_acks(rlock__net *net, const rlock__node *node, const rlock__cmd *cmd, int acks);
 void rlock__drop_reply(redisReply **reply);
+
+/* Runs one plain command on node (one attempt); an error reply is returned with RLOCK_OK. */
+int rlock__run_on(rlock__net *net, rlock__node *node, int argc, const char **argv,
+                  const size_t *argvlen, int64_t hard_ms, redisReply **reply);
+/*
+ * migrate.c: whether reply says cmd's lock (of several keys) has keys on two
+ * nodes, or would have: its slot migrating.
+ */
+int rlock__split_by_migration(const rlock__cmd *cmd, const redisReply *reply);
+/*
+ * migrate.c: moves the keys of cmd's lock left on *node to the node importing
+ * their slot; *gathered 1 and *node that node (cmd runs next there, after
+ * ASKING), or *gathered 0 if the slot is not migrating. RLOCK_OK, or the
+ * failure of the commands that move the keys (an ACL without MIGRATE:
+ * RLOCK_ENOPERM).
+ */
+int rlock__gather_family(rlock__net *net, const rlock__cmd *cmd, const redisReply *reply,
+                         rlock__node **node, int64_t hard_ms, int *gathered);
 
 #endif /* RLOCK_WIRE_H */
