@@ -23,6 +23,8 @@
 #                        lib/cmake/rlock, bin/rlockctl, and the man pages rlockctl.1
 #                        and rlock.3)
 #   make check-lua       every Lua script (src/kind/lua/, preludes included) parses as Lua 5.1
+#   make check-docs      the docs, README and man pages name only files and rlock identifiers
+#                        that exist, link to files that exist, and "design.md §N" has a page
 #   make check-install   install to a temp prefix, build and run the README example
 #                        through pkg-config and CMake, shared and static; check the man pages
 #
@@ -137,7 +139,7 @@ RLOCKCTL := $(BUILD)/rlockctl
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRCS))
 
-.PHONY: all examples deps test check test-sentinel test-cluster test-redlock test-redisson test-faults valgrind demo bench bench-redisson soak install uninstall clean noopt cppcheck tools check-install check-layers check-lua
+.PHONY: all examples deps test check test-sentinel test-cluster test-redlock test-redisson test-faults valgrind demo bench bench-redisson soak install uninstall clean noopt cppcheck tools check-install check-layers check-lua check-docs
 
 all: $(STLIB) $(DYLIB) $(PCFILE) $(CMAKE_FILES) $(MAN_PAGES) $(RLOCKCTL) $(EXAMPLE_BINS)
 
@@ -399,6 +401,12 @@ check-lua: $(LUA_GEN).h
 	  scripts/lua-gen.sh text $$script | luac5.1 -p - || \
 	    { echo "check-lua: $$script: stdin:N is line N of its text ($(LUA_GEN).h maps it)" >&2; exit 1; }; \
 	done; echo "check-lua: $(words $(LUA_SCRIPTS)) scripts parse as Lua 5.1 (luac5.1 -p)"
+
+# The docs name only what exists: files, rlock_/RLOCK_ identifiers, links, design pages
+# (scripts/check-docs.sh says what it reads); its self-test plants two missing names.
+check-docs:
+	@scripts/check-docs.sh
+	@scripts/check-docs.sh --self-test
 
 cppcheck:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability,performance \
