@@ -4,7 +4,7 @@
  * its holds from each of them, and so that fork() leaves a defined state.
  *
  * Thread exit: core/thread.c calls the hook set here with the exiting
- * thread's id; its holds stop being renewed and expire (docs/design.md).
+ * thread's id; its holds stop being renewed and expire (docs/design.md §5).
  *
  * Fork: a pthread_atfork child handler bumps a generation counter and
  * forgets every client; clients remember the generation they were opened

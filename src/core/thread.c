@@ -11,7 +11,7 @@
  * Thread exit: a thread that takes a lock arms a pthread key whose
  * destructor calls the exit hook the client layer set (it drops the
  * thread's holds from every open client, so they stop being renewed and
- * expire: see docs/design.md).
+ * expire: see docs/design.md §5).
  *
  * Threads: any. State: atomics and thread-locals, the once-init of the key,
  * and the hook (written once, before any thread is watched).
