@@ -448,8 +448,7 @@ RLOCK_EXTERN int rlock_client_open(const rlock_config *cfg, rlock_client **out);
  *             returned: normally well under a second, at most about
  *             connect_timeout_ms if a connection attempt is under way (plus
  *             the queue leaves above, with Redis slow to answer them).
- * Threads:    safe, but not from the on_lock_lost callback (nor another
- *             callback of this client).
+ * Threads:    safe, but not from the on_lock_lost callback.
  */
 RLOCK_EXTERN void rlock_client_close(rlock_client *client);
 
