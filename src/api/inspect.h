@@ -84,7 +84,7 @@ int rlock__inspect_run(rlock_client *c, const rlock__inspect_cmd *cmds, int n,
 
 /*
  * A connection of its own to node (AUTH, SELECT as the url says) for
- * listening to unlock messages; redisFree() it. RLOCK_OK or an error.
+ * listening to unlock messages; rlock__conn_free() it. RLOCK_OK or an error.
  */
 int rlock__inspect_listen(rlock_client *c, rlock__inspect_node *node, redisContext **out);
 /* Sends SUBSCRIBE, PSUBSCRIBE or SSUBSCRIBE (nothing else) on a listener. */

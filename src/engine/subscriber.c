@@ -144,7 +144,7 @@ static void discard_sent(sub_link *l) {
 /* Drops l's connection (lost: it failed, else a new master took over). */
 static void drop_link(rlock__waiters *ps, subscriber *s, sub_link *l, int lost) {
     if (l->ctx != NULL) {
-        redisFree(l->ctx);
+        rlock__conn_free(l->ctx);
         if (lost)
             rlock__link_down(s->engine->events, RLOCK_EIO, "subscriber connection lost");
     }
@@ -175,7 +175,7 @@ static sub_link *add_link(subscriber *s, rlock__node *node) {
 /* Closes a connection no channel needs (its slot in the array goes to the last one). */
 static void remove_link(subscriber *s, sub_link *l) {
     if (l->ctx != NULL)
-        redisFree(l->ctx);
+        rlock__conn_free(l->ctx);
     discard_sent(l);
     rlock__buf_free(&l->sent);
     *l = links_of(s)[--s->nlinks];
@@ -470,7 +470,7 @@ static void wait_and_read(rlock__waiters *ps, subscriber *s, int timeout_ms) {
         sub_link *l = find_link(s, polled[i - 1]);
         if (fds[i].revents == 0 || l == NULL || l->ctx == NULL)
             continue;
-        if (redisBufferRead(l->ctx) != REDIS_OK || read_replies(ps, s, l) != RLOCK_OK)
+        if (rlock__io_fill(l->ctx) != REDIS_OK || read_replies(ps, s, l) != RLOCK_OK)
             drop_link(ps, s, l, 1);
     }
 }

@@ -268,7 +268,7 @@ static void read_parts(fan_run *run, node_part *parts, int nparts, struct pollfd
         for (int w = 0; w < waiting; w++) {
             node_part *p = &parts[polled[w]];
             redisContext *ctx = p->conn->ctx;
-            if (ready > 0 && (fds[w].revents == 0 || redisBufferRead(ctx) == REDIS_OK))
+            if (ready > 0 && (fds[w].revents == 0 || rlock__io_fill(ctx) == REDIS_OK))
                 continue;
             errno = err; /* the wait's (ETIMEDOUT), unless the read failed */
             p->status = rlock__fail_cmd_io(p->net, p->node, ctx, &run->cmds[p->index[0]]);
