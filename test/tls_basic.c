@@ -418,6 +418,48 @@ static void test_fork(void **state) {
     rlock_client_close(c);
 }
 
+/* rlockctl (build/rlockctl, beside build/test/) with a command; its exit status, output in out. */
+static int rlockctl(const char *args, char *out, size_t size) {
+    char exe[512], cmd[2048];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    assert_true(n > 0);
+    exe[n] = '\0';
+    for (int up = 0; up < 2; up++)
+        *strrchr(exe, '/') = '\0';
+    snprintf(cmd, sizeof(cmd), "%s/rlockctl %s 2>&1", exe, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t got = fread(out, 1, size - 1, p);
+    out[got] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* rlockctl takes the same url and parameters. */
+static void test_rlockctl(void **state) {
+    (void)state;
+    rlock_client *c = NULL;
+    rlock *l = NULL;
+    char url[1024], args[1400], out[8192];
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", tls_port, path("ca.pem"));
+    assert_int_equal(open_url(url, &c), RLOCK_OK);
+    assert_int_equal(rlock_get(c, "tls:ctl", &l), RLOCK_OK);
+    assert_int_equal(rlock_try_lock(l, 0, 30000), RLOCK_OK);
+    snprintf(args, sizeof(args), "--url '%s' show tls:ctl", url);
+    int st = rlockctl(args, out, sizeof(out));
+    if (st != 0 || strstr(out, "tls:ctl") == NULL)
+        fprintf(stderr, "rlockctl %s: %d\n%s\n", args, st, out);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(out, rlock_client_id(c)));
+    snprintf(args, sizeof(args), "--url 'rediss://localhost:%d?tls_ca=%s' show tls:ctl", tls_port,
+             path("another.pem"));
+    assert_int_not_equal(rlockctl(args, out, sizeof(out)), 0);
+    assert_non_null(strstr(out, "unknown CA"));
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    rlock_free(l);
+    rlock_client_close(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_url_params),
@@ -434,6 +476,7 @@ int main(void) {
         cmocka_unit_test(test_rotation),
         cmocka_unit_test(test_credentials_callback),
         cmocka_unit_test(test_fork),
+        cmocka_unit_test(test_rlockctl),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
