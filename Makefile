@@ -11,6 +11,7 @@
 #   make test-faults     the fault-injection suite (starts and kills its own servers)
 #   make test-sentinel   Sentinel and WAIT: a master, replicas and sentinels of its own
 #   make test-cluster    Redis Cluster: 3 masters + 3 replicas of its own per test
+#   make test-tls        rediss:// against TLS redis-servers of its own (certificates by openssl)
 #   make test-redlock    Redlock under master faults: 3 and 5 redis-servers of its own
 #   make test-redisson   interop with Java Redisson (3.x and 4.x) against a throwaway
 #                        redis-server; installs Java 17 and Maven from Debian if missing
