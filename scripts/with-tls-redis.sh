@@ -12,10 +12,11 @@
 #   wrong    --tls-port only, the wrong-name certificate
 #   expired  --tls-port only, the expired certificate
 #   mtls     --tls-port only, --tls-auth-clients yes (a client certificate required)
+#   sentinel a TLS sentinel (tls-replication yes) whose master "mymaster" is main
 # and exports
 #   RLOCK_TLS_DIR (the certificates: ca.pem, another.pem, client.pem,
 #   client.key), RLOCK_TLS_PORT, RLOCK_TLS_PLAIN_PORT, RLOCK_TLS_WRONG_PORT,
-#   RLOCK_TLS_EXPIRED_PORT, RLOCK_TLS_MTLS_PORT
+#   RLOCK_TLS_EXPIRED_PORT, RLOCK_TLS_MTLS_PORT, RLOCK_TLS_SENTINEL_PORT
 # runs CMD, then stops the servers by pid and removes the directory (also on
 # failure, INT and TERM). Exits with CMD's status.
 set -uo pipefail
@@ -34,6 +35,7 @@ done
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rlock-tls.XXXXXX") || exit 1
 pids=()
 cmd_pid=""
+conf=""
 
 cleanup() {
     if [ -n "$cmd_pid" ] && kill -0 "$cmd_pid" 2>/dev/null; then
@@ -110,14 +112,14 @@ start() {
         fi
         mkdir -p "$dir/$name"
         : >"$dir/$name/redis.log"
-        redis-server --bind 127.0.0.1 --tls-port "$tls_port" --protected-mode yes \
+        redis-server ${conf:+"$conf"} --bind 127.0.0.1 --tls-port "$tls_port" --protected-mode yes \
             --tls-cert-file "$dir/$crt.pem" --tls-key-file "$dir/$crt.key" \
             --tls-ca-cert-file "$dir/ca.pem" --dir "$dir/$name" --logfile "$dir/$name/redis.log" \
             --save "" --appendonly no --daemonize no --port "$plain_port" "$@" >/dev/null 2>&1 &
         local pid=$!
         for _ in $(seq 1 100); do
             kill -0 "$pid" 2>/dev/null || break
-            if grep -q "Ready to accept connections" "$dir/$name/redis.log"; then
+            if grep -qE "Ready to accept connections|\+monitor master" "$dir/$name/redis.log"; then
                 started=1
                 break
             fi
@@ -144,6 +146,14 @@ start expired expired 0 --tls-auth-clients no
 export RLOCK_TLS_EXPIRED_PORT=$tls_port
 start mtls server 0 --tls-auth-clients yes
 export RLOCK_TLS_MTLS_PORT=$tls_port
+# A sentinel over TLS (its own port, and tls-replication: TLS to the master it watches), the
+# main server as its master "mymaster": it announces 127.0.0.1, verified against the IP SAN.
+conf=$dir/sentinel.conf
+printf 'sentinel monitor mymaster 127.0.0.1 %s 1\nsentinel down-after-milliseconds mymaster 5000\n' \
+    "$RLOCK_TLS_PORT" >"$conf"
+start sentinel server 0 --sentinel --tls-replication yes --tls-auth-clients no
+conf=
+export RLOCK_TLS_SENTINEL_PORT=$tls_port
 export RLOCK_TLS_DIR=$dir
 
 "$@" <&0 &

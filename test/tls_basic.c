@@ -460,6 +460,49 @@ static void test_rlockctl(void **state) {
     rlock_client_close(c);
 }
 
+/*
+ * Sentinel over TLS: rediss-sentinel:// speaks TLS to the sentinel (verified
+ * as localhost) and to the master it names (127.0.0.1: the IP SAN), or, with
+ * tls_server_name, verifies both by that name.
+ */
+static void test_sentinel(void **state) {
+    (void)state;
+    rlock_client *a = NULL, *b = NULL;
+    rlock *la = NULL, *lb = NULL;
+    char url[1024];
+    pthread_t t;
+    int sport = env_port("RLOCK_TLS_SENTINEL_PORT");
+    assert_true(sport > 0);
+    snprintf(url, sizeof(url), "rediss-sentinel://localhost:%d/mymaster?tls_ca=%s", sport,
+             path("ca.pem"));
+    assert_int_equal(open_url(url, &a), RLOCK_OK);
+    lock_cycle(a, "tls:sentinel");
+    /* a waiter of one client woken by the other's unlock, through the sentinel's master */
+    assert_int_equal(rlock_get(a, "tls:sentinel-wake", &la), RLOCK_OK);
+    snprintf(url, sizeof(url),
+             "rediss-sentinel://127.0.0.1:%d/mymaster?tls_ca=%s&tls_server_name=localhost", sport,
+             path("ca.pem"));
+    assert_int_equal(open_url(url, &b), RLOCK_OK);
+    assert_int_equal(rlock_get(b, "tls:sentinel-wake", &lb), RLOCK_OK);
+    assert_int_equal(rlock_try_lock(la, 0, 30000), RLOCK_OK);
+    waiter_arg w = {.lock = lb};
+    atomic_init(&w.got_ms, 0);
+    assert_int_equal(pthread_create(&t, NULL, waiter, &w), 0);
+    sleep_ms(300);
+    long long unlocked = now_ms();
+    assert_int_equal(rlock_unlock(la), RLOCK_OK);
+    pthread_join(t, NULL);
+    assert_true(atomic_load(&w.got_ms) > 0 && atomic_load(&w.got_ms) - unlocked < 1500);
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    /* the sentinel's certificate is checked too */
+    snprintf(url, sizeof(url), "rediss-sentinel://localhost:%d/mymaster?tls_ca=%s", sport,
+             path("another.pem"));
+    expect_refused(url, RLOCK_EIO, "unknown CA", NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_url_params),
@@ -477,6 +520,7 @@ int main(void) {
         cmocka_unit_test(test_credentials_callback),
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_rlockctl),
+        cmocka_unit_test(test_sentinel),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
