@@ -13,10 +13,13 @@
 #   expired  --tls-port only, the expired certificate
 #   mtls     --tls-port only, --tls-auth-clients yes (a client certificate required)
 #   sentinel a TLS sentinel (tls-replication yes) whose master "mymaster" is main
+#   cluster1..3  a TLS cluster (tls-cluster yes) of three masters (not with
+#            RLOCK_TLS_NO_CLUSTER set)
 # and exports
 #   RLOCK_TLS_DIR (the certificates: ca.pem, another.pem, client.pem,
 #   client.key), RLOCK_TLS_PORT, RLOCK_TLS_PLAIN_PORT, RLOCK_TLS_WRONG_PORT,
-#   RLOCK_TLS_EXPIRED_PORT, RLOCK_TLS_MTLS_PORT, RLOCK_TLS_SENTINEL_PORT
+#   RLOCK_TLS_EXPIRED_PORT, RLOCK_TLS_MTLS_PORT, RLOCK_TLS_SENTINEL_PORT,
+#   RLOCK_TLS_CLUSTER_PORT (a node of the cluster)
 # runs CMD, then stops the servers by pid and removes the directory (also on
 # failure, INT and TERM). Exits with CMD's status.
 set -uo pipefail
@@ -154,6 +157,31 @@ printf 'sentinel monitor mymaster 127.0.0.1 %s 1\nsentinel down-after-millisecon
 start sentinel server 0 --sentinel --tls-replication yes --tls-auth-clients no
 conf=
 export RLOCK_TLS_SENTINEL_PORT=$tls_port
+
+# A cluster of three masters over TLS (clients, and the bus: tls-cluster), slots given
+# out by redis-cli --cluster create over TLS; CLUSTER SLOTS announces 127.0.0.1.
+if [ -z "${RLOCK_TLS_NO_CLUSTER:-}" ]; then
+    nodes=()
+    for i in 1 2 3; do
+        start "cluster$i" server 0 --cluster-enabled yes --tls-cluster yes --tls-replication yes \
+            --cluster-port "$(free_port)" --cluster-config-file nodes.conf \
+            --tls-auth-clients no
+        nodes+=("127.0.0.1:$tls_port")
+    done
+    cli=(redis-cli --tls --cacert "$dir/ca.pem")
+    "${cli[@]}" --cluster create "${nodes[@]}" --cluster-yes >"$dir/cluster-create.log" 2>&1 ||
+        { cat "$dir/cluster-create.log" >&2; exit 1; }
+    for _ in $(seq 1 100); do
+        ok=1
+        for n in "${nodes[@]}"; do
+            "${cli[@]}" -p "${n##*:}" cluster info 2>/dev/null | grep -q "cluster_state:ok" || ok=0
+        done
+        [ "$ok" -eq 1 ] && break
+        sleep 0.1
+    done
+    [ "$ok" -eq 1 ] || { echo "with-tls-redis.sh: the TLS cluster is not ok" >&2; exit 1; }
+    export RLOCK_TLS_CLUSTER_PORT=${nodes[0]##*:}
+fi
 export RLOCK_TLS_DIR=$dir
 
 "$@" <&0 &

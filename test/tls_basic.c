@@ -503,6 +503,55 @@ static void test_sentinel(void **state) {
     expect_refused(url, RLOCK_EIO, "unknown CA", NULL);
 }
 
+/*
+ * Cluster over TLS: one seed; the other masters are those CLUSTER SLOTS
+ * names (127.0.0.1: the IP SAN). Names spread over every master; a waiter
+ * woken by another client's unlock.
+ */
+static void test_cluster(void **state) {
+    (void)state;
+    rlock_client *a = NULL, *b = NULL;
+    rlock *la = NULL, *lb = NULL;
+    char url[1024], name[64];
+    pthread_t t;
+    int cport = env_port("RLOCK_TLS_CLUSTER_PORT");
+    if (cport == 0) {
+        skip(); /* RLOCK_TLS_NO_CLUSTER */
+        return;
+    }
+    snprintf(url, sizeof(url), "rediss-cluster://localhost:%d?tls_ca=%s", cport, path("ca.pem"));
+    assert_int_equal(open_url(url, &a), RLOCK_OK);
+    assert_int_equal(open_url(url, &b), RLOCK_OK);
+    for (int i = 0; i < 30; i++) { /* 30 names: every master's slots, all but surely */
+        snprintf(name, sizeof(name), "tls:cluster:%d", i);
+        lock_cycle(i % 2 ? a : b, name);
+    }
+    assert_int_equal(rlock_get(a, "tls:cluster-wake", &la), RLOCK_OK);
+    assert_int_equal(rlock_get(b, "tls:cluster-wake", &lb), RLOCK_OK);
+    assert_int_equal(rlock_try_lock(la, 0, 30000), RLOCK_OK);
+    waiter_arg w = {.lock = lb};
+    atomic_init(&w.got_ms, 0);
+    assert_int_equal(pthread_create(&t, NULL, waiter, &w), 0);
+    sleep_ms(300);
+    long long unlocked = now_ms();
+    assert_int_equal(rlock_unlock(la), RLOCK_OK);
+    pthread_join(t, NULL);
+    assert_true(atomic_load(&w.got_ms) > 0 && atomic_load(&w.got_ms) - unlocked < 1500);
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    /* the announced 127.0.0.1 checked by name instead */
+    snprintf(url, sizeof(url), "rediss-cluster://127.0.0.1:%d?tls_ca=%s&tls_server_name=localhost",
+             cport, path("ca.pem"));
+    assert_int_equal(open_url(url, &a), RLOCK_OK);
+    lock_cycle(a, "tls:cluster-by-name");
+    rlock_client_close(a);
+    snprintf(url, sizeof(url), "rediss-cluster://localhost:%d?tls_ca=%s", cport,
+             path("another.pem"));
+    expect_refused(url, RLOCK_EIO, "unknown CA", NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_url_params),
@@ -521,6 +570,7 @@ int main(void) {
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_rlockctl),
         cmocka_unit_test(test_sentinel),
+        cmocka_unit_test(test_cluster),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
