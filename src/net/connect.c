@@ -49,13 +49,17 @@ const char rlock__not_resp[] = "not a Redis server? (its answer is not Redis's p
 /*
  * Whether a plaintext connection's failure is what a TLS-only port does to
  * a Redis command: it closes (reset, or an end of stream), or answers with
- * a TLS alert, which is not RESP.
+ * a TLS record (an alert), which is not RESP.
  */
 int rlock__maybe_tls_port(const redisContext *ctx, int sys_errno) {
     if (ctx == NULL || rlock__tls_of(ctx) != NULL || ctx->connection_type != REDIS_CONN_TCP)
         return 0;
-    if (ctx->err == REDIS_ERR_EOF || ctx->err == REDIS_ERR_PROTOCOL)
+    if (ctx->err == REDIS_ERR_EOF)
         return 1;
+    /* A TLS record's first byte (an alert, a handshake) read as a reply type: hiredis shows it
+     * as "\x15" or "\x16". Another non-RESP answer is no TLS port's. */
+    if (ctx->err == REDIS_ERR_PROTOCOL)
+        return strstr(ctx->errstr, "\\x15") != NULL || strstr(ctx->errstr, "\\x16") != NULL;
     if (ctx->err != 0 && sys_errno == 0)
         sys_errno = errno_of(ctx);
     return sys_errno == ECONNRESET;

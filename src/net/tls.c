@@ -399,8 +399,8 @@ int rlock__tls_start(const rlock__endpoint *ep, const rlock__tls_settings *t, re
     const char *want = t->server_name[0] != '\0' ? t->server_name : ep->host;
     rlock__tls_conn *c = NULL;
     rlock__endpoint_str(ep, at, sizeof(at));
-    if (ep->unix_path != NULL)
-        return RLOCK_OK; /* a local socket: rediss names TCP servers */
+    if (ep->unix_path != NULL) /* the grammar has no such url: never plaintext in its place */
+        return rlock__fail(RLOCK_EINVAL, 0, "TLS over a unix socket (%s): not supported", at);
     int status = new_conn(t, want, ctx->fd, &c);
     if (status == RLOCK_OK)
         status = handshake(at, c, ctx->fd, deadline_ms, want);
