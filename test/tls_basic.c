@@ -15,6 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -334,7 +337,7 @@ static void test_mutual_tls(void **state) {
 /* ---- rotation, credentials, fork ------------------------------------------------ */
 
 static void copy_file(const char *from, const char *to) {
-    char cmd[1200];
+    char cmd[4096];
     snprintf(cmd, sizeof(cmd), "cp '%s' '%s.tmp' && mv '%s.tmp' '%s'", from, to, to, to);
     assert_int_equal(system(cmd), 0);
 }
@@ -344,7 +347,8 @@ static void test_rotation(void **state) {
     (void)state;
     rlock_client *c = NULL;
     char url[1024];
-    const char *rotating = path("rotating-ca.pem");
+    char rotating[520];
+    snprintf(rotating, sizeof(rotating), "%s", path("rotating-ca.pem"));
     copy_file(path("another.pem"), rotating);
     snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", tls_port, rotating);
     expect_refused(url, RLOCK_EIO, "unknown CA", NULL);
@@ -352,6 +356,90 @@ static void test_rotation(void **state) {
     assert_int_equal(open_url(url, &c), RLOCK_OK);
     lock_cycle(c, "tls:rotation");
     rlock_client_close(c);
+}
+
+/*
+ * The same client, its connections cut by the server: the reconnect
+ * handshakes with the CA file as it is now on disk (wrong: refused, in
+ * words; right again: works), no reopen.
+ */
+static void test_rotation_same_client(void **state) {
+    (void)state;
+    rlock_config cfg;
+    rlock_client *c = NULL;
+    rlock *l = NULL;
+    char url[1024], cmd[2048];
+    char rotating[520];
+    snprintf(rotating, sizeof(rotating), "%s", path("rotating2-ca.pem")); /* path's buffers turn */
+    copy_file(path("ca.pem"), rotating);
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", tls_port, rotating);
+    rlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.connect_timeout_ms = 2000;
+    cfg.retry_attempts = 0;
+    cfg.register_client = 0;
+    assert_int_equal(rlock_client_open(&cfg, &c), RLOCK_OK);
+    assert_int_equal(rlock_get(c, "tls:rotation2", &l), RLOCK_OK);
+    assert_int_equal(rlock_try_lock(l, 0, 10000), RLOCK_OK);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    copy_file(path("another.pem"), rotating);
+    snprintf(cmd, sizeof(cmd),
+             "redis-cli --tls --cacert %s -p %d CLIENT KILL TYPE normal >/dev/null 2>&1",
+             path("ca.pem"), tls_port);
+    assert_int_equal(system(cmd), 0);
+    sleep_ms(100);
+    /* A command may first meet a pooled connection the kill closed (retry_attempts 0: it
+     * fails "Server closed the connection"); the next ones must connect anew. */
+    int st = RLOCK_OK, refused = 0;
+    for (int i = 0; i < 10 && !refused; i++) {
+        if ((st = rlock_try_lock(l, 0, 10000)) == RLOCK_OK)
+            assert_int_equal(rlock_unlock(l), RLOCK_OK);
+        refused = st != RLOCK_OK && strstr(rlock_last_error(), "unknown CA") != NULL;
+    }
+    if (st != RLOCK_EIO || strstr(rlock_last_error(), "unknown CA") == NULL)
+        fprintf(stderr, "after the CA swap: %s \"%s\"\n", rlock_status_name(st),
+                rlock_last_error());
+    assert_int_equal(st, RLOCK_EIO);
+    assert_non_null(strstr(rlock_last_error(), "unknown CA"));
+    copy_file(path("ca.pem"), rotating);
+    long long until = now_ms() + 3000;
+    while ((st = rlock_try_lock(l, 0, 10000)) != RLOCK_OK && now_ms() < until)
+        sleep_ms(50);
+    if (st != RLOCK_OK)
+        fprintf(stderr, "after the CA came back: %s \"%s\"\n", rlock_status_name(st),
+                rlock_last_error());
+    assert_int_equal(st, RLOCK_OK);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    rlock_free(l);
+    rlock_client_close(c);
+}
+
+/* A server that accepts TCP and never answers: the handshake ends at connect_timeout_ms. */
+static void test_handshake_bounded(void **state) {
+    (void)state;
+    struct sockaddr_in a;
+    socklen_t len = sizeof(a);
+    rlock_config cfg;
+    rlock_client *c = NULL;
+    char url[256];
+    int listener = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(listener >= 0);
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(listener, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(listener, 8), 0); /* never accepted: the kernel completes TCP */
+    assert_int_equal(getsockname(listener, (struct sockaddr *)&a, &len), 0);
+    snprintf(url, sizeof(url), "rediss://127.0.0.1:%d?tls_verify=none", ntohs(a.sin_port));
+    rlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.connect_timeout_ms = 400;
+    long long t0 = now_ms();
+    assert_int_equal(rlock_client_open(&cfg, &c), RLOCK_EIO);
+    long long took = now_ms() - t0;
+    assert_non_null(strstr(rlock_last_error(), "no answer in time"));
+    assert_true(took >= 350 && took < 2000);
+    close(listener);
 }
 
 static atomic_int cred_calls;
@@ -566,6 +654,8 @@ int main(void) {
         cmocka_unit_test(test_tls_behind_redis),
         cmocka_unit_test(test_mutual_tls),
         cmocka_unit_test(test_rotation),
+        cmocka_unit_test(test_rotation_same_client),
+        cmocka_unit_test(test_handshake_bounded),
         cmocka_unit_test(test_credentials_callback),
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_rlockctl),
