@@ -73,8 +73,9 @@ int rlock__fail_io(const rlock__endpoint *ep, const redisContext *ctx, int sys_e
     /* A connection's first exchange (its name's reply still owed) ended as a TLS port ends
      * one: say so, it is the likely cause; later, a reset is only a reset. */
     if (ctx != NULL && ctx->reader->privdata != NULL && rlock__maybe_tls_port(ctx, sys_errno))
-        return rlock__fail(RLOCK_EIO, sys_errno, "%s %s: %s (is it a TLS port? use rediss://)",
-                           what, at, ctx->err != 0 ? ctx->errstr : strerror(sys_errno));
+        return rlock__fail_errno(RLOCK_EIO, sys_errno,
+                                 "%s %s: %s (is it a TLS port? use rediss://)", what, at,
+                                 ctx->err != 0 ? ctx->errstr : strerror(sys_errno));
     if (ctx != NULL && ctx->err == REDIS_ERR_PROTOCOL)
         return rlock__fail(RLOCK_EIO, 0, "%s %s: %s: %s", what, at, ctx->errstr, rlock__not_resp);
     if (ctx != NULL && ctx->err != 0 && sys_errno == 0) {
@@ -236,8 +237,9 @@ static int setup_io_failed(const rlock__endpoint *ep, redisContext *ctx, int sys
     if (tls && ctx->err == REDIS_ERR_IO && strstr(ctx->errstr, "client certificate") != NULL)
         return rlock__fail(RLOCK_EAUTH, 0, "%s %s: %s", what, at, ctx->errstr);
     if (!tls && ep->unix_path == NULL && rlock__maybe_tls_port(ctx, sys_errno))
-        return rlock__fail(RLOCK_EIO, 0, "%s %s: %s (is it a TLS port? use rediss://)", what, at,
-                           ctx->err != 0 ? ctx->errstr : strerror(sys_errno));
+        return rlock__fail_errno(RLOCK_EIO, sys_errno,
+                                 "%s %s: %s (is it a TLS port? use rediss://)", what, at,
+                                 ctx->err != 0 ? ctx->errstr : strerror(sys_errno));
     return rlock__fail_io(ep, ctx, sys_errno, what);
 }
 

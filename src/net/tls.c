@@ -381,8 +381,14 @@ static int new_conn(const rlock__tls_settings *t, const char *want, int fd,
         goto no_memory;
     SSL_set_bio(c->ssl, bio, bio); /* the session owns it now */
     c->has_cert = t->cert[0] != '\0';
-    if (conn_index < 0 || SSL_set_ex_data(c->ssl, conn_index, c) != 1 || !set_names(c->ssl, t, want))
+    if (conn_index < 0 || SSL_set_ex_data(c->ssl, conn_index, c) != 1)
         goto no_memory;
+    if (!set_names(c->ssl, t, want)) {
+        SSL_CTX_free(sctx);
+        conn_drop(c);
+        return rlock__fail(RLOCK_EINVAL, 0, "TLS: \"%s\" cannot be the server name (SNI, "
+                                            "verification): set tls_server_name", want);
+    }
     SSL_set_connect_state(c->ssl);
     SSL_CTX_free(sctx); /* the session keeps its reference */
     *out = c;
