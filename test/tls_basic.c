@@ -640,6 +640,30 @@ static void test_cluster(void **state) {
     expect_refused(url, RLOCK_EIO, "unknown CA", NULL);
 }
 
+X
+static void test_redlock(void **state) {
+    (void)state;
+    rlock_client *c[3] = {NULL, NULL, NULL};
+    rlock_redlock *rl = NULL;
+    char url[2048];
+    long long validity = 0;
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", tls_port, path("ca.pem"));
+    assert_int_equal(open_url(url, &c[0]), RLOCK_OK);
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s&tls_cert=%s&tls_key=%s",
+             mtls_port, path("ca.pem"), path("client.pem"), path("client.key"));
+    assert_int_equal(open_url(url, &c[1]), RLOCK_OK);
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s&tls_verify=ca", wrong_port,
+             path("ca.pem"));
+    assert_int_equal(open_url(url, &c[2]), RLOCK_OK);
+    assert_int_equal(rlock_redlock_new(c, 3, "tls:redlock", &rl), RLOCK_OK);
+    assert_int_equal(rlock_redlock_try_lock(rl, 0, 10000, &validity), RLOCK_OK);
+    assert_true(validity > 0);
+    assert_int_equal(rlock_redlock_unlock(rl), RLOCK_OK);
+    rlock_redlock_free(rl);
+    for (int i = 0; i < 3; i++)
+        rlock_client_close(c[i]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_url_params),
@@ -659,6 +683,7 @@ int main(void) {
         cmocka_unit_test(test_credentials_callback),
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_rlockctl),
+        cmocka_unit_test(test_redlock),
         cmocka_unit_test(test_sentinel),
         cmocka_unit_test(test_cluster),
     };
