@@ -640,7 +640,7 @@ static void test_cluster(void **state) {
     expect_refused(url, RLOCK_EIO, "unknown CA", NULL);
 }
 
-X
+/* Redlock over TLS: three masters, the main, the mutual-TLS and the wrong-name servers. */
 static void test_redlock(void **state) {
     (void)state;
     rlock_client *c[3] = {NULL, NULL, NULL};
