@@ -12,7 +12,9 @@
 #   wrong    --tls-port only, the wrong-name certificate
 #   expired  --tls-port only, the expired certificate
 #   mtls     --tls-port only, --tls-auth-clients yes (a client certificate required)
-#   sentinel a TLS sentinel (tls-replication yes) whose master "mymaster" is main
+#   smaster, sreplica  a master and its replica, replicating over TLS
+#   sentinel a TLS sentinel (tls-replication yes) watching "mymaster" (main) and
+#            "failmaster" (smaster, for a failover)
 #   cluster1..3  a TLS cluster (tls-cluster yes) of three masters (not with
 #            RLOCK_TLS_NO_CLUSTER set)
 # and exports
@@ -151,9 +153,18 @@ start mtls server 0 --tls-auth-clients yes
 export RLOCK_TLS_MTLS_PORT=$tls_port
 # A sentinel over TLS (its own port, and tls-replication: TLS to the master it watches), the
 # main server as its master "mymaster": it announces 127.0.0.1, verified against the IP SAN.
+# A second master with a replica (replication over TLS), "failmaster", for a failover.
+start smaster server 0 --tls-replication yes --tls-auth-clients no
+smaster_port=$tls_port
+start sreplica server 0 --tls-replication yes --tls-auth-clients no \
+    --replicaof 127.0.0.1 "$smaster_port"
 conf=$dir/sentinel.conf
-printf 'sentinel monitor mymaster 127.0.0.1 %s 1\nsentinel down-after-milliseconds mymaster 5000\n' \
-    "$RLOCK_TLS_PORT" >"$conf"
+{
+    printf 'sentinel monitor mymaster 127.0.0.1 %s 1\n' "$RLOCK_TLS_PORT"
+    printf 'sentinel down-after-milliseconds mymaster 5000\n'
+    printf 'sentinel monitor failmaster 127.0.0.1 %s 1\n' "$smaster_port"
+    printf 'sentinel down-after-milliseconds failmaster 5000\n'
+} >"$conf"
 start sentinel server 0 --sentinel --tls-replication yes --tls-auth-clients no
 conf=
 export RLOCK_TLS_SENTINEL_PORT=$tls_port

@@ -592,6 +592,49 @@ static void test_sentinel(void **state) {
 }
 
 /*
+ * A failover over TLS: the sentinel promotes failmaster's replica (SENTINEL
+ * FAILOVER); the client follows it (its announced 127.0.0.1 verified by the
+ * IP SAN, reached over TLS) and locks there.
+ */
+static void test_sentinel_failover(void **state) {
+    (void)state;
+    rlock_config cfg;
+    rlock_client *c = NULL;
+    rlock_stats st = {.struct_size = sizeof(st)};
+    char url[1024], cmd[1024], out[256];
+    int sport = env_port("RLOCK_TLS_SENTINEL_PORT");
+    snprintf(url, sizeof(url), "rediss-sentinel://localhost:%d/failmaster?tls_ca=%s", sport,
+             path("ca.pem"));
+    rlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.retry_attempts = 40;
+    cfg.retry_interval_ms = 250;
+    assert_int_equal(rlock_client_open(&cfg, &c), RLOCK_OK);
+    lock_cycle(c, "tls:failover-before");
+    /* the sentinel may not have seen the replica in sync yet: NOGOODSLAVE, asked again */
+    snprintf(cmd, sizeof(cmd), "redis-cli --tls --cacert %s -p %d SENTINEL FAILOVER failmaster",
+             path("ca.pem"), sport);
+    int done = 0;
+    for (long long until = now_ms() + 20000; !done && now_ms() < until;) {
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        done = fgets(out, sizeof(out), p) != NULL && strncmp(out, "OK", 2) == 0;
+        pclose(p);
+        if (!done)
+            sleep_ms(250);
+    }
+    assert_true(done);
+    for (long long until = now_ms() + 20000; now_ms() < until; sleep_ms(100)) {
+        assert_int_equal(rlock_client_stats(c, &st), RLOCK_OK);
+        if (st.master_switches >= 1)
+            break;
+    }
+    assert_true(st.master_switches >= 1);
+    lock_cycle(c, "tls:failover-after");
+    rlock_client_close(c);
+}
+
+/*
  * Cluster over TLS: one seed; the other masters are those CLUSTER SLOTS
  * names (127.0.0.1: the IP SAN). Names spread over every master; a waiter
  * woken by another client's unlock.
@@ -685,6 +728,7 @@ int main(void) {
         cmocka_unit_test(test_rlockctl),
         cmocka_unit_test(test_redlock),
         cmocka_unit_test(test_sentinel),
+        cmocka_unit_test(test_sentinel_failover),
         cmocka_unit_test(test_cluster),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
