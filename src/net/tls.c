@@ -6,6 +6,8 @@
  * reader and taking from the same output buffer as a plaintext one (io.c
  * calls here when rlock__tls_of finds a session for the context). hiredis
  * 0.14 has no TLS, so hiredis never touches these sockets' bytes itself.
+ * The shape follows hiredis 1.x's ssl.c (a session on the socket, reads
+ * feeding the reader, WANT_READ/WANT_WRITE as "later"); the code is rlock's.
  *
  * What it owns: an SSL session per connection, found by the socket's fd in
  * a table (the context has no field of its own for it in hiredis 0.14), made
@@ -28,6 +30,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -472,6 +475,8 @@ int rlock__tls_fill(redisContext *ctx, rlock__tls_conn *c) {
             continue;
         }
         int e = SSL_get_error(c->ssl, n), err = errno;
+        /* WANT_WRITE (TLS 1.3 has no renegotiation; a key update's answer goes with our next
+         * write) is "later" too: the caller's next poll and read take it up. */
         if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
             return REDIS_OK;
         io_failed(ctx, c, e, err);
