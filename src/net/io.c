@@ -159,6 +159,9 @@ int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply) {
     int left = ms_left(deadline_ms);
     /* The first wait, in read(). */
     int in_read = left < 0 || left > READ_SLICE_MS + SLICE_LATE_MS;
+    /* TLS reads never block (tls.c): a first read before the reply is there is a wasted recv. */
+    if (in_read && rlock__tls_of(ctx) != NULL)
+        in_read = 0;
     *reply = NULL;
     for (;;) {
         void *raw = NULL;

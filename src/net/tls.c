@@ -462,8 +462,11 @@ static void io_failed(redisContext *ctx, rlock__tls_conn *c, int e, int sys_errn
 
 int rlock__tls_fill(redisContext *ctx, rlock__tls_conn *c) {
     char buf[16 * 1024];
-    /* Until OpenSSL wants more from the socket: nothing decrypted stays in the session for a
-     * poll() on the socket to miss (the subscriber and the pipelines poll the fd). */
+    /* Until nothing read from the socket stays in the session (SSL_has_pending: decrypted
+     * bytes, or a record's bytes not yet decrypted), so a poll() on the socket misses nothing
+     * (the subscriber and the pipelines poll the fd); with OpenSSL's read-ahead off (its
+     * default) it reads no further than the record it needs, so a reply in one record costs
+     * one recv. */
     for (;;) {
         ERR_clear_error();
         int n = SSL_read(c->ssl, buf, (int)sizeof(buf));
@@ -472,6 +475,8 @@ int rlock__tls_fill(redisContext *ctx, rlock__tls_conn *c) {
                 set_error(ctx, ctx->reader->err, ctx->reader->errstr);
                 return REDIS_ERR;
             }
+            if (!SSL_has_pending(c->ssl))
+                return REDIS_OK;
             continue;
         }
         int e = SSL_get_error(c->ssl, n), err = errno;
