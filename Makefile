@@ -11,6 +11,7 @@
 #   make test-faults     the fault-injection suite (starts and kills its own servers)
 #   make test-sentinel   Sentinel and WAIT: a master, replicas and sentinels of its own
 #   make test-cluster    Redis Cluster: 3 masters + 3 replicas of its own per test
+#   make test-tls        rediss:// against TLS redis-servers of its own (certificates by openssl)
 #   make test-redlock    Redlock under master faults: 3 and 5 redis-servers of its own
 #   make test-redisson   interop with Java Redisson (3.x and 4.x) against a throwaway
 #                        redis-server; installs Java 17 and Maven from Debian if missing
@@ -84,7 +85,7 @@ HIREDIS_LIBS := $(or $(shell pkg-config --libs hiredis 2>/dev/null),-lhiredis)
 endif
 REAL_CFLAGS += $(HIREDIS_CFLAGS)
 LIB_CFLAGS += $(HIREDIS_CFLAGS)
-LIBS := $(HIREDIS_LIBS) -luuid
+LIBS := $(HIREDIS_LIBS) -luuid -lssl -lcrypto
 
 # Which server the tests run (make test REDIS_SERVER=/opt/valkey/bin/valkey-server): a bin
 # directory of its own named as the tests expect (scripts/server-bin.sh) goes first in PATH.
@@ -125,6 +126,8 @@ CLUSTER_SRCS := $(wildcard test/cluster_*.c)
 CLUSTER_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(CLUSTER_SRCS))
 REDLOCK_SRCS := $(wildcard test/redlock_*.c)
 REDLOCK_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(REDLOCK_SRCS))
+TLS_SRCS := $(wildcard test/tls_*.c)
+TLS_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(TLS_SRCS))
 FAULT_SRCS := $(wildcard test/fault_*.c)
 FAULT_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(FAULT_SRCS))
 HARNESS_SRCS := $(wildcard test/harness/*.c)
@@ -139,7 +142,7 @@ RLOCKCTL := $(BUILD)/rlockctl
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRCS))
 
-.PHONY: all examples deps test check test-sentinel test-cluster test-redlock test-redisson test-faults valgrind demo bench bench-redisson soak install uninstall clean noopt cppcheck tools check-install check-layers check-lua check-docs
+.PHONY: all examples deps test check test-sentinel test-cluster test-redlock test-tls test-redisson test-faults valgrind demo bench bench-redisson soak install uninstall clean noopt cppcheck tools check-install check-layers check-lua check-docs
 
 all: $(STLIB) $(DYLIB) $(PCFILE) $(CMAKE_FILES) $(MAN_PAGES) $(RLOCKCTL) $(EXAMPLE_BINS)
 
@@ -195,7 +198,7 @@ PC_LINES = 'prefix=$(1)' 'libdir=$${prefix}/$(LIBDIR)' \
   'includedir=$${prefix}/$(INCLUDEDIR)' '' 'Name: rlock' \
   'Description: Redisson-compatible reentrant Redis locks for C' 'Version: $(VERSION)' \
   'Libs: -L$${libdir} -lrlock' \
-  'Libs.private: $(strip $(addprefix -L,$(LINK_DIRS)) -lhiredis -luuid -pthread)' 'Cflags: -I$${includedir}'
+  'Libs.private: $(strip $(addprefix -L,$(LINK_DIRS)) -lhiredis -luuid -lssl -lcrypto -pthread)' 'Cflags: -I$${includedir}'
 
 # The -L directories librlock was linked with (LDFLAGS, hiredis's flags): where a
 # static link finds the same hiredis (rlock.pc's Libs.private, the CMake package).
@@ -326,7 +329,7 @@ deps:
 	@scripts/deps.sh
 	$(SERVER_SETUP)
 
-tools: deps all $(TEST_BINS) $(FAULT_BINS) $(SENTINEL_BINS) $(CLUSTER_BINS) $(REDLOCK_BINS)
+tools: deps all $(TEST_BINS) $(FAULT_BINS) $(SENTINEL_BINS) $(CLUSTER_BINS) $(REDLOCK_BINS) $(TLS_BINS)
 
 # TEST_PREFIX wraps every test binary (valgrind uses it); TEST_TIMEOUT_SCALE stretches deadlines.
 test: deps
@@ -350,6 +353,12 @@ test-cluster: deps
 test-redlock: deps
 	@$(MAKE) --no-print-directory all $(REDLOCK_BINS)
 	@scripts/run-tests.sh $(REDLOCK_BINS)
+
+# rediss:// against TLS redis-servers of its own (scripts/with-tls-redis.sh: its own CA,
+# server, wrong-name, expired and client certificates; plain, mutual-TLS servers).
+test-tls: deps
+	@$(MAKE) --no-print-directory all $(TLS_BINS)
+	@scripts/with-tls-redis.sh scripts/run-tests.sh $(TLS_BINS)
 
 # Java Redisson against the C actors (test/redisson/run.sh: Maven, offline when it can).
 # REDISSON_VERSIONS picks the Redisson versions (default: newest 3.x and 4.x tested).

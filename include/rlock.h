@@ -193,6 +193,20 @@ typedef struct rlock_config {
      *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...]/master
      *                    [?db=N][&sentinel_user=U][&sentinel_password=P]
      *   redis-cluster://[[user]:password@]host[:port][,host[:port]...]
+     *   rediss://, rediss-sentinel://, rediss-cluster://   the same over TLS
+     *
+     * TLS (OpenSSL 3): a rediss scheme speaks TLS to every server the client
+     * reaches -- the server, or the sentinels and every master they name, or
+     * every cluster node (seeds and those MOVED, ASK and CLUSTER SLOTS name)
+     * -- for commands, waiters' subscriptions and the watchdog alike; never
+     * plaintext. Its options are the tls_* fields below, or query parameters
+     * after the path ('?' first, '&' between; a parameter wins over the
+     * field): tls_ca=<PEM file>, tls_cert=<PEM file>, tls_key=<PEM file>,
+     * tls_verify=full|ca|none, tls_server_name=<name>, e.g.
+     *   rediss://:pw@localhost:6380/3?tls_ca=/etc/ca.pem&tls_verify=ca
+     *   rediss-sentinel://s1,s2/mymaster?tls_server_name=redis.internal
+     * A value is %-decoded. A rediss url whose parameter is unknown, repeated
+     * or malformed is RLOCK_EINVAL naming it and its position.
      *
      * redis-sentinel: the hosts are sentinels (port 26379 by default), tried
      * in turn; master is the name they monitor (%-encoded if needed). user,
@@ -295,6 +309,7 @@ typedef struct rlock_config {
      * keeping the lock that long) loses its place and queues again at the
      * tail. rlock_try_lock() waiters use their wait_ms instead, as Redisson's
      * tryLock(wait) does. Default 300000; 1..RLOCK_MAX_LEASE_MS.
+     *
      */
     long long fair_wait_timeout_ms;
     /*
@@ -342,6 +357,60 @@ typedef struct rlock_config {
      * explicit owner: examples/shared_read.c shows how, and its caveats.
      */
     int shared_reads_ms;
+    /*
+     * TLS options of a rediss url (ignored for redis:// and unix://): each
+     * is overridden by the url's query parameter of the same name. The
+     * strings are copied at open. Every new connection reads the files
+     * anew, so a CA bundle or client certificate replaced on disk is used
+     * by the next connection without reopening the client
+     * (docs/operations.md, "Certificate rotation").
+     *
+     * tls_ca: PEM file of the CAs trusted to sign the server's certificate
+     * (tls_ca=); NULL (default): the system's trust store (OpenSSL's
+     * default paths, on Debian /etc/ssl/certs).
+     */
+    const char *tls_ca;
+    /* Mutual TLS: the client certificate (with its chain) and its private
+     * key, PEM files (tls_cert=, tls_key=); both or neither. NULL (default):
+     * no client certificate (a server that requires one refuses the
+     * connection: RLOCK_EAUTH "server requires a client certificate"). */
+    const char *tls_cert;
+    const char *tls_key;
+    /*
+     * RLOCK_TLS_VERIFY_FULL (default; tls_verify=full): the certificate chain
+     * up to a trusted CA, its validity dates, and the server's name (the
+     * tls_server_name, else the url's host; an IP literal host is checked
+     * against the certificate's IP addresses). RLOCK_TLS_VERIFY_CA
+     * (tls_verify=ca): the chain and the dates, not the name.
+     * RLOCK_TLS_VERIFY_NONE (tls_verify=none): nothing -- UNSAFE, anyone on
+     * the path can read and change the traffic; for tests only.
+     * A failed verification is RLOCK_EIO with the cause in words
+     * ("certificate has expired", "host name mismatch: ...", "unable to get
+     * local issuer certificate (unknown CA ...)").
+     */
+    int tls_verify;
+    /*
+     * The name sent as SNI and verified in full mode (tls_server_name=);
+     * NULL (default): the host being connected to -- the url's, or the
+     * address a sentinel or a cluster node announced, which then is
+     * usually an IP literal: set this to the name the servers' certificates
+     * carry. An IP literal is not sent as SNI.
+     */
+    const char *tls_server_name;
+    /*
+     * Credentials asked at each new connection's AUTH, instead of the url's
+     * user and password, for short-lived tokens (ElastiCache IAM, Entra):
+     * fill user (empty string: no user, AUTH <password>) and password
+     * (NUL-terminated, within the sizes given) and return 0; another value
+     * fails that connection with RLOCK_EAUTH. Called on whichever thread
+     * connects (an application thread, the subscriber, the watchdog), so it
+     * must be thread-safe and quick; never with an rlock mutex held, never
+     * for sentinels (sentinel_user/sentinel_password). NULL (default): the
+     * url's.
+     */
+    int (*credentials)(void *arg, char *user, size_t user_size, char *password,
+                       size_t password_size);
+    void *credentials_arg;         /* passed to credentials */
 } rlock_config;
 
 /* rlock_config.pubsub_mode */
@@ -349,6 +418,13 @@ enum {
     RLOCK_PUBSUB_AUTO = 0,    /* sharded on a cluster that supports it, else classic */
     RLOCK_PUBSUB_CLASSIC = 1, /* SUBSCRIBE / PUBLISH: any node hears every message */
     RLOCK_PUBSUB_SHARDED = 2  /* SSUBSCRIBE / SPUBLISH on the channel's shard (Redis >= 7.0) */
+};
+
+/* rlock_config.tls_verify */
+enum {
+    RLOCK_TLS_VERIFY_FULL = 0, /* chain, dates and host name (default) */
+    RLOCK_TLS_VERIFY_CA = 1,   /* chain and dates */
+    RLOCK_TLS_VERIFY_NONE = 2  /* nothing: unsafe */
 };
 /* rlock_config.log_level: the RLOCK_LOG_* levels, section 9. */
 
@@ -386,18 +462,28 @@ RLOCK_EXTERN void rlock_config_init(rlock_config *cfg);
  *             RLOCK_EINVAL   NULL out, a field out of range, a malformed url
  *                            (rlock_last_error() names the wrong part, its
  *                            text -- never a password's -- and its position
- *                            from 1), a rediss:// url (TLS is not supported
- *                            by this build), cfg not initialised by
+ *                            from 1), cfg not initialised by
  *                            rlock_config_init, RLOCK_PUBSUB_SHARDED on a
  *                            server without sharded pub/sub;
  *             RLOCK_EIO      cannot resolve the host, connection refused, or
  *                            no answer within connect_timeout_ms (see
- *                            rlock_last_error_info()); Sentinel: also a
- *                            failover under way -- a sentinel in the middle
- *                            of one, a master named that is down or not yet
- *                            master --: try again;
+ *                            rlock_last_error_info()); TLS: the server's
+ *                            certificate failed verification --
+ *                            "certificate has expired", "host name
+ *                            mismatch: <want> vs <certificate's names>",
+ *                            "unable to get local issuer certificate
+ *                            (unknown CA ...)" --, a plaintext server behind
+ *                            rediss:// ("did not answer the TLS handshake:
+ *                            is it a plaintext port?"), a TLS port behind
+ *                            redis:// ("is it a TLS port? use rediss://"),
+ *                            an unreadable tls_ca, tls_cert or tls_key file;
+ *                            Sentinel: also a failover under way -- a
+ *                            sentinel in the middle of one, a master named
+ *                            that is down or not yet master --: try again;
  *             RLOCK_EAUTH    wrong user or password, or a password is
- *                            required;
+ *                            required; TLS: the server requires a client
+ *                            certificate or refused the one given; the
+ *                            credentials callback failed;
  *             RLOCK_ENOPERM  the ACL user may not run a command rlock needs:
  *                            SELECT, SCRIPT LOAD, EVALSHA -- asked at open
  *                            with EVALSHA of a sha no script has, which runs

@@ -38,7 +38,7 @@ cflags=$(pkg-config --cflags rlock | sed "s/ *$//")
 libs=$(pkg-config --libs rlock | sed "s/ *$//")
 [ "$libs" = "-L$prefix/lib -lrlock" ] || fail "pkg-config --libs rlock gives '$libs', expected '-L$prefix/lib -lrlock'"
 static_libs=$(pkg-config --static --libs rlock)
-for lib in -lrlock -lhiredis -luuid -pthread; do
+for lib in -lrlock -lhiredis -luuid -lssl -lcrypto -pthread; do
     case " $static_libs " in
     *" $lib "*) ;;
     *) fail "pkg-config --static --libs rlock gives '$static_libs', without $lib" ;;

@@ -13,6 +13,8 @@ PACKAGES=(
     pkg-config
     libhiredis-dev
     uuid-dev
+    libssl-dev
+    openssl
     redis-server
     redis-tools
     redis-sentinel

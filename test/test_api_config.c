@@ -203,12 +203,19 @@ static void test_bad_url_words(void **state) {
         const char *url;
         const char *message;
     } cases[] = {
-        {"rediss://127.0.0.1:6379", "TLS (rediss://) is not supported by this build"},
+        /* rediss:// is TLS (issue 24): its parameters are reported as the rest */
+        {"rediss://127.0.0.1:6379?tls_verify=maybe",
+         "malformed url: tls_verify \"maybe\" at position 36; expected full, ca or none"},
+        {"rediss://127.0.0.1:6379?tls_ca=/a&color=red",
+         "malformed url: unknown parameter \"color\" at position 35; expected tls_ca=, "
+         "tls_cert=, tls_key=, tls_verify=full|ca|none or tls_server_name="},
         {"127.0.0.1:6379", "malformed url: no scheme in \"127.0.0.1:6379\" at position 1; "
-                           "expected redis://, unix://, redis-sentinel:// or redis-cluster://"},
+                           "expected redis://, unix://, redis-sentinel://, redis-cluster:// or, "
+                           "over TLS, rediss://, rediss-sentinel://, rediss-cluster://"},
         {"http://127.0.0.1:6379", "malformed url: unknown scheme \"http://\" at position 1; "
-                                  "expected redis://, unix://, redis-sentinel:// or "
-                                  "redis-cluster://"},
+                                  "expected redis://, unix://, redis-sentinel://, "
+                                  "redis-cluster:// or, over TLS, rediss://, "
+                                  "rediss-sentinel://, rediss-cluster://"},
         {"redis-sentinel://127.0.0.1:26379",
          "malformed url: no master name at position 33; expected "
          "redis-sentinel://host:26379[,host...]/master-name (the name the sentinels monitor)"},
@@ -230,7 +237,7 @@ static void test_bad_url_words(void **state) {
          "position 12"},
         {"redis-sentinel://127.0.0.1:26379/m?db=1&color=red",
          "malformed url: unknown parameter \"color\" at position 41; expected db=N, "
-         "sentinel_user=U or sentinel_password=P"},
+         "sentinel_user=U or sentinel_password=P (with rediss-sentinel:// also tls_*)"},
         {"redis-cluster://127.0.0.1:7000/0",
          "malformed url: the path \"/0\" at position 31; a redis-cluster:// url has no db (a "
          "cluster has only db 0) and no query"},

@@ -207,6 +207,9 @@ static int client_build(rlock_client *c, const rlock_config *cfg) {
     c->engine.net = &c->net;
     c->engine.events = &c->events;
     const char *url = cfg != NULL ? cfg->url : defaults.url;
+    /* TLS is every connection's business: the url's options join the config's first. */
+    if ((status = rlock__url_tls(url, &c->settings.tls)) != RLOCK_OK)
+        return status;
     if ((status = rlock__events_start(&c->events, &c->settings)) != RLOCK_OK)
         return status;
     status = rlock__net_open(&c->net, url, &c->settings, &c->events, rlock__scripts,

@@ -7,6 +7,8 @@
  *
  * Pure: any thread, no shared state.
  */
+#include <string.h>
+
 #include "api.h"
 
 #define HOUR_MS 3600000
@@ -36,6 +38,38 @@ static int observing_from(const rlock_config *cfg, const rlock_config *defaults,
     s->log_level = from->log_level;
     if (!in_range(s->register_client, 0, 1, "register_client") ||
         !in_range(s->log_level, RLOCK_LOG_ERROR, RLOCK_LOG_DEBUG, "log_level"))
+        return RLOCK_EINVAL;
+    return RLOCK_OK;
+}
+
+/* Copies a tls_* path or name (NULL: "") into dst; RLOCK_EINVAL if it does not fit. */
+static int tls_string(char *dst, size_t size, const char *src, const char *field) {
+    dst[0] = '\0';
+    if (src == NULL)
+        return RLOCK_OK;
+    if (strlen(src) >= size)
+        return rlock__fail(RLOCK_EINVAL, 0, "%s: longer than %zu bytes", field, size - 1);
+    memcpy(dst, src, strlen(src) + 1);
+    return RLOCK_OK;
+}
+
+/* The fields of 0.6 (TLS, credentials): defaults when the caller's struct lacks them. */
+static int tls_from(const rlock_config *cfg, rlock__settings *s) {
+    rlock__tls_settings *t = &s->tls;
+    memset(t, 0, sizeof(*t));
+    s->credentials = NULL;
+    s->credentials_arg = NULL;
+    if (!has_field(cfg, offsetof(rlock_config, credentials_arg), sizeof(void *)))
+        return RLOCK_OK;
+    t->verify = cfg->tls_verify;
+    s->credentials = cfg->credentials;
+    s->credentials_arg = cfg->credentials_arg;
+    if (!in_range(t->verify, RLOCK_TLS_VERIFY_FULL, RLOCK_TLS_VERIFY_NONE, "tls_verify") ||
+        tls_string(t->ca, sizeof(t->ca), cfg->tls_ca, "tls_ca") != RLOCK_OK ||
+        tls_string(t->cert, sizeof(t->cert), cfg->tls_cert, "tls_cert") != RLOCK_OK ||
+        tls_string(t->key, sizeof(t->key), cfg->tls_key, "tls_key") != RLOCK_OK ||
+        tls_string(t->server_name, sizeof(t->server_name), cfg->tls_server_name,
+                   "tls_server_name") != RLOCK_OK)
         return RLOCK_EINVAL;
     return RLOCK_OK;
 }
@@ -92,6 +126,8 @@ int rlock__settings_from(const rlock_config *cfg, rlock__settings *s) {
     if (has_field(cfg, offsetof(rlock_config, shared_reads_ms), sizeof(int)))
         s->shared_reads_ms = cfg->shared_reads_ms;
     if (!in_range(s->shared_reads_ms, 0, 1000, "shared_reads_ms"))
+        return RLOCK_EINVAL;
+    if (tls_from(cfg, s) != RLOCK_OK)
         return RLOCK_EINVAL;
     s->watchdog_timeout_ms = cfg->watchdog_timeout_ms;
     s->connect_timeout_ms = cfg->connect_timeout_ms;

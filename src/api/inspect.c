@@ -132,6 +132,10 @@ int rlock__inspect_run(rlock_client *c, const rlock__inspect_cmd *cmds, int n,
     return rlock__leave_status(&g, status);
 }
 
+void rlock__inspect_close(redisContext *ctx) {
+    rlock__conn_free(ctx);
+}
+
 int rlock__inspect_listen(rlock_client *c, rlock__inspect_node *node, redisContext **out) {
     rlock__guard g;
     int status = rlock__enter(&g, c);

@@ -84,9 +84,11 @@ int rlock__inspect_run(rlock_client *c, const rlock__inspect_cmd *cmds, int n,
 
 /*
  * A connection of its own to node (AUTH, SELECT as the url says) for
- * listening to unlock messages; redisFree() it. RLOCK_OK or an error.
+ * listening to unlock messages; rlock__inspect_close() it. RLOCK_OK or an error.
  */
 int rlock__inspect_listen(rlock_client *c, rlock__inspect_node *node, redisContext **out);
+/* Frees a listener (its TLS session too: never redisFree). NULL: nothing. */
+void rlock__inspect_close(redisContext *ctx);
 /* Sends SUBSCRIBE, PSUBSCRIBE or SSUBSCRIBE (nothing else) on a listener. */
 int rlock__inspect_subscribe(redisContext *ctx, int argc, const char **argv,
                              const size_t *argvlen);

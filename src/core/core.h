@@ -188,6 +188,18 @@ void rlock__worker_destroy(rlock__worker *w);
 /* ---- settings: what the application configured (read-only after open) ------ */
 
 #define RLOCK__CONN_NAME_MAX 128
+#define RLOCK__TLS_PATH_MAX 1024
+#define RLOCK__TLS_NAME_MAX 256
+
+/* TLS options: rlock_config's tls_* fields, overridden by a rediss url's parameters. */
+typedef struct rlock__tls_settings {
+    int on;                               /* a rediss scheme: every connection is TLS */
+    int verify;                           /* RLOCK_TLS_VERIFY_* */
+    char ca[RLOCK__TLS_PATH_MAX];         /* "" = the system's trust store */
+    char cert[RLOCK__TLS_PATH_MAX];       /* "" = no client certificate */
+    char key[RLOCK__TLS_PATH_MAX];
+    char server_name[RLOCK__TLS_NAME_MAX]; /* "" = the host connected to */
+} rlock__tls_settings;
 
 typedef struct rlock__settings {
     long long watchdog_timeout_ms;
@@ -209,6 +221,10 @@ typedef struct rlock__settings {
     void *log_arg;
     int log_level;              /* RLOCK_LOG_*: the least important level logged */
     int shared_reads_ms;        /* rlock_config's: ignored, only logged at open */
+    rlock__tls_settings tls;    /* the config's, then the url's parameters (client open) */
+    int (*credentials)(void *arg, char *user, size_t user_size, char *password,
+                       size_t password_size); /* NULL: the url's */
+    void *credentials_arg;
     /* Who the client is, set by client open before any connection: */
     char client_id[37];         /* its UUID */
     char conn_name[RLOCK__CONN_NAME_MAX]; /* every connection's CLIENT SETNAME:

@@ -77,7 +77,7 @@ static void discard_sent(sub_link *l) {
 /* Drops l's connection (lost: it failed, else a new master took over). */
 void rlock__sub_drop_link(rlock__waiters *ps, subscriber *s, sub_link *l, int lost) {
     if (l->ctx != NULL) {
-        redisFree(l->ctx);
+        rlock__conn_free(l->ctx);
         if (lost)
             rlock__link_down(s->engine->events, RLOCK_EIO, "subscriber connection lost");
     }
@@ -108,7 +108,7 @@ sub_link *rlock__sub_add_link(subscriber *s, rlock__node *node) {
 /* Closes a connection no channel needs (its slot in the array goes to the last one). */
 void rlock__sub_remove_link(subscriber *s, sub_link *l) {
     if (l->ctx != NULL)
-        redisFree(l->ctx);
+        rlock__conn_free(l->ctx);
     discard_sent(l);
     rlock__buf_free(&l->sent);
     *l = rlock__sub_links(s)[--s->nlinks];

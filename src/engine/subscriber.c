@@ -340,7 +340,7 @@ static void wait_and_read(rlock__waiters *ps, subscriber *s, int timeout_ms) {
         sub_link *l = rlock__sub_find_link(s, polled[i - 1]);
         if (fds[i].revents == 0 || l == NULL || l->ctx == NULL)
             continue;
-        if (redisBufferRead(l->ctx) != REDIS_OK || read_replies(ps, s, l) != RLOCK_OK)
+        if (rlock__io_fill(l->ctx) != REDIS_OK || read_replies(ps, s, l) != RLOCK_OK)
             rlock__sub_drop_link(ps, s, l, 1);
     }
 }

@@ -60,7 +60,7 @@ static int ask_slots(rlock__cluster *r, const rlock__endpoint *ep, redisReply **
                                                                   : CLUSTER_NODE_TIMEOUT_MS;
     int status = RLOCK_OK;
     if (r->ctx != NULL && !rlock__endpoint_is(&r->ctx_ep, ep->host, ep->port)) {
-        redisFree(r->ctx);
+        rlock__conn_free(r->ctx);
         r->ctx = NULL;
     }
     if (r->ctx == NULL) {
@@ -75,7 +75,7 @@ static int ask_slots(rlock__cluster *r, const rlock__endpoint *ep, redisReply **
         status = rlock__run_private(r->ctx, &r->ctx_ep, 2, argv,
                                     rlock__deadline_after(CLUSTER_NODE_TIMEOUT_MS), reply);
     if (status != RLOCK_OK && r->ctx != NULL) {
-        redisFree(r->ctx);
+        rlock__conn_free(r->ctx);
         r->ctx = NULL;
     }
     return status;
@@ -190,7 +190,7 @@ static void prepare_master(rlock__cluster *r, rlock__node *node) {
         RLOCK_OK)
         rlock__pool_seed(&node->pool, ctx);
     else
-        redisFree(ctx);
+        rlock__conn_free(ctx);
 }
 
 /* Marks in serves[i] each node i that the table names for some slot. Mutex held. */

@@ -46,11 +46,36 @@ const char rlock__no_reply[] = "no reply in time (the connection is open, the se
                                "answer: stopped, overloaded, or not a Redis server)";
 const char rlock__not_resp[] = "not a Redis server? (its answer is not Redis's protocol)";
 
+/*
+ * Whether a plaintext connection's failure is what a TLS-only port does to
+ * a Redis command: it closes (reset, or an end of stream), or answers with
+ * a TLS record (an alert), which is not RESP.
+ */
+int rlock__maybe_tls_port(const redisContext *ctx, int sys_errno) {
+    if (ctx == NULL || rlock__tls_of(ctx) != NULL || ctx->connection_type != REDIS_CONN_TCP)
+        return 0;
+    if (ctx->err == REDIS_ERR_EOF)
+        return 1;
+    /* A TLS record's first byte (an alert, a handshake) read as a reply type: hiredis shows it
+     * as "\x15" or "\x16". Another non-RESP answer is no TLS port's. */
+    if (ctx->err == REDIS_ERR_PROTOCOL)
+        return strstr(ctx->errstr, "\\x15") != NULL || strstr(ctx->errstr, "\\x16") != NULL;
+    if (ctx->err != 0 && sys_errno == 0)
+        sys_errno = errno_of(ctx);
+    return sys_errno == ECONNRESET;
+}
+
 int rlock__fail_io(const rlock__endpoint *ep, const redisContext *ctx, int sys_errno,
                    const char *what) {
     char at[RLOCK__WHERE_MAX];
     int connecting = strcmp(what, "connect to") == 0 || strcmp(what, "resolve") == 0;
     rlock__endpoint_str(ep, at, sizeof(at));
+    /* A connection's first exchange (its name's reply still owed) ended as a TLS port ends
+     * one: say so, it is the likely cause; later, a reset is only a reset. */
+    if (ctx != NULL && ctx->reader->privdata != NULL && rlock__maybe_tls_port(ctx, sys_errno))
+        return rlock__fail_errno(RLOCK_EIO, sys_errno,
+                                 "%s %s: %s (is it a TLS port? use rediss://)", what, at,
+                                 ctx->err != 0 ? ctx->errstr : strerror(sys_errno));
     if (ctx != NULL && ctx->err == REDIS_ERR_PROTOCOL)
         return rlock__fail(RLOCK_EIO, 0, "%s %s: %s: %s", what, at, ctx->errstr, rlock__not_resp);
     if (ctx != NULL && ctx->err != 0 && sys_errno == 0) {
@@ -67,12 +92,18 @@ int rlock__fail_io(const rlock__endpoint *ep, const redisContext *ctx, int sys_e
 /* The setup commands a connection sends before any other: AUTH, SELECT, CLIENT SETNAME. */
 #define SETUP_MAX 3
 
+#define CRED_USER_MAX 256
+#define CRED_PASSWORD_MAX 4096 /* a cloud's token (an IAM auth token is ~1 KB) fits */
+
 typedef struct setup {
     int n;
     int argc[SETUP_MAX];
     const char *argv[SETUP_MAX][3];
     int naming;                /* the last one is CLIENT SETNAME */
     char db[24];
+    char user[CRED_USER_MAX];  /* the credentials callback's answer */
+    char password[CRED_PASSWORD_MAX];
+    int tls;                   /* a TLS connection: the set-up is a round trip always */
 } setup;
 
 static void add(setup *st, int argc, const char *a0, const char *a1, const char *a2) {
@@ -83,9 +114,38 @@ static void add(setup *st, int argc, const char *a0, const char *a1, const char 
     st->n++;
 }
 
-static void plan_setup(const rlock__endpoint *ep, const rlock__events *ev, setup *st) {
-    memset(st, 0, sizeof(*st));
-    if (ep->password != NULL && ep->user != NULL)
+/*
+ * The application's credentials callback, asked for this connection (a
+ * token may have been renewed since the last): into st->user, st->password.
+ * RLOCK_EAUTH if it fails or leaves them unterminated.
+ */
+static int ask_credentials(const rlock__settings *s, setup *st) {
+    int r = s->credentials(s->credentials_arg, st->user, sizeof(st->user), st->password,
+                           sizeof(st->password));
+    if (r != 0 || memchr(st->user, '\0', sizeof(st->user)) == NULL ||
+        memchr(st->password, '\0', sizeof(st->password)) == NULL) {
+        memset(st->password, 0, sizeof(st->password));
+        return rlock__fail(RLOCK_EAUTH, 0, "the credentials callback failed (returned %d)", r);
+    }
+    return RLOCK_OK;
+}
+
+/* Whether the connection's AUTH comes from the credentials callback (not a sentinel's). */
+static int asks_credentials(const rlock__endpoint *ep, const rlock__events *ev) {
+    return ev != NULL && ev->settings != NULL && ev->settings->credentials != NULL &&
+           !ep->sentinel;
+}
+
+static void plan_setup(const rlock__endpoint *ep, const rlock__events *ev, int tls, setup *st) {
+    int asked = st->password[0] != '\0';
+    st->n = 0;
+    st->naming = 0;
+    st->tls = tls;
+    if (asked && st->user[0] != '\0')
+        add(st, 3, "AUTH", st->user, st->password);
+    else if (asked)
+        add(st, 2, "AUTH", st->password, NULL);
+    else if (ep->password != NULL && ep->user != NULL)
         add(st, 3, "AUTH", ep->user, ep->password);
     else if (ep->password != NULL)
         add(st, 2, "AUTH", ep->password, NULL);
@@ -97,6 +157,10 @@ static void plan_setup(const rlock__endpoint *ep, const rlock__events *ev, setup
         add(st, 3, "CLIENT", "SETNAME", ev->settings->conn_name);
         st->naming = 1;
     }
+    /* TLS 1.3 tells a refused client certificate after the handshake, with the first reply:
+     * a round trip of the set-up's own makes it the connect's failure, not a command's. */
+    if (tls && st->n == 0)
+        add(st, 1, "PING", NULL, NULL);
 }
 
 /*
@@ -155,6 +219,34 @@ static int setup_refused(const rlock__endpoint *ep, const setup *st, int i,
 }
 
 /*
+ * A set-up that failed on its socket: as rlock__fail_io, but a client
+ * certificate a TLS server refused after the handshake (TLS 1.3 says so
+ * with the first reply) is RLOCK_EAUTH, and a plaintext connection that a
+ * server closed or answered with something not RESP may be to a TLS port.
+ */
+static int setup_io_failed(const rlock__endpoint *ep, redisContext *ctx, int sys_errno,
+                           const char *what) {
+    char at[RLOCK__WHERE_MAX];
+    rlock__tls_conn *session = rlock__tls_of(ctx);
+    int tls = session != NULL;
+    rlock__endpoint_str(ep, at, sizeof(at));
+    /* A send can fail first (the server reset the connection): its alert, if it came, says
+     * why. */
+    if (tls && strstr(ctx->errstr, "client certificate") == NULL)
+        rlock__tls_fill(ctx, session);
+    if (tls && ctx->err == REDIS_ERR_IO && strstr(ctx->errstr, "client certificate") != NULL)
+        return rlock__fail(RLOCK_EAUTH, 0, "%s %s: %s", what, at, ctx->errstr);
+    if (!tls && ep->unix_path == NULL && rlock__maybe_tls_port(ctx, sys_errno))
+        return rlock__fail_errno(RLOCK_EIO, sys_errno,
+                                 "%s %s: %s (is it a TLS port? use rediss://)", what, at,
+                                 ctx->err != 0 ? ctx->errstr : strerror(sys_errno));
+    return rlock__fail_io(ep, ctx, sys_errno, what);
+}
+
+static int send_setup(const rlock__endpoint *ep, rlock__events *ev, redisContext *ctx,
+                      setup *st, int64_t deadline_ms);
+
+/*
  * Sends the setup commands in one pipeline by deadline_ms and reads their
  * replies in order: the first refusal of AUTH or SELECT fails the connect
  * (the replies after it are not read: the context is freed); a refused name
@@ -164,35 +256,51 @@ static int setup_refused(const rlock__endpoint *ep, const setup *st, int i,
  */
 static int authenticate(const rlock__endpoint *ep, rlock__events *ev, redisContext *ctx,
                         int64_t deadline_ms) {
-    setup st;
-    plan_setup(ep, ev, &st);
-    if (st.n == 0)
+    setup *st = rlock__calloc(1, sizeof(*st)); /* ~4 KB: not on a waiter's stack */
+    int tls = rlock__tls_of(ctx) != NULL, status = RLOCK_OK;
+    if (st == NULL)
+        return rlock__fail(RLOCK_ENOMEM, 0, "connect: out of memory");
+    if (asks_credentials(ep, ev))
+        status = ask_credentials(ev->settings, st);
+    if (status == RLOCK_OK) {
+        plan_setup(ep, ev, tls, st);
+        status = send_setup(ep, ev, ctx, st, deadline_ms);
+    }
+    memset(st->password, 0, sizeof(st->password));
+    rlock__free(st);
+    return status;
+}
+
+/* authenticate's round trip: st's commands sent, their replies read. */
+static int send_setup(const rlock__endpoint *ep, rlock__events *ev, redisContext *ctx,
+                      setup *st, int64_t deadline_ms) {
+    if (st->n == 0)
         return RLOCK_OK;
-    for (int i = 0; i < st.n; i++)
-        if (redisAppendCommandArgv(ctx, st.argc[i], st.argv[i], NULL) != REDIS_OK)
-            return rlock__fail(RLOCK_ENOMEM, 0, "%s: out of memory", st.argv[i][0]);
-    if (st.n == 1 && st.naming) {
+    for (int i = 0; i < st->n; i++)
+        if (redisAppendCommandArgv(ctx, st->argc[i], st->argv[i], NULL) != REDIS_OK)
+            return rlock__fail(RLOCK_ENOMEM, 0, "%s: out of memory", st->argv[i][0]);
+    if (st->n == 1 && st->naming && !st->tls) {
         ctx->reader->privdata = ev; /* its reply is owed: the first read takes it */
         return RLOCK_OK;
     }
     if (rlock__io_flush(ctx, deadline_ms) != RLOCK_OK)
-        return rlock__fail_io(ep, ctx, ctx->err != 0 ? 0 : errno, "connection setup at");
+        return setup_io_failed(ep, ctx, ctx->err != 0 ? 0 : errno, "connection setup at");
     int status = RLOCK_OK;
-    for (int i = 0; i < st.n && status == RLOCK_OK; i++) {
+    for (int i = 0; i < st->n && status == RLOCK_OK; i++) {
         redisReply *reply = NULL;
         char what[64];
         if (rlock__io_read(ctx, deadline_ms, &reply) != RLOCK_OK) {
             int err = errno;
-            snprintf(what, sizeof(what), "%s at", st.argv[i][0]);
-            return rlock__fail_io(ep, ctx, ctx->err != 0 ? 0 : err, what);
+            snprintf(what, sizeof(what), "%s at", st->argv[i][0]);
+            return setup_io_failed(ep, ctx, ctx->err != 0 ? 0 : err, what);
         }
-        int naming = st.naming && i == st.n - 1;
+        int naming = st->naming && i == st->n - 1;
         if (reply->type != REDIS_REPLY_ERROR)
             ; /* done */
         else if (naming && rlock__reply_status(reply->str) != RLOCK_EAUTH)
             name_refused(ev, reply);
         else
-            status = setup_refused(ep, &st, i, reply);
+            status = setup_refused(ep, st, i, reply);
         freeReplyObject(reply);
     }
     return status;
@@ -250,13 +358,19 @@ int rlock__connect_socket(const rlock__endpoint *ep, int connect_timeout_ms, int
     *out = ctx;
     return RLOCK_OK;
 fail:
-    redisFree(ctx);
+    rlock__conn_free(ctx);
     return status;
 }
 
 int rlock__connect_setup(const rlock__endpoint *ep, rlock__events *ev, redisContext *ctx,
                          int64_t by_ms) {
-    int status = authenticate(ep, ev, ctx, by_ms);
+    int status = RLOCK_OK;
+    /* The handshake here, not with the socket: a pool slot's socket is published first, so
+     * that close can abort a handshake too (shutdown). Never plaintext when TLS is asked. */
+    if (ev != NULL && ev->settings != NULL && ev->settings->tls.on)
+        status = rlock__tls_start(ep, &ev->settings->tls, ctx, by_ms);
+    if (status == RLOCK_OK)
+        status = authenticate(ep, ev, ctx, by_ms);
     if (status == RLOCK_OK && ev != NULL)
         connected(ep, ev);
     return status;
@@ -267,7 +381,7 @@ int rlock__connect(const rlock__endpoint *ep, rlock__events *ev, int connect_tim
     int64_t setup_by;
     int status = rlock__connect_socket(ep, connect_timeout_ms, deadline_ms, out, &setup_by);
     if (status == RLOCK_OK && (status = rlock__connect_setup(ep, ev, *out, setup_by)) != RLOCK_OK) {
-        redisFree(*out);
+        rlock__conn_free(*out);
         *out = NULL;
     }
     return status;

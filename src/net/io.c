@@ -113,8 +113,13 @@ static int buffer_write(redisContext *ctx, int *done) {
     if (ctx->err != 0)
         return REDIS_ERR;
     len = sdslen(ctx->obuf);
-    if (len > 0)
+    rlock__tls_conn *tls = len > 0 ? rlock__tls_of(ctx) : NULL;
+    if (tls != NULL)
+        n = rlock__tls_send(ctx, tls, ctx->obuf, len);
+    else if (len > 0)
         n = send(ctx->fd, ctx->obuf, len > INT_MAX ? INT_MAX : len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && tls != NULL && errno != EAGAIN)
+        return REDIS_ERR; /* recorded in ctx by tls.c, in TLS's words */
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         int err = errno;
         ctx->err = REDIS_ERR_IO;
@@ -154,6 +159,9 @@ int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply) {
     int left = ms_left(deadline_ms);
     /* The first wait, in read(). */
     int in_read = left < 0 || left > READ_SLICE_MS + SLICE_LATE_MS;
+    /* TLS reads never block (tls.c): a first read before the reply is there is a wasted recv. */
+    if (in_read && rlock__tls_of(ctx) != NULL)
+        in_read = 0;
     *reply = NULL;
     for (;;) {
         void *raw = NULL;
@@ -167,8 +175,15 @@ int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply) {
             return RLOCK_EIO;
         in_read = 0;
         /* hiredis (REDIS_BLOCK cleared) takes EAGAIN -- the slice passed -- and EINTR as "later". */
-        if (redisBufferRead(ctx) != REDIS_OK)
+        if (rlock__io_fill(ctx) != REDIS_OK)
             return RLOCK_EIO;
     }
 }
 
+
+int rlock__io_fill(redisContext *ctx) {
+    rlock__tls_conn *tls = rlock__tls_of(ctx);
+    if (tls == NULL)
+        return redisBufferRead(ctx);
+    return ctx->err != 0 ? REDIS_ERR : rlock__tls_fill(ctx, tls);
+}

@@ -44,6 +44,7 @@ typedef struct rlock__endpoint {
     char *user;        /* ACL user, or NULL; owned */
     char *password;    /* NULL = no AUTH; owned */
     int db;
+    int sentinel;      /* a sentinel: its AUTH is never the credentials callback's */
 } rlock__endpoint;
 
 #define RLOCK__MAX_SENTINELS 32
@@ -63,6 +64,8 @@ typedef struct rlock__url {
     char *master_name;         /* owned */
     char *sentinel_user;       /* owned, or NULL */
     char *sentinel_password;   /* owned, or NULL */
+    rlock__tls_settings tls;   /* a rediss scheme: on, and its tls_* parameters */
+    int tls_given;             /* which of them the url gave (bits, url.c) */
 } rlock__url;
 
 /*
@@ -77,6 +80,12 @@ int rlock__parse_url(const char *url, rlock__url *u);
  */
 const char *rlock__url_redacted(const char *url, char *buf, size_t size);
 void rlock__url_clear(rlock__url *u);
+/*
+ * Parses url (errors as rlock__parse_url) and lays its TLS over t: on for a
+ * rediss scheme, and each tls_* parameter it gives replaces t's field (the
+ * config's). Client open calls it before rlock__net_open.
+ */
+int rlock__url_tls(const char *url, rlock__tls_settings *t);
 /* Frees the strings (the password wiped first) and zeroes ep. */
 void rlock__endpoint_clear(rlock__endpoint *ep);
 /* Whether ep is the TCP endpoint host:port. */
@@ -109,6 +118,39 @@ int rlock__io_block_reads(int fd);
 int rlock__io_flush(redisContext *ctx, int64_t deadline_ms);
 /* Reads one reply by deadline_ms (read, then poll + read). RLOCK_EIO on failure/timeout. */
 int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply);
+/*
+ * redisBufferRead for every context rlock connects: what has come, into
+ * ctx's reader, decrypted first on a TLS connection -- all of it, so that
+ * nothing waits inside the TLS session for a poll() on the socket to miss.
+ * REDIS_OK / REDIS_ERR (ctx->err, errstr).
+ */
+int rlock__io_fill(redisContext *ctx);
+
+/* ---- tls.c -------------------------------------------------------------------- */
+
+/* A TLS connection's session (opaque; tls.c). */
+typedef struct rlock__tls_conn rlock__tls_conn;
+/* ctx's TLS session, or NULL for a plaintext connection (one atomic load while no TLS). */
+rlock__tls_conn *rlock__tls_of(const redisContext *ctx);
+/*
+ * The TLS handshake on ctx's connected socket, as t says, by deadline_ms,
+ * with the name t->server_name or ep's host; the session is ctx's from
+ * then on (rlock__conn_free frees it). Records the cause in words:
+ * RLOCK_EIO (verification, a peer that speaks no TLS, an unreadable file,
+ * the deadline), RLOCK_EAUTH (our client certificate missing or refused),
+ * RLOCK_ENOMEM.
+ */
+int rlock__tls_start(const rlock__endpoint *ep, const rlock__tls_settings *t, redisContext *ctx,
+                     int64_t deadline_ms);
+/* What came on a TLS connection, decrypted into ctx's reader (redisBufferRead's contract). */
+int rlock__tls_fill(redisContext *ctx, rlock__tls_conn *c);
+/* send() of len bytes of buf over the session: bytes taken, or -1 (errno EAGAIN: later). */
+ssize_t rlock__tls_send(redisContext *ctx, rlock__tls_conn *c, const char *buf, size_t len);
+/* rlock__pool's idle check for a TLS connection: 1 if nothing but TLS housekeeping came. */
+int rlock__tls_still_open(redisContext *ctx, rlock__tls_conn *c);
+/* redisFree, after the TLS session if any (never shut down: no bytes sent). Every context
+ * rlock__connect made is freed by this. NULL: nothing. */
+void rlock__conn_free(redisContext *ctx);
 
 /* ---- connect.c --------------------------------------------------------------- */
 
@@ -180,6 +222,9 @@ const char *rlock__endpoint_str(const rlock__endpoint *ep, char *buf, size_t siz
  */
 int rlock__fail_io(const rlock__endpoint *ep, const redisContext *ctx, int sys_errno,
                    const char *what);
+/* Whether a plaintext TCP connection failed as one to a TLS-only port does (reset, closed,
+ * an answer that is not RESP): the caller adds "is it a TLS port? use rediss://". */
+int rlock__maybe_tls_port(const redisContext *ctx, int sys_errno);
 /* The words for a reply that never came, and for an answer that is not RESP. */
 extern const char rlock__no_reply[], rlock__not_resp[];
 /*

@@ -94,6 +94,15 @@ static void take_part(const rlock__cmd *cmds, node_part *p, int idle_only, int64
  * means the server closed it. Those are dropped; their parts are connected
  * anew with the others that had none.
  */
+/*
+ * Whether what is waiting on a TLS connection was only TLS's own (a session
+ * ticket, a key update: taken in here), so the connection is still good.
+ */
+static int tls_housekeeping(redisContext *ctx) {
+    rlock__tls_conn *tls = rlock__tls_of(ctx);
+    return tls != NULL && rlock__tls_still_open(ctx, tls);
+}
+
 static void drop_closed(node_part *parts, int nparts, struct pollfd *fds, int *polled) {
     int taken = 0;
     for (int j = 0; j < nparts; j++)
@@ -104,7 +113,7 @@ static void drop_closed(node_part *parts, int nparts, struct pollfd *fds, int *p
     if (taken == 0 || poll(fds, (nfds_t)taken, 0) <= 0)
         return; /* none closed (a failed poll: each write or read will tell) */
     for (int w = 0; w < taken; w++)
-        if (fds[w].revents != 0) {
+        if (fds[w].revents != 0 && !tls_housekeeping(parts[polled[w]].conn->ctx)) {
             rlock__pool_give(parts[polled[w]].conn, 0);
             parts[polled[w]].conn = NULL;
         }
@@ -268,7 +277,7 @@ static void read_parts(fan_run *run, node_part *parts, int nparts, struct pollfd
         for (int w = 0; w < waiting; w++) {
             node_part *p = &parts[polled[w]];
             redisContext *ctx = p->conn->ctx;
-            if (ready > 0 && (fds[w].revents == 0 || redisBufferRead(ctx) == REDIS_OK))
+            if (ready > 0 && (fds[w].revents == 0 || rlock__io_fill(ctx) == REDIS_OK))
                 continue;
             errno = err; /* the wait's (ETIMEDOUT), unless the read failed */
             p->status = rlock__fail_cmd_io(p->net, p->node, ctx, &run->cmds[p->index[0]]);

@@ -62,7 +62,7 @@ void rlock__pool_destroy(rlock__pool *pool) {
         return;
     for (int i = 0; i < pool->size; i++)
         if (pool->slots[i].ctx != NULL)
-            redisFree(pool->slots[i].ctx);
+            rlock__conn_free(pool->slots[i].ctx);
     rlock__free(pool->slots);
     pool->slots = NULL;
     pthread_cond_destroy(&pool->available);
@@ -157,7 +157,7 @@ void rlock__pool_give(rlock__conn *conn, int healthy) {
     pthread_cond_signal(&pool->available);
     pthread_mutex_unlock(&pool->mutex);
     if (broken != NULL)
-        redisFree(broken);
+        rlock__conn_free(broken);
 }
 
 /*
@@ -172,8 +172,11 @@ void rlock__pool_give(rlock__conn *conn, int healthy) {
  * it (a closed peer reads as 0, an error as an error; any data would be a
  * reply nobody asked for). A server `timeout` or a NAT closes idle sockets.
  */
-static int still_open(const redisContext *ctx) {
+static int still_open(redisContext *ctx) {
     char byte;
+    rlock__tls_conn *tls = rlock__tls_of(ctx);
+    if (tls != NULL) /* TLS has bytes of its own to come (session tickets): asked to it */
+        return rlock__tls_still_open(ctx, tls);
     ssize_t n = recv(ctx->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
@@ -193,7 +196,7 @@ static void drop_context(rlock__conn *conn) {
     conn->owed = 0;
     pthread_mutex_unlock(&pool->mutex);
     if (ctx != NULL)
-        redisFree(ctx);
+        rlock__conn_free(ctx);
 }
 
 /* Whether close began (pool mutex not held). */
@@ -363,7 +366,7 @@ void rlock__pool_seed(rlock__pool *pool, redisContext *ctx) {
     }
     pthread_mutex_unlock(&pool->mutex);
     if (ctx != NULL)
-        redisFree(ctx);
+        rlock__conn_free(ctx);
 }
 
 void rlock__pool_retire(rlock__pool *pool, int retired) {
@@ -372,7 +375,7 @@ void rlock__pool_retire(rlock__pool *pool, int retired) {
     for (int i = 0; retired && i < pool->size; i++) {
         rlock__conn *slot = &pool->slots[i];
         if (!slot->busy && slot->ctx != NULL) {
-            redisFree(slot->ctx); /* idle: nobody reads it */
+            rlock__conn_free(slot->ctx); /* idle: nobody reads it */
             slot->ctx = NULL;
             slot->owed = 0;
         }
@@ -392,7 +395,7 @@ void rlock__pool_fence(rlock__pool *pool) {
             shutdown(slot->ctx->fd, SHUT_RDWR);
             continue;
         }
-        redisFree(slot->ctx); /* idle: nobody reads it */
+        rlock__conn_free(slot->ctx); /* idle: nobody reads it */
         slot->ctx = NULL;
         slot->owed = 0;
     }
@@ -413,7 +416,7 @@ void rlock__pool_close_idle(rlock__pool *pool, int64_t idle_ms) {
             continue;
         if (in_use++ == 0)
             continue; /* one stays: a trickle of commands keeps its connection */
-        redisFree(slot->ctx); /* idle: nobody reads it */
+        rlock__conn_free(slot->ctx); /* idle: nobody reads it */
         slot->ctx = NULL;
         slot->owed = 0;
     }

@@ -124,7 +124,7 @@ static void cluster_destroy(rlock__route *route) {
     rlock__worker_stop(&r->refresher);
     rlock__worker_destroy(&r->refresher);
     if (r->ctx != NULL)
-        redisFree(r->ctx);
+        rlock__conn_free(r->ctx);
     rlock__endpoint_clear(&r->ctx_ep);
     for (size_t i = 0; i < r->nnodes; i++)
         rlock__node_free(r->nodes[i].node);

@@ -77,7 +77,7 @@ static void watch_events(rlock__sentinel *r) {
         if (status == RLOCK_OK)
             status = rlock__run_private(r->events[i], &ep, 3, argv, deadline_ms, &reply);
         if (status != RLOCK_OK && r->events[i] != NULL) {
-            redisFree(r->events[i]);
+            rlock__conn_free(r->events[i]);
             r->events[i] = NULL;
         }
         rlock__sentinel_heard(r, i, status, asked_ms);
@@ -104,7 +104,7 @@ static void watch_host(rlock__sentinel *r, const char *host, const char *port) {
     if (strlen(host) >= sizeof(r->promoting_host))
         return;
     if (r->promoting != NULL)
-        redisFree(r->promoting);
+        rlock__conn_free(r->promoting);
     r->promoting = NULL;
     snprintf(r->promoting_host, sizeof(r->promoting_host), "%s", host);
     r->promoting_port = atoi(port);
@@ -139,8 +139,8 @@ static int on_failover_event(rlock__sentinel *r, const redisReply *m) {
 /* Reads what sentinel i sent; a broken subscription is dropped (renewed later). */
 static int read_events(rlock__sentinel *r, int i) {
     int heard = HEARD_NOTHING;
-    if (redisBufferRead(r->events[i]) != REDIS_OK) {
-        redisFree(r->events[i]);
+    if (rlock__io_fill(r->events[i]) != REDIS_OK) {
+        rlock__conn_free(r->events[i]);
         r->events[i] = NULL;
         return HEARD_SWITCH; /* a sentinel went away: worth a look */
     }
@@ -185,7 +185,7 @@ static int promoted(rlock__sentinel *r) {
     if (reply != NULL)
         freeReplyObject(reply);
     else if (r->promoting != NULL) { /* no answer in time: a fresh connection next tick */
-        redisFree(r->promoting);
+        rlock__conn_free(r->promoting);
         r->promoting = NULL;
     }
     return yes;
@@ -194,7 +194,7 @@ static int promoted(rlock__sentinel *r) {
 static void stop_watching(rlock__sentinel *r) {
     r->promoting_until = 0;
     if (r->promoting != NULL)
-        redisFree(r->promoting);
+        rlock__conn_free(r->promoting);
     r->promoting = NULL;
 }
 
@@ -256,7 +256,7 @@ static void *monitor_main(void *arg) {
     pthread_mutex_unlock(&w->mutex);
     for (int i = 0; i < RLOCK__EVENT_SENTINELS; i++)
         if (r->events[i] != NULL)
-            redisFree(r->events[i]);
+            rlock__conn_free(r->events[i]);
     stop_watching(r);
     return NULL;
 }

@@ -42,6 +42,11 @@ static void load_where(const redisContext *ctx, char *buf, size_t size) {
 
 /* An I/O failure of the load: hiredis's text if the context has one, else errno. */
 static int fail_load_io(const redisContext *ctx, int sys_errno, const char *at) {
+    /* The connection's first exchange (its name's reply still owed), ended as a TLS port
+     * ends a plaintext command. */
+    if (ctx->reader->privdata != NULL && rlock__maybe_tls_port(ctx, sys_errno))
+        return rlock__fail_errno(RLOCK_EIO, sys_errno, "%s: %s (is it a TLS port? use rediss://)",
+                                 at, ctx->err != 0 ? ctx->errstr : strerror(sys_errno));
     if (ctx->err == REDIS_ERR_PROTOCOL)
         return rlock__fail(RLOCK_EIO, 0, "%s: %s: %s", at, ctx->errstr, rlock__not_resp);
     if (ctx->err != 0)

@@ -116,7 +116,7 @@ static int ask_sentinel(rlock__sentinel *r, const rlock__endpoint *ep, answer *a
     if (reply != NULL)
         freeReplyObject(reply);
     if (ctx != NULL)
-        redisFree(ctx);
+        rlock__conn_free(ctx);
     return status;
 }
 
@@ -145,7 +145,7 @@ static int confirm_master(rlock__sentinel *r, rlock__endpoint *ep, redisContext 
     if (status == RLOCK_OK)
         status = rlock__scripts_load(*out, rlock__deadline_after(SENTINEL_TIMEOUT_MS), &scripts);
     if (status != RLOCK_OK && *out != NULL) {
-        redisFree(*out);
+        rlock__conn_free(*out);
         *out = NULL;
     }
     return status;
@@ -197,6 +197,7 @@ int rlock__sentinel_at(rlock__sentinel *r, int i, int from_first, rlock__endpoin
     int status = i < n ? rlock__endpoint_set(ep, r->sentinels[k].host, r->sentinels[k].port,
                                        r->sentinel_user, r->sentinel_password, 0)
                        : RLOCK_EINVAL;
+    ep->sentinel = status == RLOCK_OK; /* its AUTH is sentinel_user's, never the callback's */
     pthread_mutex_unlock(&r->mutex);
     return status;
 }
@@ -381,7 +382,7 @@ static int adopt(rlock__sentinel *r, const answer *a, int provisional, sentinel_
         }
     }
     if (ctx != NULL)
-        redisFree(ctx);
+        rlock__conn_free(ctx);
     rlock__endpoint_clear(&ep);
     return status;
 }

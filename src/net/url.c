@@ -6,6 +6,9 @@
  *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...]/master
  *                    [?db=N][&sentinel_user=U][&sentinel_password=P]
  *   redis-cluster://[[user]:password@]host[:port][,host[:port]...]
+ *   rediss://, rediss-sentinel://, rediss-cluster:// the same over TLS, with
+ *                    ?tls_ca=&tls_cert=&tls_key=&tls_verify=&tls_server_name=
+ *                    after the path (the sentinel form: among its parameters)
  * with %XX escapes in user, password, master and the sentinel credentials.
  *
  * Pure functions: any thread, no shared state.
@@ -244,9 +247,96 @@ static const char *parse_leading_userinfo(const char *url, const char *s, const 
     return at != NULL ? at + 1 : s;
 }
 
+/* ---- TLS parameters ---- */
+
+static const char tls_expected[] =
+    "expected tls_ca=, tls_cert=, tls_key=, tls_verify=full|ca|none or tls_server_name=";
+
+enum { TLS_CA = 1, TLS_CERT = 2, TLS_KEY = 4, TLS_VERIFY = 8, TLS_SERVER_NAME = 16 };
+
+/* The field and bit of a tls_* key, or NULL. */
+static char *tls_field(rlock__url *u, const char *key, size_t len, int *bit, size_t *size) {
+    static const struct { const char *name; int bit; } keys[] = {
+        {"tls_ca", TLS_CA}, {"tls_cert", TLS_CERT}, {"tls_key", TLS_KEY},
+        {"tls_verify", TLS_VERIFY}, {"tls_server_name", TLS_SERVER_NAME}};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        if (strlen(keys[i].name) != len || memcmp(keys[i].name, key, len) != 0)
+            continue;
+        *bit = keys[i].bit;
+        *size = *bit == TLS_SERVER_NAME ? sizeof(u->tls.server_name) : sizeof(u->tls.ca);
+        return *bit == TLS_CA ? u->tls.ca : *bit == TLS_CERT ? u->tls.cert
+             : *bit == TLS_KEY ? u->tls.key : *bit == TLS_SERVER_NAME ? u->tls.server_name
+                                                                      : NULL;
+    }
+    *bit = 0;
+    return NULL;
+}
+
+static int parse_tls_verify(const char *url, const char *v, size_t len, rlock__url *u) {
+    static const char *const modes[] = {"full", "ca", "none"}; /* RLOCK_TLS_VERIFY_* order */
+    for (int i = 0; i < 3; i++)
+        if (strlen(modes[i]) == len && memcmp(modes[i], v, len) == 0) {
+            u->tls.verify = i;
+            return RLOCK_OK;
+        }
+    return bad_part(url, v, len, "tls_verify", "expected full, ca or none");
+}
+
+/*
+ * One tls_* parameter (key [s, s+key_len), its value after the '='): 1 if
+ * it is one (*status its outcome), 0 if the key is no TLS parameter.
+ */
+static int tls_param(const char *url, const char *s, size_t key_len, size_t value_len,
+                     rlock__url *u, int *status) {
+    const char *value = s + key_len + 1;
+    int bit;
+    size_t size;
+    char *field = tls_field(u, s, key_len, &bit, &size);
+    if (bit == 0)
+        return 0;
+    if (!u->tls.on)
+        *status = bad_part(url, s, key_len, "TLS parameter",
+                           "TLS parameters need a rediss scheme (rediss://, rediss-sentinel://, "
+                           "rediss-cluster://)");
+    else if (u->tls_given & bit)
+        *status = bad_part(url, s, key_len, "repeated parameter", "");
+    else if (value_len == 0)
+        *status = bad_part(url, s, key_len, "empty value of", "");
+    else if (bit == TLS_VERIFY)
+        *status = parse_tls_verify(url, value, value_len, u);
+    else {
+        char *decoded = percent_decode(url, value, value_len, "TLS parameter", status);
+        if (decoded != NULL && strlen(decoded) >= size)
+            *status = bad_part(url, s, key_len, "too long a value of", "");
+        else if (decoded != NULL)
+            memcpy(field, decoded, strlen(decoded) + 1);
+        rlock__free(decoded);
+    }
+    u->tls_given |= bit;
+    return 1;
+}
+
+/* The query of a rediss:// or rediss-cluster:// url: tls_* parameters only. */
+static int parse_tls_query(const char *url, const char *s, rlock__url *u) {
+    while (*s != '\0') {
+        size_t len = strcspn(s, "&");
+        const char *eq = memchr(s, '=', len);
+        int status = RLOCK_OK;
+        if (eq == NULL || !tls_param(url, s, (size_t)(eq - s), len - (size_t)(eq - s) - 1, u,
+                                     &status))
+            return bad_part(url, s, eq != NULL ? (size_t)(eq - s) : len,
+                            eq == NULL ? "the parameter" : "unknown parameter", tls_expected);
+        if (status != RLOCK_OK)
+            return status;
+        s += len + (s[len] == '&');
+    }
+    return RLOCK_OK;
+}
+
 /* One "key=value" of a sentinel url's query. */
 static int parse_sentinel_param(const char *url, const char *s, size_t len, rlock__url *u) {
-    static const char expected[] = "expected db=N, sentinel_user=U or sentinel_password=P";
+    static const char expected[] = "expected db=N, sentinel_user=U or sentinel_password=P (with "
+                                   "rediss-sentinel:// also tls_*)";
     const char *eq = memchr(s, '=', len);
     int status = RLOCK_OK;
     if (eq == NULL)
@@ -256,6 +346,8 @@ static int parse_sentinel_param(const char *url, const char *s, size_t len, rloc
     const char *what = "sentinel user name";
     if (key_len == 2 && memcmp(s, "db", 2) == 0)
         return parse_db(url, eq + 1, value_len, &u->server.db);
+    if (tls_param(url, s, key_len, value_len, u, &status))
+        return status;
     if (key_len == 13 && memcmp(s, "sentinel_user", 13) == 0) {
         target = &u->sentinel_user;
     } else if (key_len == 17 && memcmp(s, "sentinel_password", 17) == 0) {
@@ -329,18 +421,41 @@ static int parse_cluster_url(const char *url, const char *rest, rlock__url *u) {
     return parse_hosts(url, hosts, (size_t)(end - hosts), RLOCK__MAX_SEEDS, 6379, u);
 }
 
-static const char schemes[] = "expected redis://, unix://, redis-sentinel:// or redis-cluster://";
+static const char schemes[] = "expected redis://, unix://, redis-sentinel://, redis-cluster:// "
+                              "or, over TLS, rediss://, rediss-sentinel://, rediss-cluster://";
 
 /* The url's scheme is none rlock knows: say what it has instead. */
 static int bad_scheme(const char *url) {
     const char *sep = strstr(url, "://");
     if (url[0] == '\0')
         return rlock__fail(RLOCK_EINVAL, 0, "malformed url: empty; %s", schemes);
-    if (strncmp(url, "rediss://", 9) == 0)
-        return rlock__fail(RLOCK_EINVAL, 0, "TLS (rediss://) is not supported by this build");
     if (sep == NULL)
         return bad_part(url, url, strlen(url), "no scheme in", schemes);
     return bad_part(url, url, (size_t)(sep - url) + 3, "unknown scheme", schemes);
+}
+
+/*
+ * A rediss:// or rediss-cluster:// url: what comes before its query parsed
+ * as the plaintext form's (a copy cut at the '?': positions stay the
+ * url's), then the query's tls_* parameters.
+ */
+static int parse_tls_url(const char *url, size_t scheme_len, rlock__url *u) {
+    const char *query = strchr(url + scheme_len, '?');
+    int status;
+    if (query != NULL && slash_in_password(url, query))
+        return RLOCK_EINVAL;
+    size_t head_len = query != NULL ? (size_t)(query - url) : strlen(url);
+    char *head = rlock__memdup0(url, head_len);
+    if (head == NULL)
+        return RLOCK_ENOMEM;
+    if (u->kind == RLOCK__URL_CLUSTER)
+        status = parse_cluster_url(head, head + scheme_len, u);
+    else
+        status = parse_tcp_url(head, head + scheme_len, &u->server);
+    rlock__free(head);
+    if (status == RLOCK_OK && query != NULL)
+        status = parse_tls_query(url, query + 1, u);
+    return status;
 }
 
 int rlock__parse_url(const char *url, rlock__url *u) {
@@ -348,8 +463,17 @@ int rlock__parse_url(const char *url, rlock__url *u) {
     memset(u, 0, sizeof(*u));
     if (url == NULL)
         return rlock__fail(RLOCK_EINVAL, 0, "url is NULL");
+    u->tls.on = strncmp(url, "rediss", 6) == 0;
     if (strncmp(url, "redis://", 8) == 0) {
         status = parse_tcp_url(url, url + 8, &u->server);
+    } else if (strncmp(url, "rediss://", 9) == 0) {
+        status = parse_tls_url(url, 9, u);
+    } else if (strncmp(url, "rediss-cluster://", 17) == 0) {
+        u->kind = RLOCK__URL_CLUSTER;
+        status = parse_tls_url(url, 17, u);
+    } else if (strncmp(url, "rediss-sentinel://", 18) == 0) {
+        u->kind = RLOCK__URL_SENTINEL;
+        status = parse_sentinel_url(url, url + 18, u);
     } else if (strncmp(url, "unix://", 7) == 0) {
         status = parse_unix_url(url, url + 7, &u->server);
     } else if (strncmp(url, "redis-sentinel://", 17) == 0) {
@@ -364,6 +488,31 @@ int rlock__parse_url(const char *url, rlock__url *u) {
     if (status != RLOCK_OK)
         rlock__url_clear(u);
     return status;
+}
+
+int rlock__url_tls(const char *url, rlock__tls_settings *t) {
+    rlock__url u;
+    int status = rlock__parse_url(url, &u);
+    if (status != RLOCK_OK)
+        return status;
+    t->on = u.tls.on;
+    if (u.tls_given & TLS_VERIFY)
+        t->verify = u.tls.verify;
+    if (u.tls_given & TLS_CA)
+        memcpy(t->ca, u.tls.ca, sizeof(t->ca));
+    if (u.tls_given & TLS_CERT)
+        memcpy(t->cert, u.tls.cert, sizeof(t->cert));
+    if (u.tls_given & TLS_KEY)
+        memcpy(t->key, u.tls.key, sizeof(t->key));
+    if (u.tls_given & TLS_SERVER_NAME)
+        memcpy(t->server_name, u.tls.server_name, sizeof(t->server_name));
+    rlock__url_clear(&u);
+    if (t->on && (t->cert[0] == '\0') != (t->key[0] == '\0'))
+        return rlock__fail(RLOCK_EINVAL, 0, "TLS: %s without %s (a client certificate needs "
+                                            "both tls_cert and tls_key)",
+                           t->cert[0] != '\0' ? "tls_cert" : "tls_key",
+                           t->cert[0] != '\0' ? "tls_key" : "tls_cert");
+    return RLOCK_OK;
 }
 
 void rlock__url_clear(rlock__url *u) {

@@ -158,7 +158,7 @@ static void drop_listener(watch *w, int i, const char *why) {
     fputs("rlockctl: watch: ", stderr);
     ctl_put_str(stderr, why);
     fputs("; listening again at the next screen\n", stderr);
-    redisFree(l->ctx);
+    rlock__inspect_close(l->ctx);
     forget_sharded(w);
     w->ls[i] = w->ls[--w->nls];
 }
@@ -421,7 +421,7 @@ static int draw(watch *w, const ctl_locks *locks, long long screen, double secon
 
 static void watch_free(watch *w) {
     for (int i = 0; i < w->nls; i++)
-        redisFree(w->ls[i].ctx);
+        rlock__inspect_close(w->ls[i].ctx);
     forget_sharded(w);
     for (int i = 0; i < w->nt; i++) {
         free(w->t[i].key);

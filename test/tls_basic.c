@@ -1,0 +1,735 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tls_basic.c - rediss:// against real TLS redis-servers (scripts/with-tls-redis.sh
+ * starts them and makes the certificates): the url's tls_* parameters, locks,
+ * a waiter woken by pub/sub and watchdog renewals over TLS, each verification
+ * failure and its words, a plaintext server behind rediss:// and a TLS port
+ * behind redis://, mutual TLS, a CA file replaced on disk, the credentials
+ * callback, and the fork rule. Through the public header only.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "rlock.h"
+
+static const char *dir;
+static int tls_port, plain_port, wrong_port, expired_port, mtls_port;
+
+static long long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int env_port(const char *name) {
+    const char *v = getenv(name);
+    return v != NULL ? atoi(v) : 0;
+}
+
+static int group_setup(void **state) {
+    (void)state;
+    dir = getenv("RLOCK_TLS_DIR");
+    tls_port = env_port("RLOCK_TLS_PORT");
+    plain_port = env_port("RLOCK_TLS_PLAIN_PORT");
+    wrong_port = env_port("RLOCK_TLS_WRONG_PORT");
+    expired_port = env_port("RLOCK_TLS_EXPIRED_PORT");
+    mtls_port = env_port("RLOCK_TLS_MTLS_PORT");
+    if (dir == NULL || tls_port == 0 || plain_port == 0 || wrong_port == 0 || expired_port == 0 ||
+        mtls_port == 0) {
+        fprintf(stderr, "tls_basic: run it through scripts/with-tls-redis.sh (make test-tls)\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* "<dir>/<file>" in a static buffer of n (one of a few, for several in one url). */
+static const char *path(const char *file) {
+    static char bufs[4][512];
+    static int next;
+    char *b = bufs[next++ % 4];
+    snprintf(b, sizeof(bufs[0]), "%s/%s", dir, file);
+    return b;
+}
+
+/* Opens a client on url (connect_timeout_ms 2000); its status, *out the client. */
+static int open_url(const char *url, rlock_client **out) {
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.connect_timeout_ms = 2000;
+    *out = NULL;
+    return rlock_client_open(&cfg, out);
+}
+
+/* Expects open of url to fail with status within 4 s, its message containing each word. */
+static void expect_refused(const char *url, int status, const char *word1, const char *word2) {
+    rlock_client *c = NULL;
+    long long t0 = now_ms();
+    int got = open_url(url, &c);
+    long long took = now_ms() - t0;
+    const char *msg = rlock_last_error();
+    if (got != status || strstr(msg, word1) == NULL || (word2 && strstr(msg, word2) == NULL))
+        fprintf(stderr, "url %s: got %s \"%s\"\n", url, rlock_status_name(got), msg);
+    assert_int_equal(got, status);
+    assert_non_null(strstr(msg, word1));
+    if (word2 != NULL)
+        assert_non_null(strstr(msg, word2));
+    assert_true(took < 4000);
+    assert_null(c);
+}
+
+static void lock_cycle(rlock_client *c, const char *name) {
+    rlock *l = NULL;
+    assert_int_equal(rlock_get(c, name, &l), RLOCK_OK);
+    assert_int_equal(rlock_try_lock(l, 0, 10000), RLOCK_OK);
+    assert_int_equal(rlock_is_held_by_current_thread(l), 1);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    assert_int_equal(rlock_lock(l), RLOCK_OK);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    rlock_free(l);
+}
+
+/* ---- url parameters ----------------------------------------------------------- */
+
+static void test_url_params(void **state) {
+    (void)state;
+    rlock_client *c = NULL;
+    char url[1024];
+    assert_int_equal(open_url("rediss://localhost:6380/0?tls_foo=1", &c), RLOCK_EINVAL);
+    assert_non_null(strstr(rlock_last_error(), "unknown parameter \"tls_foo\" at position 27"));
+    assert_int_equal(open_url("rediss://localhost:6380?tls_verify=maybe", &c), RLOCK_EINVAL);
+    assert_non_null(strstr(rlock_last_error(), "tls_verify \"maybe\""));
+    assert_non_null(strstr(rlock_last_error(), "expected full, ca or none"));
+    assert_int_equal(open_url("rediss://localhost?tls_ca=/a&tls_ca=/b", &c), RLOCK_EINVAL);
+    assert_non_null(strstr(rlock_last_error(), "repeated parameter \"tls_ca\""));
+    assert_int_equal(open_url("rediss://localhost?tls_cert=/a.pem", &c), RLOCK_EINVAL);
+    assert_non_null(strstr(rlock_last_error(), "tls_cert without tls_key"));
+    assert_int_equal(open_url("redis-sentinel://localhost/m?tls_ca=/a", &c), RLOCK_EINVAL);
+    assert_non_null(strstr(rlock_last_error(), "need a rediss scheme"));
+    assert_int_equal(open_url("rediss://localhost?tls_server_name=", &c), RLOCK_EINVAL);
+    assert_non_null(strstr(rlock_last_error(), "empty value"));
+    assert_int_equal(open_url("rediss-cluster://a,b/3", &c), RLOCK_EINVAL);
+    assert_int_equal(open_url("rediss-sentinel://a/m?tls_verify=none&db=2&tls_bad=1", &c),
+                     RLOCK_EINVAL);
+    assert_non_null(strstr(rlock_last_error(), "unknown parameter \"tls_bad\""));
+    /* a whole url: %-decoded path, db and verification mode */
+    snprintf(url, sizeof(url), "rediss://localhost:%d/3?tls_ca=%s&tls_verify=ca", tls_port,
+             path("ca.pem"));
+    assert_int_equal(open_url(url, &c), RLOCK_OK);
+    lock_cycle(c, "tls:params");
+    rlock_client_close(c);
+}
+
+/* The config's fields, a url parameter over one of them. */
+static void test_config_fields(void **state) {
+    (void)state;
+    rlock_config cfg;
+    rlock_client *c = NULL;
+    char url[256];
+    rlock_config_init(&cfg);
+    assert_int_equal(cfg.tls_verify, RLOCK_TLS_VERIFY_FULL);
+    snprintf(url, sizeof(url), "rediss://localhost:%d", tls_port);
+    cfg.url = url;
+    cfg.tls_ca = path("ca.pem");
+    cfg.tls_server_name = "localhost";
+    assert_int_equal(rlock_client_open(&cfg, &c), RLOCK_OK);
+    lock_cycle(c, "tls:config");
+    rlock_client_close(c);
+    /* the url's tls_ca wins over the field's */
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", tls_port, path("another.pem"));
+    assert_int_equal(rlock_client_open(&cfg, &c), RLOCK_EIO);
+    cfg.tls_verify = 7;
+    assert_int_equal(rlock_client_open(&cfg, &c), RLOCK_EINVAL);
+    assert_non_null(strstr(rlock_last_error(), "tls_verify 7"));
+}
+
+/* ---- locks over TLS ----------------------------------------------------------- */
+
+static void test_lock_by_name_and_ip(void **state) {
+    (void)state;
+    rlock_client *c = NULL;
+    char url[1024];
+    snprintf(url, sizeof(url), "rediss://localhost:%d/2?tls_ca=%s", tls_port, path("ca.pem"));
+    assert_int_equal(open_url(url, &c), RLOCK_OK);
+    lock_cycle(c, "tls:name");
+    rlock_client_close(c);
+    /* an IP literal: checked against the certificate's IP SANs (no SNI) */
+    snprintf(url, sizeof(url), "rediss://127.0.0.1:%d?tls_ca=%s", tls_port, path("ca.pem"));
+    assert_int_equal(open_url(url, &c), RLOCK_OK);
+    lock_cycle(c, "tls:ip");
+    rlock_client_close(c);
+}
+
+typedef struct waiter_arg {
+    rlock *lock;
+    atomic_llong got_ms;
+} waiter_arg;
+
+static void *waiter(void *p) {
+    waiter_arg *a = p;
+    if (rlock_try_lock(a->lock, 10000, 5000) == RLOCK_OK) {
+        atomic_store(&a->got_ms, now_ms());
+        rlock_unlock(a->lock);
+    }
+    return NULL;
+}
+
+/* A second client's waiter is woken by the unlock's message (pub/sub over TLS). */
+static void test_waiter_woken(void **state) {
+    (void)state;
+    rlock_client *a = NULL, *b = NULL;
+    rlock *la = NULL, *lb = NULL;
+    char url[1024];
+    pthread_t t;
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", tls_port, path("ca.pem"));
+    assert_int_equal(open_url(url, &a), RLOCK_OK);
+    assert_int_equal(open_url(url, &b), RLOCK_OK);
+    assert_int_equal(rlock_get(a, "tls:wake", &la), RLOCK_OK);
+    assert_int_equal(rlock_get(b, "tls:wake", &lb), RLOCK_OK);
+    assert_int_equal(rlock_try_lock(la, 0, 30000), RLOCK_OK); /* a long lease: no expiry */
+    waiter_arg w = {.lock = lb};
+    atomic_init(&w.got_ms, 0);
+    assert_int_equal(pthread_create(&t, NULL, waiter, &w), 0);
+    sleep_ms(300);
+    long long unlocked = now_ms();
+    assert_int_equal(rlock_unlock(la), RLOCK_OK);
+    pthread_join(t, NULL);
+    assert_true(atomic_load(&w.got_ms) > 0);
+    assert_true(atomic_load(&w.got_ms) - unlocked < 1500); /* woken, not the lease's expiry */
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+}
+
+/* The watchdog renews over TLS: held past three leases. */
+static void test_watchdog(void **state) {
+    (void)state;
+    rlock_config cfg;
+    rlock_client *c = NULL;
+    rlock *l = NULL;
+    rlock_stats st = {.struct_size = sizeof(st)};
+    char url[1024];
+    long long ttl = 0;
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", tls_port, path("ca.pem"));
+    rlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.watchdog_timeout_ms = 300;
+    assert_int_equal(rlock_client_open(&cfg, &c), RLOCK_OK);
+    assert_int_equal(rlock_get(c, "tls:watchdog", &l), RLOCK_OK);
+    assert_int_equal(rlock_lock(l), RLOCK_OK);
+    sleep_ms(1000);
+    assert_int_equal(rlock_is_held_by_current_thread(l), 1);
+    assert_int_equal(rlock_remain_ttl(l, &ttl), RLOCK_OK);
+    assert_true(ttl > 0);
+    assert_int_equal(rlock_client_stats(c, &st), RLOCK_OK);
+    assert_true(st.renewals >= 2);
+    assert_int_equal(st.renewal_failures, 0);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    rlock_free(l);
+    rlock_client_close(c);
+}
+
+/* ---- failures, in words -------------------------------------------------------- */
+
+static void test_unknown_ca(void **state) {
+    (void)state;
+    char url[1024];
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", tls_port, path("another.pem"));
+    expect_refused(url, RLOCK_EIO, "unknown CA", "set tls_ca");
+    /* the system's trust store does not know our CA either */
+    snprintf(url, sizeof(url), "rediss://localhost:%d", tls_port);
+    expect_refused(url, RLOCK_EIO, "unknown CA", NULL);
+}
+
+static void test_host_name_mismatch(void **state) {
+    (void)state;
+    rlock_client *c = NULL;
+    char url[1024];
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", wrong_port, path("ca.pem"));
+    expect_refused(url, RLOCK_EIO, "host name mismatch: localhost vs wrong.example", NULL);
+    /* an IP against a certificate without it */
+    snprintf(url, sizeof(url), "rediss://127.0.0.1:%d?tls_ca=%s", wrong_port, path("ca.pem"));
+    expect_refused(url, RLOCK_EIO, "host name mismatch: 127.0.0.1 vs wrong.example", NULL);
+    /* the name it has, given */
+    snprintf(url, sizeof(url), "rediss://127.0.0.1:%d?tls_ca=%s&tls_server_name=wrong.example",
+             wrong_port, path("ca.pem"));
+    assert_int_equal(open_url(url, &c), RLOCK_OK);
+    rlock_client_close(c);
+    /* ca: the chain only */
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s&tls_verify=ca", wrong_port,
+             path("ca.pem"));
+    assert_int_equal(open_url(url, &c), RLOCK_OK);
+    lock_cycle(c, "tls:verify-ca");
+    rlock_client_close(c);
+}
+
+static void test_expired(void **state) {
+    (void)state;
+    rlock_client *c = NULL;
+    char url[1024];
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", expired_port, path("ca.pem"));
+    expect_refused(url, RLOCK_EIO, "certificate has expired", NULL);
+    /* ca still checks the dates */
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s&tls_verify=ca", expired_port,
+             path("ca.pem"));
+    expect_refused(url, RLOCK_EIO, "certificate has expired", NULL);
+    /* none: nothing (unsafe) */
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_verify=none", expired_port);
+    assert_int_equal(open_url(url, &c), RLOCK_OK);
+    lock_cycle(c, "tls:verify-none");
+    rlock_client_close(c);
+}
+
+static void test_plaintext_behind_rediss(void **state) {
+    (void)state;
+    char url[1024];
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", plain_port, path("ca.pem"));
+    expect_refused(url, RLOCK_EIO, "did not answer the TLS handshake", "plaintext port");
+}
+
+static void test_tls_behind_redis(void **state) {
+    (void)state;
+    char url[256];
+    snprintf(url, sizeof(url), "redis://localhost:%d", tls_port);
+    expect_refused(url, RLOCK_EIO, "is it a TLS port? use rediss://", NULL);
+}
+
+static void test_mutual_tls(void **state) {
+    (void)state;
+    rlock_client *c = NULL;
+    char url[2048];
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", mtls_port, path("ca.pem"));
+    expect_refused(url, RLOCK_EAUTH, "server requires a client certificate", NULL);
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s&tls_cert=%s&tls_key=%s",
+             mtls_port, path("ca.pem"), path("client.pem"), path("client.key"));
+    assert_int_equal(open_url(url, &c), RLOCK_OK);
+    lock_cycle(c, "tls:mutual");
+    rlock_client_close(c);
+    /* a certificate of a CA the server does not trust */
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s&tls_cert=%s&tls_key=%s",
+             mtls_port, path("ca.pem"), path("another.pem"), path("another.key"));
+    expect_refused(url, RLOCK_EAUTH, "server refused the client certificate", NULL);
+    /* a file that is not there */
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", tls_port, path("nothere.pem"));
+    expect_refused(url, RLOCK_EIO, "cannot load tls_ca", "nothere.pem");
+}
+
+/* ---- rotation, credentials, fork ------------------------------------------------ */
+
+static void copy_file(const char *from, const char *to) {
+    char cmd[4096];
+    snprintf(cmd, sizeof(cmd), "cp '%s' '%s.tmp' && mv '%s.tmp' '%s'", from, to, to, to);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A CA file replaced on disk is read by the next connection: no reopen needed. */
+static void test_rotation(void **state) {
+    (void)state;
+    rlock_client *c = NULL;
+    char url[1024];
+    char rotating[520];
+    snprintf(rotating, sizeof(rotating), "%s", path("rotating-ca.pem"));
+    copy_file(path("another.pem"), rotating);
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", tls_port, rotating);
+    expect_refused(url, RLOCK_EIO, "unknown CA", NULL);
+    copy_file(path("ca.pem"), rotating);
+    assert_int_equal(open_url(url, &c), RLOCK_OK);
+    lock_cycle(c, "tls:rotation");
+    rlock_client_close(c);
+}
+
+/*
+ * The same client, its connections cut by the server: the reconnect
+ * handshakes with the CA file as it is now on disk (wrong: refused, in
+ * words; right again: works), no reopen.
+ */
+static void test_rotation_same_client(void **state) {
+    (void)state;
+    rlock_config cfg;
+    rlock_client *c = NULL;
+    rlock *l = NULL;
+    char url[1024], cmd[2048];
+    char rotating[520];
+    snprintf(rotating, sizeof(rotating), "%s", path("rotating2-ca.pem")); /* path's buffers turn */
+    copy_file(path("ca.pem"), rotating);
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", tls_port, rotating);
+    rlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.connect_timeout_ms = 2000;
+    cfg.retry_attempts = 0;
+    cfg.register_client = 0;
+    assert_int_equal(rlock_client_open(&cfg, &c), RLOCK_OK);
+    assert_int_equal(rlock_get(c, "tls:rotation2", &l), RLOCK_OK);
+    assert_int_equal(rlock_try_lock(l, 0, 10000), RLOCK_OK);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    copy_file(path("another.pem"), rotating);
+    snprintf(cmd, sizeof(cmd),
+             "redis-cli --tls --cacert %s -p %d CLIENT KILL TYPE normal >/dev/null 2>&1",
+             path("ca.pem"), tls_port);
+    assert_int_equal(system(cmd), 0);
+    sleep_ms(100);
+    /* A command may first meet a pooled connection the kill closed (retry_attempts 0: it
+     * fails "Server closed the connection"); the next ones must connect anew. */
+    int st = RLOCK_OK, refused = 0;
+    for (int i = 0; i < 10 && !refused; i++) {
+        if ((st = rlock_try_lock(l, 0, 10000)) == RLOCK_OK)
+            assert_int_equal(rlock_unlock(l), RLOCK_OK);
+        refused = st != RLOCK_OK && strstr(rlock_last_error(), "unknown CA") != NULL;
+    }
+    if (st != RLOCK_EIO || strstr(rlock_last_error(), "unknown CA") == NULL)
+        fprintf(stderr, "after the CA swap: %s \"%s\"\n", rlock_status_name(st),
+                rlock_last_error());
+    assert_int_equal(st, RLOCK_EIO);
+    assert_non_null(strstr(rlock_last_error(), "unknown CA"));
+    copy_file(path("ca.pem"), rotating);
+    long long until = now_ms() + 3000;
+    while ((st = rlock_try_lock(l, 0, 10000)) != RLOCK_OK && now_ms() < until)
+        sleep_ms(50);
+    if (st != RLOCK_OK)
+        fprintf(stderr, "after the CA came back: %s \"%s\"\n", rlock_status_name(st),
+                rlock_last_error());
+    assert_int_equal(st, RLOCK_OK);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    rlock_free(l);
+    rlock_client_close(c);
+}
+
+/* A server that accepts TCP and never answers: the handshake ends at connect_timeout_ms. */
+static void test_handshake_bounded(void **state) {
+    (void)state;
+    struct sockaddr_in a;
+    socklen_t len = sizeof(a);
+    rlock_config cfg;
+    rlock_client *c = NULL;
+    char url[256];
+    int listener = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(listener >= 0);
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(listener, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(listener, 8), 0); /* never accepted: the kernel completes TCP */
+    assert_int_equal(getsockname(listener, (struct sockaddr *)&a, &len), 0);
+    snprintf(url, sizeof(url), "rediss://127.0.0.1:%d?tls_verify=none", ntohs(a.sin_port));
+    rlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.connect_timeout_ms = 400;
+    long long t0 = now_ms();
+    assert_int_equal(rlock_client_open(&cfg, &c), RLOCK_EIO);
+    long long took = now_ms() - t0;
+    assert_non_null(strstr(rlock_last_error(), "no answer in time"));
+    assert_true(took >= 350 && took < 2000);
+    close(listener);
+}
+
+static atomic_int cred_calls;
+
+static int credentials(void *arg, char *user, size_t user_size, char *password,
+                       size_t password_size) {
+    const char *pw = arg;
+    atomic_fetch_add(&cred_calls, 1);
+    snprintf(user, user_size, "alice");
+    snprintf(password, password_size, "%s", pw);
+    return 0;
+}
+
+static void test_credentials_callback(void **state) {
+    (void)state;
+    rlock_config cfg;
+    rlock_client *c = NULL;
+    rlock_stats st = {.struct_size = sizeof(st)};
+    char url[1024];
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", tls_port, path("ca.pem"));
+    rlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.credentials = credentials;
+    static char good[] = "secret", bad[] = "expired-token";
+    cfg.credentials_arg = good;
+    atomic_store(&cred_calls, 0);
+    assert_int_equal(rlock_client_open(&cfg, &c), RLOCK_OK);
+    lock_cycle(c, "tls:credentials");
+    assert_int_equal(rlock_client_stats(c, &st), RLOCK_OK);
+    assert_true(st.connections >= 1);
+    /* asked for every connection the client made, no more */
+    assert_int_equal((unsigned long long)atomic_load(&cred_calls), st.connections);
+    rlock_client_close(c);
+    cfg.credentials_arg = bad;
+    assert_int_equal(rlock_client_open(&cfg, &c), RLOCK_EAUTH);
+    assert_non_null(strstr(rlock_last_error(), "alice"));
+}
+
+/* A child of fork gets RLOCK_ECLOSED; the parent's TLS connections go on. */
+static void test_fork(void **state) {
+    (void)state;
+    rlock_client *c = NULL;
+    rlock *l = NULL;
+    char url[1024];
+    int wstatus = 0;
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", tls_port, path("ca.pem"));
+    assert_int_equal(open_url(url, &c), RLOCK_OK);
+    assert_int_equal(rlock_get(c, "tls:fork", &l), RLOCK_OK);
+    assert_int_equal(rlock_try_lock(l, 0, 10000), RLOCK_OK);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int r = rlock_unlock(l);
+        rlock_free(l);
+        rlock_client_close(c);
+        _exit(r == RLOCK_ECLOSED ? 0 : 1);
+    }
+    assert_true(pid > 0);
+    assert_int_equal(waitpid(pid, &wstatus, 0), pid);
+    assert_true(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+    assert_int_equal(rlock_is_held_by_current_thread(l), 1);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    lock_cycle(c, "tls:fork2");
+    rlock_free(l);
+    rlock_client_close(c);
+}
+
+/* rlockctl (build/rlockctl, beside build/test/) with a command; its exit status, output in out. */
+static int rlockctl(const char *args, char *out, size_t size) {
+    char exe[512], cmd[2048];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    assert_true(n > 0);
+    exe[n] = '\0';
+    for (int up = 0; up < 2; up++)
+        *strrchr(exe, '/') = '\0';
+    snprintf(cmd, sizeof(cmd), "%s/rlockctl %s 2>&1", exe, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t got = fread(out, 1, size - 1, p);
+    out[got] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* rlockctl takes the same url and parameters. */
+static void test_rlockctl(void **state) {
+    (void)state;
+    rlock_client *c = NULL;
+    rlock *l = NULL;
+    char url[1024], args[1400], out[8192];
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", tls_port, path("ca.pem"));
+    assert_int_equal(open_url(url, &c), RLOCK_OK);
+    assert_int_equal(rlock_get(c, "tls:ctl", &l), RLOCK_OK);
+    assert_int_equal(rlock_try_lock(l, 0, 30000), RLOCK_OK);
+    snprintf(args, sizeof(args), "--url '%s' show tls:ctl", url);
+    int st = rlockctl(args, out, sizeof(out));
+    if (st != 0 || strstr(out, "tls:ctl") == NULL)
+        fprintf(stderr, "rlockctl %s: %d\n%s\n", args, st, out);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(out, rlock_client_id(c)));
+    snprintf(args, sizeof(args), "--url 'rediss://localhost:%d?tls_ca=%s' show tls:ctl", tls_port,
+             path("another.pem"));
+    assert_int_not_equal(rlockctl(args, out, sizeof(out)), 0);
+    assert_non_null(strstr(out, "unknown CA"));
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    rlock_free(l);
+    rlock_client_close(c);
+}
+
+/*
+ * Sentinel over TLS: rediss-sentinel:// speaks TLS to the sentinel (verified
+ * as localhost) and to the master it names (127.0.0.1: the IP SAN), or, with
+ * tls_server_name, verifies both by that name.
+ */
+static void test_sentinel(void **state) {
+    (void)state;
+    rlock_client *a = NULL, *b = NULL;
+    rlock *la = NULL, *lb = NULL;
+    char url[1024];
+    pthread_t t;
+    int sport = env_port("RLOCK_TLS_SENTINEL_PORT");
+    assert_true(sport > 0);
+    snprintf(url, sizeof(url), "rediss-sentinel://localhost:%d/mymaster?tls_ca=%s", sport,
+             path("ca.pem"));
+    assert_int_equal(open_url(url, &a), RLOCK_OK);
+    lock_cycle(a, "tls:sentinel");
+    /* a waiter of one client woken by the other's unlock, through the sentinel's master */
+    assert_int_equal(rlock_get(a, "tls:sentinel-wake", &la), RLOCK_OK);
+    snprintf(url, sizeof(url),
+             "rediss-sentinel://127.0.0.1:%d/mymaster?tls_ca=%s&tls_server_name=localhost", sport,
+             path("ca.pem"));
+    assert_int_equal(open_url(url, &b), RLOCK_OK);
+    assert_int_equal(rlock_get(b, "tls:sentinel-wake", &lb), RLOCK_OK);
+    assert_int_equal(rlock_try_lock(la, 0, 30000), RLOCK_OK);
+    waiter_arg w = {.lock = lb};
+    atomic_init(&w.got_ms, 0);
+    assert_int_equal(pthread_create(&t, NULL, waiter, &w), 0);
+    sleep_ms(300);
+    long long unlocked = now_ms();
+    assert_int_equal(rlock_unlock(la), RLOCK_OK);
+    pthread_join(t, NULL);
+    assert_true(atomic_load(&w.got_ms) > 0 && atomic_load(&w.got_ms) - unlocked < 1500);
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    /* the sentinel's certificate is checked too */
+    snprintf(url, sizeof(url), "rediss-sentinel://localhost:%d/mymaster?tls_ca=%s", sport,
+             path("another.pem"));
+    expect_refused(url, RLOCK_EIO, "unknown CA", NULL);
+}
+
+/*
+ * A failover over TLS: the sentinel promotes failmaster's replica (SENTINEL
+ * FAILOVER); the client follows it (its announced 127.0.0.1 verified by the
+ * IP SAN, reached over TLS) and locks there.
+ */
+static void test_sentinel_failover(void **state) {
+    (void)state;
+    rlock_config cfg;
+    rlock_client *c = NULL;
+    rlock_stats st = {.struct_size = sizeof(st)};
+    char url[1024], cmd[1024], out[256];
+    int sport = env_port("RLOCK_TLS_SENTINEL_PORT");
+    snprintf(url, sizeof(url), "rediss-sentinel://localhost:%d/failmaster?tls_ca=%s", sport,
+             path("ca.pem"));
+    rlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.retry_attempts = 40;
+    cfg.retry_interval_ms = 250;
+    assert_int_equal(rlock_client_open(&cfg, &c), RLOCK_OK);
+    lock_cycle(c, "tls:failover-before");
+    /* the sentinel may not have seen the replica in sync yet: NOGOODSLAVE, asked again */
+    snprintf(cmd, sizeof(cmd), "redis-cli --tls --cacert %s -p %d SENTINEL FAILOVER failmaster",
+             path("ca.pem"), sport);
+    int done = 0;
+    for (long long until = now_ms() + 20000; !done && now_ms() < until;) {
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        done = fgets(out, sizeof(out), p) != NULL && strncmp(out, "OK", 2) == 0;
+        pclose(p);
+        if (!done)
+            sleep_ms(250);
+    }
+    assert_true(done);
+    for (long long until = now_ms() + 20000; now_ms() < until; sleep_ms(100)) {
+        assert_int_equal(rlock_client_stats(c, &st), RLOCK_OK);
+        if (st.master_switches >= 1)
+            break;
+    }
+    assert_true(st.master_switches >= 1);
+    lock_cycle(c, "tls:failover-after");
+    rlock_client_close(c);
+}
+
+/*
+ * Cluster over TLS: one seed; the other masters are those CLUSTER SLOTS
+ * names (127.0.0.1: the IP SAN). Names spread over every master; a waiter
+ * woken by another client's unlock.
+ */
+static void test_cluster(void **state) {
+    (void)state;
+    rlock_client *a = NULL, *b = NULL;
+    rlock *la = NULL, *lb = NULL;
+    char url[1024], name[64];
+    pthread_t t;
+    int cport = env_port("RLOCK_TLS_CLUSTER_PORT");
+    if (cport == 0) {
+        skip(); /* RLOCK_TLS_NO_CLUSTER */
+        return;
+    }
+    snprintf(url, sizeof(url), "rediss-cluster://localhost:%d?tls_ca=%s", cport, path("ca.pem"));
+    assert_int_equal(open_url(url, &a), RLOCK_OK);
+    assert_int_equal(open_url(url, &b), RLOCK_OK);
+    for (int i = 0; i < 30; i++) { /* 30 names: every master's slots, all but surely */
+        snprintf(name, sizeof(name), "tls:cluster:%d", i);
+        lock_cycle(i % 2 ? a : b, name);
+    }
+    assert_int_equal(rlock_get(a, "tls:cluster-wake", &la), RLOCK_OK);
+    assert_int_equal(rlock_get(b, "tls:cluster-wake", &lb), RLOCK_OK);
+    assert_int_equal(rlock_try_lock(la, 0, 30000), RLOCK_OK);
+    waiter_arg w = {.lock = lb};
+    atomic_init(&w.got_ms, 0);
+    assert_int_equal(pthread_create(&t, NULL, waiter, &w), 0);
+    sleep_ms(300);
+    long long unlocked = now_ms();
+    assert_int_equal(rlock_unlock(la), RLOCK_OK);
+    pthread_join(t, NULL);
+    assert_true(atomic_load(&w.got_ms) > 0 && atomic_load(&w.got_ms) - unlocked < 1500);
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    /* the announced 127.0.0.1 checked by name instead */
+    snprintf(url, sizeof(url), "rediss-cluster://127.0.0.1:%d?tls_ca=%s&tls_server_name=localhost",
+             cport, path("ca.pem"));
+    assert_int_equal(open_url(url, &a), RLOCK_OK);
+    lock_cycle(a, "tls:cluster-by-name");
+    rlock_client_close(a);
+    snprintf(url, sizeof(url), "rediss-cluster://localhost:%d?tls_ca=%s", cport,
+             path("another.pem"));
+    expect_refused(url, RLOCK_EIO, "unknown CA", NULL);
+}
+
+/* Redlock over TLS: three masters, the main, the mutual-TLS and the wrong-name servers. */
+static void test_redlock(void **state) {
+    (void)state;
+    rlock_client *c[3] = {NULL, NULL, NULL};
+    rlock_redlock *rl = NULL;
+    char url[2048];
+    long long validity = 0;
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", tls_port, path("ca.pem"));
+    assert_int_equal(open_url(url, &c[0]), RLOCK_OK);
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s&tls_cert=%s&tls_key=%s",
+             mtls_port, path("ca.pem"), path("client.pem"), path("client.key"));
+    assert_int_equal(open_url(url, &c[1]), RLOCK_OK);
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s&tls_verify=ca", wrong_port,
+             path("ca.pem"));
+    assert_int_equal(open_url(url, &c[2]), RLOCK_OK);
+    assert_int_equal(rlock_redlock_new(c, 3, "tls:redlock", &rl), RLOCK_OK);
+    assert_int_equal(rlock_redlock_try_lock(rl, 0, 10000, &validity), RLOCK_OK);
+    assert_true(validity > 0);
+    assert_int_equal(rlock_redlock_unlock(rl), RLOCK_OK);
+    rlock_redlock_free(rl);
+    for (int i = 0; i < 3; i++)
+        rlock_client_close(c[i]);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_url_params),
+        cmocka_unit_test(test_config_fields),
+        cmocka_unit_test(test_lock_by_name_and_ip),
+        cmocka_unit_test(test_waiter_woken),
+        cmocka_unit_test(test_watchdog),
+        cmocka_unit_test(test_unknown_ca),
+        cmocka_unit_test(test_host_name_mismatch),
+        cmocka_unit_test(test_expired),
+        cmocka_unit_test(test_plaintext_behind_rediss),
+        cmocka_unit_test(test_tls_behind_redis),
+        cmocka_unit_test(test_mutual_tls),
+        cmocka_unit_test(test_rotation),
+        cmocka_unit_test(test_rotation_same_client),
+        cmocka_unit_test(test_handshake_bounded),
+        cmocka_unit_test(test_credentials_callback),
+        cmocka_unit_test(test_fork),
+        cmocka_unit_test(test_rlockctl),
+        cmocka_unit_test(test_redlock),
+        cmocka_unit_test(test_sentinel),
+        cmocka_unit_test(test_sentinel_failover),
+        cmocka_unit_test(test_cluster),
+    };
+    return cmocka_run_group_tests(tests, group_setup, NULL);
+}
