@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "net/net.h"
+#include "net/conn.h"
 
 /* A connection to the suite's server made as rlock makes every connection. */
 static redisContext *connect_as_rlock(void) {

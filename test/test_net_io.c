@@ -40,7 +40,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "net/net.h"
+#include "net/route.h"
 
 /* ---- RESP by hand ------------------------------------------------------------------ */
 

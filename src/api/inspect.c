@@ -63,7 +63,7 @@ rlock__inspect_node *rlock__inspect_channel_node(rlock_client *c, const char *ch
 }
 
 const char *rlock__inspect_node_addr(const rlock__inspect_node *node, char *buf, size_t size) {
-    return rlock__endpoint_str(&node->endpoint, buf, size);
+    return rlock__endpoint_str(rlock__net_node_endpoint(node), buf, size);
 }
 
 char *rlock__inspect_prefixed(const char *prefix, const char *name, size_t len,
@@ -141,7 +141,7 @@ int rlock__inspect_listen(rlock_client *c, rlock__inspect_node *node, redisConte
     int status = rlock__enter(&g, c);
     if (status != RLOCK_OK)
         return status;
-    status = rlock__connect(&node->endpoint, &c->events, c->settings.connect_timeout_ms,
+    status = rlock__connect(rlock__net_node_endpoint(node), &c->events, c->settings.connect_timeout_ms,
                             rlock__deadline_after(c->settings.connect_timeout_ms), out);
     return rlock__leave_status(&g, status);
 }

@@ -92,7 +92,7 @@ static void resubscribed(subscriber *s, sub_link *l, int n) {
         return;
     rlock__count(&ev->stats, RLOCK__COUNT_RESUBSCRIPTIONS, (unsigned long long)n);
     rlock__log(ev, RLOCK_LOG_INFO, "RESUBSCRIBED", " channels=%d at=%s", n,
-               rlock__endpoint_str(&l->node->endpoint, at, sizeof(at)));
+               rlock__endpoint_str(rlock__net_node_endpoint(l->node), at, sizeof(at)));
 }
 
 /* Sends SUBSCRIBE/UNSUBSCRIBE (S- when sharded) for l's channels whose wish changed. */

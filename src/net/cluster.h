@@ -8,7 +8,7 @@
 #ifndef RLOCK_CLUSTER_H
 #define RLOCK_CLUSTER_H
 
-#include "net.h"
+#include "route.h"
 
 #define CLUSTER_REFRESH_EVERY_MS 2000 /* the table is asked for this often anyway */
 #define CLUSTER_REFRESH_GAP_MS 100    /* and at most this often on request */

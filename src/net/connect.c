@@ -16,7 +16,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "net.h"
+#include "conn.h"
 
 const char *rlock__endpoint_str(const rlock__endpoint *ep, char *buf, size_t size) {
     if (ep->unix_path != NULL)

@@ -35,7 +35,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
-#include "net.h"
+#include "conn.h"
 
 /* Milliseconds left to deadline_ms for poll(): -1 = no deadline, 0 = passed. */
 static int ms_left(int64_t deadline_ms) {

@@ -10,7 +10,7 @@
  */
 #include <string.h>
 
-#include "net.h"
+#include "route.h"
 
 /*
  * Which pub/sub unlock messages use (Redisson's shardedSubscriptionMode):
@@ -180,6 +180,10 @@ void rlock__net_close(rlock__net *net) {
 rlock__node *rlock__net_subscribe_node(rlock__net *net, const char *channel, size_t len) {
     rlock__route *route = net->route;
     return route->ops->node_for(route, channel, len);
+}
+
+const rlock__endpoint *rlock__net_node_endpoint(const rlock__node *node) {
+    return &node->endpoint;
 }
 
 int rlock__net_connect_node(rlock__net *net, rlock__node *node, int64_t deadline_ms,

@@ -7,18 +7,27 @@
  * route's business (the routing seam, rlock__route_ops): one server, the
  * master Sentinel names, or the master of the key's Cluster slot.
  *
- *   url.c           redis://, unix://, redis-sentinel://, redis-cluster:// -> rlock__url
+ *   url.c           redis[s]://, unix://, redis[s]-sentinel://, redis[s]-cluster:// -> rlock__url
  *   io.c            deadline-bounded, signal-proof reads and writes on a context
- *   connect.c       one connection: connect, AUTH, SELECT, error detail
+ *   tls.c           a connection's TLS session (OpenSSL): handshake, reads, writes
+ *   connect.c       one connection: connect, TLS, AUTH, SELECT, error detail
  *   script.c        SCRIPT LOAD, EVALSHA with the EVAL fallback on NOSCRIPT
  *   pool.c          a node's connection pool (and the node itself)
  *   wire.c, exec.c  one command's round trip (+WAIT); running it with safe retries
+ *   migrate.c       a lock's keys split by a Cluster slot migration, moved together
  *   pipeline.c      pipelines, one per node; sending ahead
  *   route_single.c  the single-server route
  *   route_sentinel.c, sentinel_resolve.c  the master Redis Sentinel names
  *   route_cluster.c, cluster_table.c, slot.c  Redis Cluster: a master per slot
  *   net.c           rlock__net: open (first connection, scripts, pub/sub kind), abort,
  *                   close; what the subscriber needs (its nodes, its connections)
+ *
+ * This header is the layer's face: what the layers above use. What only the
+ * layer's own files share is in its private headers: conn.h (one
+ * connection: io, TLS, connect, script internals), route.h (nodes, pools,
+ * the routes; includes conn.h), wire.h (one command's round trip; includes
+ * route.h), sentinel.h and cluster.h (their routes). Above, a node, a pooled
+ * connection and a route are opaque pointers.
  *
  * Calls go down only: net uses core (core.h); it tells the client of
  * connection failures through the rlock__events queue it was given.
@@ -69,51 +78,20 @@ typedef struct rlock__url {
 } rlock__url;
 
 /*
- * RLOCK_EINVAL for a malformed url, recorded with the part that is wrong and
- * its position (nothing left allocated); RLOCK_ENOMEM.
- */
-int rlock__parse_url(const char *url, rlock__url *u);
-/*
  * url without its credentials, to show (a registration, a log line): the
  * userinfo ("user:password@") and the sentinel_user / sentinel_password
  * parameters left out. Into buf (size bytes, cut if longer); returns buf.
  */
 const char *rlock__url_redacted(const char *url, char *buf, size_t size);
-void rlock__url_clear(rlock__url *u);
 /*
- * Parses url (errors as rlock__parse_url) and lays its TLS over t: on for a
+ * Parses url (errors as url.c's parser) and lays its TLS over t: on for a
  * rediss scheme, and each tls_* parameter it gives replaces t's field (the
  * config's). Client open calls it before rlock__net_open.
  */
 int rlock__url_tls(const char *url, rlock__tls_settings *t);
-/* Frees the strings (the password wiped first) and zeroes ep. */
-void rlock__endpoint_clear(rlock__endpoint *ep);
-/* Whether ep is the TCP endpoint host:port. */
-int rlock__endpoint_is(const rlock__endpoint *ep, const char *host, int port);
-/* Fills ep with copies of the strings (user, password may be NULL). RLOCK_ENOMEM. */
-int rlock__endpoint_set(rlock__endpoint *ep, const char *host, int port, const char *user,
-                        const char *password, int db);
 
 /* ---- io.c -------------------------------------------------------------------- */
 
-/*
- * Waits until fd is ready for events (POLLIN, POLLOUT) or deadline_ms
- * passes. A signal only makes it recompute the time left. Returns RLOCK_OK,
- * or RLOCK_EIO with errno ETIMEDOUT (deadline) or poll's errno.
- */
-int rlock__io_wait(int fd, short events, int64_t deadline_ms);
-/*
- * One wait over several sockets (poll's fds[], revents filled): how many are
- * ready, or -1 with errno ETIMEDOUT (deadline) or poll's errno. As above, a
- * signal only makes it recompute the time left.
- */
-int rlock__io_wait_any(struct pollfd *fds, int n, int64_t deadline_ms);
-/*
- * Makes fd's reads block, each for at most a slice (SO_RCVTIMEO), so that
- * rlock__io_read can wait in read() itself (io.c). Writes stay non-blocking.
- * RLOCK_EIO if the socket refused (it stays as it was: still usable).
- */
-int rlock__io_block_reads(int fd);
 /* Writes ctx's output buffer by deadline_ms (send, poll if full). RLOCK_EIO on failure. */
 int rlock__io_flush(redisContext *ctx, int64_t deadline_ms);
 /* Reads one reply by deadline_ms (read, then poll + read). RLOCK_EIO on failure/timeout. */
@@ -128,26 +106,6 @@ int rlock__io_fill(redisContext *ctx);
 
 /* ---- tls.c -------------------------------------------------------------------- */
 
-/* A TLS connection's session (opaque; tls.c). */
-typedef struct rlock__tls_conn rlock__tls_conn;
-/* ctx's TLS session, or NULL for a plaintext connection (one atomic load while no TLS). */
-rlock__tls_conn *rlock__tls_of(const redisContext *ctx);
-/*
- * The TLS handshake on ctx's connected socket, as t says, by deadline_ms,
- * with the name t->server_name or ep's host; the session is ctx's from
- * then on (rlock__conn_free frees it). Records the cause in words:
- * RLOCK_EIO (verification, a peer that speaks no TLS, an unreadable file,
- * the deadline), RLOCK_EAUTH (our client certificate missing or refused),
- * RLOCK_ENOMEM.
- */
-int rlock__tls_start(const rlock__endpoint *ep, const rlock__tls_settings *t, redisContext *ctx,
-                     int64_t deadline_ms);
-/* What came on a TLS connection, decrypted into ctx's reader (redisBufferRead's contract). */
-int rlock__tls_fill(redisContext *ctx, rlock__tls_conn *c);
-/* send() of len bytes of buf over the session: bytes taken, or -1 (errno EAGAIN: later). */
-ssize_t rlock__tls_send(redisContext *ctx, rlock__tls_conn *c, const char *buf, size_t len);
-/* rlock__pool's idle check for a TLS connection: 1 if nothing but TLS housekeeping came. */
-int rlock__tls_still_open(redisContext *ctx, rlock__tls_conn *c);
 /* redisFree, after the TLS session if any (never shut down: no bytes sent). Every context
  * rlock__connect made is freed by this. NULL: nothing. */
 void rlock__conn_free(redisContext *ctx);
@@ -173,17 +131,6 @@ void rlock__conn_free(redisContext *ctx);
  */
 int rlock__connect(const rlock__endpoint *ep, rlock__events *ev, int connect_timeout_ms,
                    int64_t deadline_ms, redisContext **out);
-/*
- * rlock__connect in two halves, for a caller that must publish the socket
- * before the set-up round trip (a pool slot, so that close can abort it):
- * the connected socket (*setup_by_ms: the bound the set-up keeps), then the
- * set-up (AUTH, SELECT, CLIENT SETNAME), after which the caller frees ctx
- * on failure.
- */
-int rlock__connect_socket(const rlock__endpoint *ep, int connect_timeout_ms, int64_t deadline_ms,
-                          redisContext **out, int64_t *setup_by_ms);
-int rlock__connect_setup(const rlock__endpoint *ep, rlock__events *ev, redisContext *ctx,
-                         int64_t by_ms);
 /*
  * For rlock__io_next only (every reply a connection rlock__connect made
  * gets is passed here first): 1 if it answers the connection's CLIENT
@@ -214,25 +161,6 @@ static inline int rlock__io_next(redisContext *ctx, void **reply) {
 
 /* "host:port", "[v6]:port" or the socket path into buf; returns buf. */
 const char *rlock__endpoint_str(const rlock__endpoint *ep, char *buf, size_t size);
-/*
- * Records an I/O failure at ep ("<what> host:port", with errno or hiredis's
- * text from ctx) and returns RLOCK_EIO. A timeout after the connect is named
- * the reply's (errno still ETIMEDOUT); a protocol error asks whether the
- * server is a Redis server.
- */
-int rlock__fail_io(const rlock__endpoint *ep, const redisContext *ctx, int sys_errno,
-                   const char *what);
-/* Whether a plaintext TCP connection failed as one to a TLS-only port does (reset, closed,
- * an answer that is not RESP): the caller adds "is it a TLS port? use rediss://". */
-int rlock__maybe_tls_port(const redisContext *ctx, int sys_errno);
-/* The words for a reply that never came, and for an answer that is not RESP. */
-extern const char rlock__no_reply[], rlock__not_resp[];
-/*
- * Runs one command on a private (unpooled) connection to ep by deadline_ms;
- * an error reply is recorded and returned as its status (*reply NULL).
- */
-int rlock__run_private(redisContext *ctx, const rlock__endpoint *ep, int argc, const char **argv,
-                       int64_t deadline_ms, redisReply **reply);
 
 /* ---- commands and scripts (script.c) ----------------------------------------- */
 
@@ -289,176 +217,12 @@ typedef struct rlock__cmd {
  */
 #define RLOCK__KEYS_AS_ARGS "rlock:keys-as-args"
 
+/* ---- nodes, their pools, routes (opaque here: route.h) ------------------------------ */
 
-/* SCRIPT LOAD of every script of set on ctx (one pipeline) by deadline_ms. */
-int rlock__scripts_load(redisContext *ctx, int64_t deadline_ms, rlock__script_set *set);
-/* Whether INFO server's text names a server older than rlock supports (6.2); its version
- * into version[size] ("" if not named). */
-int rlock__server_too_old(const char *info, char *version, size_t size);
-/*
- * Appends argv (with its lengths) to ctx's output buffer as one RESP command,
- * byte for byte what redisAppendCommandArgv appends, at a fraction of its
- * cost: hiredis 0.14 formats each part with sdscatfmt into a string of its
- * own and copies it, ~4 000 instructions per lock script (callgrind,
- * docs/design.md section 6; test_net_io checks the bytes). RLOCK_ENOMEM (no
- * memory, or a command over INT_MAX bytes): the buffer is left as it was.
- */
-int rlock__append_argv(redisContext *ctx, int argc, const char **argv, const size_t *argvlen);
-/* Appends cmd to ctx: EVALSHA (use_body 0), EVAL (use_body 1), or the plain command. */
-int rlock__append_cmd(redisContext *ctx, const rlock__script_set *set, const rlock__cmd *cmd,
-                      int use_body);
-int rlock__is_noscript(const redisReply *reply);
-/* The command's short name for messages: the script's, or the verb. */
-const char *rlock__cmd_name(const rlock__script_set *set, const rlock__cmd *cmd);
-
-/* ---- pool.c: one node's connections ------------------------------------------ */
-
-typedef struct rlock__conn {
-    redisContext *ctx;     /* NULL = not connected; written by the thread holding the slot */
-    /* Replies the server still sends on ctx for commands whose replies nobody awaits (a
-       fan-out that had enough): read and dropped before the next command's. Written by
-       the thread holding the slot (0 whenever ctx changes). */
-    int owed;
-    int busy;              /* guarded by the pool's mutex */
-    int64_t last_used_ms;  /* when last given back: written under the pool's mutex, read
-                              by the thread that then takes the slot */
-    rlock__node *node;     /* the node whose pool this slot is in; read-only */
-} rlock__conn;
-
-typedef struct rlock__pool {
-    pthread_mutex_t mutex;     /* guards busy flags, closing, every write of a slot's ctx */
-    pthread_cond_t available;  /* signalled when a slot is returned or on close */
-    rlock__conn *slots;        /* size entries; owned */
-    int size;
-    int closing;               /* set once by rlock__pool_abort */
-    int waiting;               /* threads queued in rlock__pool_take for a slot */
-    int retired;               /* its node is not used now: connections given back are closed */
-    /* Nothing may be sent there any more (a master the client has left): set once by
-       rlock__pool_fence; read without the mutex by a thread checking a reply's source. */
-    atomic_int fenced;
-    /* The numeric address ("ip:port", "[ip6]:port") the node's first TCP connection
-       reached, "" before it (or for a unix socket): what tells one server reached by
-       two names apart from two servers. Written once, under the mutex. */
-    char peer[64];
-} rlock__pool;
-
-/* A server commands can go to: where it is and its connections. */
-struct rlock__node {
-    rlock__endpoint endpoint;  /* owned; read-only after the node is made */
-    rlock__pool pool;
-    rlock__events *events;     /* the client's (outlives the node): names and counts the
-                                  pool's connections; read-only */
-};
-
-int rlock__pool_init(rlock__pool *pool, rlock__node *node, int size);
-/* Aborts commands in flight (shutdown of busy sockets) and wakes pool waiters. */
-void rlock__pool_abort(rlock__pool *pool);
-void rlock__pool_destroy(rlock__pool *pool);
-/*
- * Takes a slot, preferring a connected one, waiting while all are busy until
- * deadline_ms; threads already waiting go first (no slot is taken past them,
- * here or in rlock__pool_take_idle). NULL with *status RLOCK_ECLOSED
- * (closing) or RLOCK_EIO.
- */
-rlock__conn *rlock__pool_take(rlock__pool *pool, int64_t deadline_ms, int *status);
-/* Gives a slot back; a context that saw an error (or !healthy) is freed. */
-void rlock__pool_give(rlock__conn *conn, int healthy);
-/*
- * Connects the slot we hold if needed (by deadline_ms); an idle connection
- * the server closed is replaced; replies it owes are read and dropped first
- * (by deadline_ms, else it is replaced). RLOCK_ECLOSED if close began
- * meanwhile.
- */
-int rlock__pool_connect(rlock__conn *conn, int connect_timeout_ms, int64_t deadline_ms);
-/*
- * Takes an idle, connected slot without waiting; NULL if none (or closing,
- * or threads are queued in rlock__pool_take).
- * Slots the server closed are dropped on the way (checked whatever their
- * age with a peek; RLOCK__IDLE_UNCHECKED: not checked, the caller checks
- * the slots it took, all at once). A slot that owes replies is used only
- * once they have arrived (read and dropped here); RLOCK__IDLE_OWING: it is
- * taken as it is, conn->owed replies ahead of the taker's (a fan-out reads
- * past them).
- */
-#define RLOCK__IDLE_OWING 1
-#define RLOCK__IDLE_UNCHECKED 2
-rlock__conn *rlock__pool_take_idle(rlock__pool *pool, int flags);
-/* Copies the pool's peer address (above) into buf; 0 if not known yet. */
-int rlock__pool_peer(rlock__pool *pool, char *buf, size_t size);
-/* Gives a fresh pool its first connection (taken over; freed if the slot is in use). */
-void rlock__pool_seed(rlock__pool *pool, redisContext *ctx);
-/*
- * retired 1: its node is no longer used (not a master any more): idle
- * connections close now, busy ones when given back. 0: used again.
- */
-void rlock__pool_retire(rlock__pool *pool, int retired);
-/*
- * For good: nothing is sent on the pool any more (a Sentinel master the
- * client has switched from, which may still take writes): retired, slots
- * refused from now on (rlock__pool_take says RLOCK_EIO, take_idle NULL, its
- * waiters woken), and the sockets of commands in flight shut down, so a
- * thread about to write there fails before sending and one awaiting a reply
- * stops. rlock__pool_fenced says which: the caller goes to the new master.
- */
-void rlock__pool_fence(rlock__pool *pool);
-static inline int rlock__pool_fenced(rlock__pool *pool) {
-    return atomic_load(&pool->fenced);
-}
-/*
- * Closes the connections idle for more than idle_ms, keeping one connected
- * (a Cluster client may touch many masters: idle connections must not add
- * up to pool_size on each for ever).
- */
-void rlock__pool_close_idle(rlock__pool *pool, int64_t idle_ms);
-
-/*
- * pool.c: a node for ep (taken over, cleared) with a pool of pool_size
- * whose connections ev names and counts; NULL if out of memory.
- */
-rlock__node *rlock__node_new(rlock__endpoint *ep, int pool_size, rlock__events *ev);
-/* Frees a node (no slot busy). */
-void rlock__node_free(rlock__node *node);
-
-/* ---- routing: which node runs a command for a key ------------------------------- */
-
+/* A server commands can go to, a pooled connection to it, the routing of keys to nodes. */
+typedef struct rlock__conn rlock__conn;
+typedef struct rlock__pool rlock__pool;
 typedef struct rlock__route rlock__route;
-
-/* What an error reply means for routing (rlock__route_ops.on_error). */
-enum {
-    RLOCK__ROUTE_NONE,          /* not the route's business */
-    RLOCK__ROUTE_NOW,           /* run the command on *to now (ASKING first if *asking) */
-    RLOCK__ROUTE_LATER          /* the route is finding the right node: retry after the pause */
-};
-
-typedef struct rlock__route_ops {
-    const char *name;
-    /* The node that serves key (NULL key: the node for keyless commands); never NULL. */
-    rlock__node *(*node_for)(rlock__route *route, const char *key, size_t len);
-    /*
-     * An error reply from node: a redirect (Cluster's MOVED / ASK), or a sign
-     * that the node is no longer the master (Sentinel: READONLY, NOREPLICAS,
-     * MASTERDOWN, LOADING), which makes the route re-resolve. RLOCK__ROUTE_*.
-     */
-    int (*on_error)(rlock__route *route, rlock__node *node, const redisReply *error,
-                    rlock__node **to, int *asking);
-    /* An I/O failure on node: the route may re-resolve (NULL: nothing to do). */
-    void (*suspect)(rlock__route *route, rlock__node *node);
-    /*
-     * The masters serving keys now (Cluster: every master with slots), at most
-     * max into out; returns how many. NULL: the one node node_for(NULL) names.
-     */
-    int (*masters)(rlock__route *route, rlock__node **out, int max);
-    /* Close began: stop the route's own thread, abort commands on every node. */
-    void (*abort)(rlock__route *route);
-    /* Frees the route and its nodes (no command in flight). */
-    void (*destroy)(rlock__route *route);
-} rlock__route_ops;
-
-/* Every route begins with this; implementations extend it. */
-struct rlock__route {
-    const rlock__route_ops *ops;
-    int slotted;    /* keys live on the master of their slot (Cluster); read-only */
-};
 
 /* What a route is given (the net's; outlives the route). */
 typedef struct rlock__route_env {
@@ -470,32 +234,9 @@ typedef struct rlock__route_env {
     void *arg;
 } rlock__route_env;
 
-/* route_single.c: every key on one server. Takes over the url's server (cleared). */
-int rlock__route_single_open(rlock__url *url, const rlock__route_env *env, rlock__route **out);
-/*
- * route_sentinel.c: the master the sentinels name, checked with ROLE, followed
- * through failovers. Takes over the url's parts. Finds the master before it
- * returns (RLOCK_EIO naming what each sentinel said if none could).
- */
-int rlock__route_sentinel_open(rlock__url *url, const rlock__route_env *env,
-                               rlock__route **out);
-/*
- * route_cluster.c: each key on the master of its slot (slot.c), from the
- * CLUSTER SLOTS answer of a seed or known node; MOVED patches the table,
- * ASK redirects once; a thread refreshes the table on request and every
- * few seconds. Takes over the url's parts. Has the table before it returns
- * (RLOCK_EIO / EAUTH / EREDIS naming what each seed said if no seed gave one).
- */
-int rlock__route_cluster_open(rlock__url *url, const rlock__route_env *env, rlock__route **out);
-
 /* ---- slot.c: Redis Cluster's key -> slot rule -------------------------------------- */
 
 #define RLOCK__CLUSTER_SLOTS 16384
-
-/* CRC16-XMODEM of the hash tag (the text between the first '{' and the next '}',
- * if not empty) or else of the whole key, mod 16384. */
-int rlock__key_slot(const char *key, size_t len);
-
 
 /* ---- net.c and exec.c: the layer's face ------------------------------------------ */
 
@@ -542,6 +283,8 @@ void rlock__net_on_switch(rlock__net *net, void (*fn)(void *arg), void *arg);
  * as long as the net: the pointer may be kept and compared.
  */
 rlock__node *rlock__net_subscribe_node(rlock__net *net, const char *channel, size_t len);
+/* Where node is (its address, its TLS settings): read-only, as long as the net lives. */
+const rlock__endpoint *rlock__net_node_endpoint(const rlock__node *node);
 /*
  * Opens a connection of its own (not pooled) to node, for a subscriber.
  * Tells events of the outcome, and the route of an I/O failure.

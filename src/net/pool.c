@@ -22,7 +22,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "net.h"
+#include "route.h"
 
 int rlock__pool_init(rlock__pool *pool, rlock__node *node, int size) {
     memset(pool, 0, sizeof(*pool));

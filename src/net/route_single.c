@@ -10,7 +10,7 @@
  * Threads: any thread asks node_for; the node is read-only after open; the
  * pool has its own mutex.
  */
-#include "net.h"
+#include "route.h"
 
 typedef struct single_route {
     rlock__route base;

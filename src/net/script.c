@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "net.h"
+#include "conn.h"
 
 const char *rlock__cmd_name(const rlock__script_set *set, const rlock__cmd *cmd) {
     if (cmd->script >= 0 && cmd->script < set->count)

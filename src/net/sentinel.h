@@ -8,7 +8,7 @@
 #ifndef RLOCK_SENTINEL_H
 #define RLOCK_SENTINEL_H
 
-#include "net.h"
+#include "route.h"
 
 #define PROVISIONAL_MS 10000    /* a promotion no sentinel confirms by then was a wrong guess */
 #define RLOCK__EVENT_SENTINELS 4 /* sentinels whose failover events the monitor hears */

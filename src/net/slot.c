@@ -11,7 +11,7 @@
  */
 #include <string.h>
 
-#include "net.h"
+#include "route.h"
 
 static uint16_t crc16_table[256];
 static pthread_once_t crc16_once = PTHREAD_ONCE_INIT;

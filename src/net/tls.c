@@ -43,7 +43,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#include "net.h"
+#include "conn.h"
 
 /* One TLS connection. */
 struct rlock__tls_conn {

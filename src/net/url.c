@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "net.h"
+#include "conn.h"
 
 static int hex_value(char ch) {
     if (ch >= '0' && ch <= '9')

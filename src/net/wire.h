@@ -6,7 +6,7 @@
 #ifndef RLOCK_WIRE_H
 #define RLOCK_WIRE_H
 
-#include "net.h"
+#include "route.h"
 
 /* What a round trip did: the command surely never reached Redis, or may have. */
 enum { RLOCK__REACHED_NONE, RLOCK__REACHED_MAYBE };
