@@ -21,6 +21,23 @@
  */
 int rlock__parse_url(const char *url, rlock__url *u);
 void rlock__url_clear(rlock__url *u);
+/*
+ * url.c's parsing, shared with url_tls.c: a malformed part reported (its
+ * text, what was expected, its position; RLOCK_EINVAL), and [s, s+len) with
+ * %XX decoded (malloc'd; NULL on a bad escape, reported, or no memory).
+ */
+int rlock__url_bad_part(const char *url, const char *at, size_t len, const char *what,
+                        const char *expected);
+char *rlock__url_decode(const char *url, const char *s, size_t len, const char *what,
+                        int *status);
+/*
+ * url_tls.c: one tls_* parameter (key [s, s+key_len), its value after the
+ * '='): 1 if it is one (*status its outcome), 0 if the key is no TLS
+ * parameter; and the query of a rediss:// or rediss-cluster:// url.
+ */
+int rlock__url_tls_param(const char *url, const char *s, size_t key_len, size_t value_len,
+                         rlock__url *u, int *status);
+int rlock__url_tls_query(const char *url, const char *s, rlock__url *u);
 /* Frees the strings (the password wiped first) and zeroes ep. */
 void rlock__endpoint_clear(rlock__endpoint *ep);
 /* Whether ep is the TCP endpoint host:port. */
@@ -72,6 +89,12 @@ int rlock__tls_fill(redisContext *ctx, rlock__tls_conn *c);
 ssize_t rlock__tls_send(redisContext *ctx, rlock__tls_conn *c, const char *buf, size_t len);
 /* rlock__pool's idle check for a TLS connection: 1 if nothing but TLS housekeeping came. */
 int rlock__tls_still_open(redisContext *ctx, rlock__tls_conn *c);
+
+/*
+ * tls_bio.c: a BIO (OpenSSL's struct bio_st) on fd that writes with
+ * send(MSG_NOSIGNAL) and never blocks; NULL if out of memory.
+ */
+struct bio_st *rlock__tls_socket_bio(int fd);
 
 /* ---- connect.c --------------------------------------------------------------- */
 

@@ -8,6 +8,7 @@
  * 0.14 has no TLS, so hiredis never touches these sockets' bytes itself.
  * The shape follows hiredis 1.x's ssl.c (a session on the socket, reads
  * feeding the reader, WANT_READ/WANT_WRITE as "later"); the code is rlock's.
+ * Its sessions sit on tls_bio.c's BIO; url_tls.c parses the url's TLS part.
  *
  * What it owns: an SSL session per connection, found by the socket's fd in
  * a table (the context has no field of its own for it in hiredis 0.14), made
@@ -102,61 +103,6 @@ void rlock__conn_free(redisContext *ctx) {
         atomic_fetch_sub(&sessions, 1);
     }
     redisFree(ctx); /* closes the fd after its slot is empty: a new socket may take it */
-}
-
-/* ---- a socket BIO that never raises SIGPIPE and never blocks ------------------- */
-
-/*
- * OpenSSL's socket BIO writes with write(): SIGPIPE on a socket shut down by
- * close or reset by the peer, with the application's signal mask (io.c).
- * This one uses send(MSG_NOSIGNAL) and recv, both MSG_DONTWAIT, since the
- * socket blocks its reads for plaintext's sake (rlock__io_block_reads).
- */
-static int bio_write(BIO *bio, const char *buf, int len) {
-    ssize_t n = send((int)(intptr_t)BIO_get_data(bio), buf, (size_t)len,
-                     MSG_NOSIGNAL | MSG_DONTWAIT);
-    BIO_clear_retry_flags(bio);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-        BIO_set_retry_write(bio);
-    return (int)n;
-}
-
-static int bio_read(BIO *bio, char *buf, int len) {
-    ssize_t n = recv((int)(intptr_t)BIO_get_data(bio), buf, (size_t)len, MSG_DONTWAIT);
-    BIO_clear_retry_flags(bio);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-        BIO_set_retry_read(bio);
-    return (int)n;
-}
-
-static long bio_ctrl(BIO *bio, int cmd, long num, void *ptr) {
-    (void)bio;
-    (void)num;
-    (void)ptr;
-    return cmd == BIO_CTRL_FLUSH ? 1 : 0;
-}
-
-static BIO_METHOD *bio_method;
-static pthread_once_t bio_once = PTHREAD_ONCE_INIT;
-
-static void make_bio_method(void) {
-    BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "rlock socket");
-    if (m != NULL && (!BIO_meth_set_write(m, bio_write) || !BIO_meth_set_read(m, bio_read) ||
-                      !BIO_meth_set_ctrl(m, bio_ctrl))) {
-        BIO_meth_free(m);
-        m = NULL;
-    }
-    bio_method = m;
-}
-
-static BIO *socket_bio(int fd) {
-    pthread_once(&bio_once, make_bio_method);
-    BIO *bio = bio_method != NULL ? BIO_new(bio_method) : NULL;
-    if (bio != NULL) {
-        BIO_set_data(bio, (void *)(intptr_t)fd);
-        BIO_set_init(bio, 1);
-    }
-    return bio;
 }
 
 /* ---- verification: what the server's certificate says -------------------------- */
@@ -380,7 +326,7 @@ static int new_conn(const rlock__tls_settings *t, const char *want, int fd,
         return status;
     pthread_once(&index_once, make_index);
     c = rlock__calloc(1, sizeof(*c));
-    if (c == NULL || (c->ssl = SSL_new(sctx)) == NULL || (bio = socket_bio(fd)) == NULL)
+    if (c == NULL || (c->ssl = SSL_new(sctx)) == NULL || (bio = rlock__tls_socket_bio(fd)) == NULL)
         goto no_memory;
     SSL_set_bio(c->ssl, bio, bio); /* the session owns it now */
     c->has_cert = t->cert[0] != '\0';

@@ -38,8 +38,8 @@ static int position(const char *url, const char *at) {
     return (int)(at - url) + 1;
 }
 
-static int bad_part(const char *url, const char *at, size_t len, const char *what,
-                    const char *expected) {
+int rlock__url_bad_part(const char *url, const char *at, size_t len, const char *what,
+                         const char *expected) {
     return rlock__fail(RLOCK_EINVAL, 0, "malformed url: %s \"%.*s\" at position %d%s%s", what,
                        len > 64 ? 64 : (int)len, at, position(url, at),
                        expected[0] != '\0' ? "; " : "", expected);
@@ -52,8 +52,8 @@ static int bad_secret(const char *url, const char *at, const char *what) {
 }
 
 /* Copies [s, s+len) with %XX decoded; NULL on a bad escape (reported) or no memory. */
-static char *percent_decode(const char *url, const char *s, size_t len, const char *what,
-                            int *status) {
+char *rlock__url_decode(const char *url, const char *s, size_t len, const char *what,
+                        int *status) {
     char *out = rlock__malloc(len + 1);
     size_t n = 0;
     if (out == NULL) {
@@ -101,13 +101,13 @@ static int parse_int(const char *s, size_t len, long long lo, long long hi, int 
 static int parse_port(const char *url, const char *s, size_t len, int *out) {
     if (parse_int(s, len, 1, 65535, out) == RLOCK_OK)
         return RLOCK_OK;
-    return bad_part(url, s, len, "the port", "expected a number 1..65535");
+    return rlock__url_bad_part(url, s, len, "the port", "expected a number 1..65535");
 }
 
 static int parse_db(const char *url, const char *s, size_t len, int *out) {
     if (parse_int(s, len, 0, INT_MAX, out) == RLOCK_OK)
         return RLOCK_OK;
-    return bad_part(url, s, len, "the db", "expected a number 0..2147483647");
+    return rlock__url_bad_part(url, s, len, "the db", "expected a number 0..2147483647");
 }
 
 static int parse_userinfo(const char *url, const char *s, size_t len, rlock__endpoint *ep) {
@@ -118,9 +118,9 @@ static int parse_userinfo(const char *url, const char *s, size_t len, rlock__end
                                   "or user:password@)");
     size_t user_len = (size_t)(colon - s);
     if (user_len > 0 &&
-        (ep->user = percent_decode(url, s, user_len, "user name", &status)) == NULL)
+        (ep->user = rlock__url_decode(url, s, user_len, "user name", &status)) == NULL)
         return status;
-    ep->password = percent_decode(url, colon + 1, len - user_len - 1, "password", &status);
+    ep->password = rlock__url_decode(url, colon + 1, len - user_len - 1, "password", &status);
     return ep->password == NULL ? status : RLOCK_OK;
 }
 
@@ -131,12 +131,12 @@ static int parse_hostport(const char *url, const char *s, size_t len, int defaul
     if (len > 0 && s[0] == '[') { /* [ipv6]:port */
         const char *close = memchr(s, ']', len);
         if (close == NULL)
-            return bad_part(url, s, len, "the IPv6 address", "'[' without a closing ']'");
+            return rlock__url_bad_part(url, s, len, "the IPv6 address", "'[' without a closing ']'");
         host = s + 1;
         host_len = (size_t)(close - host);
         if (close + 1 < s + len) {
             if (close[1] != ':')
-                return bad_part(url, close + 1, (size_t)(s + len - close - 1),
+                return rlock__url_bad_part(url, close + 1, (size_t)(s + len - close - 1),
                                 "the text after ']'", "expected ':port'");
             port = close + 2;
         }
@@ -200,11 +200,11 @@ static int parse_unix_url(const char *url, const char *rest, rlock__endpoint *ep
     const char *query = strchr(rest, '?');
     size_t path_len = query != NULL ? (size_t)(query - rest) : strlen(rest);
     if (path_len == 0 || rest[0] != '/')
-        return bad_part(url, rest, path_len, "the socket path",
+        return rlock__url_bad_part(url, rest, path_len, "the socket path",
                         "expected an absolute path: unix:///path/to/socket[?db=N]");
     if (query != NULL) {
         if (strncmp(query, "?db=", 4) != 0)
-            return bad_part(url, query, strlen(query), "the query", "expected ?db=N");
+            return rlock__url_bad_part(url, query, strlen(query), "the query", "expected ?db=N");
         if (parse_db(url, query + 4, strlen(query + 4), &ep->db) != RLOCK_OK)
             return RLOCK_EINVAL;
     }
@@ -247,92 +247,6 @@ static const char *parse_leading_userinfo(const char *url, const char *s, const 
     return at != NULL ? at + 1 : s;
 }
 
-/* ---- TLS parameters ---- */
-
-static const char tls_expected[] =
-    "expected tls_ca=, tls_cert=, tls_key=, tls_verify=full|ca|none or tls_server_name=";
-
-enum { TLS_CA = 1, TLS_CERT = 2, TLS_KEY = 4, TLS_VERIFY = 8, TLS_SERVER_NAME = 16 };
-
-/* The field and bit of a tls_* key, or NULL. */
-static char *tls_field(rlock__url *u, const char *key, size_t len, int *bit, size_t *size) {
-    static const struct { const char *name; int bit; } keys[] = {
-        {"tls_ca", TLS_CA}, {"tls_cert", TLS_CERT}, {"tls_key", TLS_KEY},
-        {"tls_verify", TLS_VERIFY}, {"tls_server_name", TLS_SERVER_NAME}};
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-        if (strlen(keys[i].name) != len || memcmp(keys[i].name, key, len) != 0)
-            continue;
-        *bit = keys[i].bit;
-        *size = *bit == TLS_SERVER_NAME ? sizeof(u->tls.server_name) : sizeof(u->tls.ca);
-        return *bit == TLS_CA ? u->tls.ca : *bit == TLS_CERT ? u->tls.cert
-             : *bit == TLS_KEY ? u->tls.key : *bit == TLS_SERVER_NAME ? u->tls.server_name
-                                                                      : NULL;
-    }
-    *bit = 0;
-    return NULL;
-}
-
-static int parse_tls_verify(const char *url, const char *v, size_t len, rlock__url *u) {
-    static const char *const modes[] = {"full", "ca", "none"}; /* RLOCK_TLS_VERIFY_* order */
-    for (int i = 0; i < 3; i++)
-        if (strlen(modes[i]) == len && memcmp(modes[i], v, len) == 0) {
-            u->tls.verify = i;
-            return RLOCK_OK;
-        }
-    return bad_part(url, v, len, "tls_verify", "expected full, ca or none");
-}
-
-/*
- * One tls_* parameter (key [s, s+key_len), its value after the '='): 1 if
- * it is one (*status its outcome), 0 if the key is no TLS parameter.
- */
-static int tls_param(const char *url, const char *s, size_t key_len, size_t value_len,
-                     rlock__url *u, int *status) {
-    const char *value = s + key_len + 1;
-    int bit;
-    size_t size;
-    char *field = tls_field(u, s, key_len, &bit, &size);
-    if (bit == 0)
-        return 0;
-    if (!u->tls.on)
-        *status = bad_part(url, s, key_len, "TLS parameter",
-                           "TLS parameters need a rediss scheme (rediss://, rediss-sentinel://, "
-                           "rediss-cluster://)");
-    else if (u->tls_given & bit)
-        *status = bad_part(url, s, key_len, "repeated parameter", "");
-    else if (value_len == 0)
-        *status = bad_part(url, s, key_len, "empty value of", "");
-    else if (bit == TLS_VERIFY)
-        *status = parse_tls_verify(url, value, value_len, u);
-    else {
-        char *decoded = percent_decode(url, value, value_len, "TLS parameter", status);
-        if (decoded != NULL && strlen(decoded) >= size)
-            *status = bad_part(url, s, key_len, "too long a value of", "");
-        else if (decoded != NULL)
-            memcpy(field, decoded, strlen(decoded) + 1);
-        rlock__free(decoded);
-    }
-    u->tls_given |= bit;
-    return 1;
-}
-
-/* The query of a rediss:// or rediss-cluster:// url: tls_* parameters only. */
-static int parse_tls_query(const char *url, const char *s, rlock__url *u) {
-    while (*s != '\0') {
-        size_t len = strcspn(s, "&");
-        const char *eq = memchr(s, '=', len);
-        int status = RLOCK_OK;
-        if (eq == NULL || !tls_param(url, s, (size_t)(eq - s), len - (size_t)(eq - s) - 1, u,
-                                     &status))
-            return bad_part(url, s, eq != NULL ? (size_t)(eq - s) : len,
-                            eq == NULL ? "the parameter" : "unknown parameter", tls_expected);
-        if (status != RLOCK_OK)
-            return status;
-        s += len + (s[len] == '&');
-    }
-    return RLOCK_OK;
-}
-
 /* One "key=value" of a sentinel url's query. */
 static int parse_sentinel_param(const char *url, const char *s, size_t len, rlock__url *u) {
     static const char expected[] = "expected db=N, sentinel_user=U or sentinel_password=P (with "
@@ -340,13 +254,13 @@ static int parse_sentinel_param(const char *url, const char *s, size_t len, rloc
     const char *eq = memchr(s, '=', len);
     int status = RLOCK_OK;
     if (eq == NULL)
-        return bad_part(url, s, len, "the parameter", expected);
+        return rlock__url_bad_part(url, s, len, "the parameter", expected);
     size_t key_len = (size_t)(eq - s), value_len = len - key_len - 1;
     char **target = NULL;
     const char *what = "sentinel user name";
     if (key_len == 2 && memcmp(s, "db", 2) == 0)
         return parse_db(url, eq + 1, value_len, &u->server.db);
-    if (tls_param(url, s, key_len, value_len, u, &status))
+    if (rlock__url_tls_param(url, s, key_len, value_len, u, &status))
         return status;
     if (key_len == 13 && memcmp(s, "sentinel_user", 13) == 0) {
         target = &u->sentinel_user;
@@ -355,10 +269,10 @@ static int parse_sentinel_param(const char *url, const char *s, size_t len, rloc
         what = "sentinel password";
     }
     if (target == NULL)
-        return bad_part(url, s, key_len, "unknown parameter", expected);
+        return rlock__url_bad_part(url, s, key_len, "unknown parameter", expected);
     if (*target != NULL)
-        return bad_part(url, s, key_len, "repeated parameter", "");
-    *target = percent_decode(url, eq + 1, value_len, what, &status);
+        return rlock__url_bad_part(url, s, key_len, "repeated parameter", "");
+    *target = rlock__url_decode(url, eq + 1, value_len, what, &status);
     return *target == NULL ? status : RLOCK_OK;
 }
 
@@ -398,7 +312,7 @@ static int parse_sentinel_url(const char *url, const char *rest, rlock__url *u) 
     size_t name_len = query != NULL ? (size_t)(query - slash - 1) : strlen(slash + 1);
     if (name_len == 0)
         return no_master_name(url, slash + 1);
-    if ((u->master_name = percent_decode(url, slash + 1, name_len, "master name", &status)) ==
+    if ((u->master_name = rlock__url_decode(url, slash + 1, name_len, "master name", &status)) ==
         NULL)
         return status;
     return query != NULL ? parse_sentinel_query(url, query + 1, u) : RLOCK_OK;
@@ -412,7 +326,7 @@ static int parse_cluster_url(const char *url, const char *rest, rlock__url *u) {
     if (path != NULL) {
         if (slash_in_password(url, path))
             return RLOCK_EINVAL;
-        return bad_part(url, path, strlen(path), "the path",
+        return rlock__url_bad_part(url, path, strlen(path), "the path",
                         "a redis-cluster:// url has no db (a cluster has only db 0) and no query");
     }
     const char *hosts = parse_leading_userinfo(url, rest, end, &u->server, &status);
@@ -430,8 +344,8 @@ static int bad_scheme(const char *url) {
     if (url[0] == '\0')
         return rlock__fail(RLOCK_EINVAL, 0, "malformed url: empty; %s", schemes);
     if (sep == NULL)
-        return bad_part(url, url, strlen(url), "no scheme in", schemes);
-    return bad_part(url, url, (size_t)(sep - url) + 3, "unknown scheme", schemes);
+        return rlock__url_bad_part(url, url, strlen(url), "no scheme in", schemes);
+    return rlock__url_bad_part(url, url, (size_t)(sep - url) + 3, "unknown scheme", schemes);
 }
 
 /*
@@ -454,7 +368,7 @@ static int parse_tls_url(const char *url, size_t scheme_len, rlock__url *u) {
         status = parse_tcp_url(head, head + scheme_len, &u->server);
     rlock__free(head);
     if (status == RLOCK_OK && query != NULL)
-        status = parse_tls_query(url, query + 1, u);
+        status = rlock__url_tls_query(url, query + 1, u);
     return status;
 }
 
@@ -488,31 +402,6 @@ int rlock__parse_url(const char *url, rlock__url *u) {
     if (status != RLOCK_OK)
         rlock__url_clear(u);
     return status;
-}
-
-int rlock__url_tls(const char *url, rlock__tls_settings *t) {
-    rlock__url u;
-    int status = rlock__parse_url(url, &u);
-    if (status != RLOCK_OK)
-        return status;
-    t->on = u.tls.on;
-    if (u.tls_given & TLS_VERIFY)
-        t->verify = u.tls.verify;
-    if (u.tls_given & TLS_CA)
-        memcpy(t->ca, u.tls.ca, sizeof(t->ca));
-    if (u.tls_given & TLS_CERT)
-        memcpy(t->cert, u.tls.cert, sizeof(t->cert));
-    if (u.tls_given & TLS_KEY)
-        memcpy(t->key, u.tls.key, sizeof(t->key));
-    if (u.tls_given & TLS_SERVER_NAME)
-        memcpy(t->server_name, u.tls.server_name, sizeof(t->server_name));
-    rlock__url_clear(&u);
-    if (t->on && (t->cert[0] == '\0') != (t->key[0] == '\0'))
-        return rlock__fail(RLOCK_EINVAL, 0, "TLS: %s without %s (a client certificate needs "
-                                            "both tls_cert and tls_key)",
-                           t->cert[0] != '\0' ? "tls_cert" : "tls_key",
-                           t->cert[0] != '\0' ? "tls_key" : "tls_cert");
-    return RLOCK_OK;
 }
 
 void rlock__url_clear(rlock__url *u) {
