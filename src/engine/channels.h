@@ -8,7 +8,7 @@
 #ifndef RLOCK_CHANNELS_H
 #define RLOCK_CHANNELS_H
 
-#include "engine.h"
+#include "internal.h"
 
 /* One Redis channel that waiters of this client sleep on (one per lock channel). */
 struct rlock__channel {

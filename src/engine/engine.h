@@ -160,8 +160,6 @@ typedef struct rlock__grant {
 /* rlock__holds_released's count when the unlock's outcome is unknown. */
 #define RLOCK__RELEASE_UNKNOWN -1
 
-int rlock__holds_init(rlock__holds *h);
-void rlock__holds_destroy(rlock__holds *h);
 /*
  * owner's hold of name as of now_ms (one of RLOCK__HOLD_*). A renewed hold
  * past its lease becomes LOST with info->report set: the caller reports it
@@ -210,26 +208,6 @@ void rlock__holds_released(rlock__holds *h, const rlock__hold_key *key, long lon
 size_t rlock__holds_held(rlock__holds *h);
 /* Drops every entry of an owner that is gone (a thread that exited). */
 void rlock__holds_owner_gone(rlock__holds *h, uint64_t owner);
-/*
- * Copies the renewed entries into entries (rlock__renewal[]) and their names
- * into names; both buffers belong to the caller and are reused across calls.
- * Opens a round: no entry is freed until rlock__holds_round_end, so the
- * records can reach their entries without a lookup (one caller at a time:
- * the watchdog thread).
- */
-int rlock__holds_snapshot(rlock__holds *h, rlock__buf *entries, rlock__buf *names, size_t *n);
-/* Ends the round the last snapshot opened (if any): frees the entries unlinked meanwhile. */
-void rlock__holds_round_end(rlock__holds *h);
-/* A renewal of the snapshotted hold r was confirmed: its lease now ends at expires_ms. */
-void rlock__holds_renewed(rlock__holds *h, const rlock__renewal *r, int64_t expires_ms);
-/* Makes the snapshotted hold a tombstone if it is still that hold; 1 if so (report it). */
-int rlock__holds_drop_lost(rlock__holds *h, const rlock__renewal *r);
-/*
- * Makes every renewed hold past its lease at now_ms a tombstone and copies
- * them out (to report); *next_expiry_ms receives the earliest lease end left.
- */
-int rlock__holds_sweep(rlock__holds *h, int64_t now_ms, rlock__buf *entries, rlock__buf *names,
-                       size_t *n, int64_t *next_expiry_ms);
 
 /* ---- watchdog.c: lease renewal ------------------------------------------------- */
 
@@ -358,9 +336,7 @@ typedef struct rlock__engine {
     rlock__registration registration;
 } rlock__engine;
 
-/* registration.c (the struct above) */
-int rlock__registration_init(rlock__registration *r);
-void rlock__registration_destroy(rlock__registration *r);
+/* registration.c (the struct above; its set-up: internal.h) */
 /*
  * Registers the client: the hash key with nfields (name, value) pairs of
  * fields (copied), TTL max(watchdog_timeout_ms, 1 s), written now (by a
@@ -369,8 +345,6 @@ void rlock__registration_destroy(rlock__registration *r);
  */
 int rlock__registration_start(rlock__engine *e, const char *key, const char *const *fields,
                               int nfields);
-/* The watchdog thread, after a round that worked: a rewrite if one is due, by by_ms. */
-void rlock__registration_refresh(rlock__engine *e, int64_t by_ms);
 /*
  * Close, first step: no more writes; the hash deleted on an idle pooled
  * connection (at most about half a second; skipped with Redis down).
@@ -390,9 +364,6 @@ void rlock__waiters_stop(rlock__engine *e);
 void rlock__watchdog_stop(rlock__engine *e);
 /* Frees the channels and the table (no thread, no call left). */
 void rlock__engine_destroy(rlock__engine *e);
-
-int rlock__watchdog_start(rlock__engine *e, const void *owner_arg);
-int rlock__waiters_start(rlock__engine *e);
 
 /*
  * Registers w (owner, lease_ms, name, ops, lock filled in) as a waiter on

@@ -11,7 +11,7 @@
 #ifndef RLOCK_ENGINE_HOLDS_H
 #define RLOCK_ENGINE_HOLDS_H
 
-#include "engine.h"
+#include "internal.h"
 
 enum { ENTRY_HELD, ENTRY_LOST };
 

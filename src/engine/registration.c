@@ -34,7 +34,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine.h"
+#include "internal.h"
 
 /* A registration lives at least this long without a rewrite. */
 #define MIN_TTL_MS 1000

@@ -10,7 +10,7 @@
 #ifndef RLOCK_ENGINE_WATCHDOG_H
 #define RLOCK_ENGINE_WATCHDOG_H
 
-#include "engine.h"
+#include "internal.h"
 
 #define RENEW_BATCH 500
 

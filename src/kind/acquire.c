@@ -24,7 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kind.h"
+#include "internal.h"
 
 /* A stale expected count is re-based at most this often in one attempt. */
 #define MAX_REBASES 3

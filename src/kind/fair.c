@@ -21,7 +21,7 @@
  */
 #include <string.h>
 
-#include "kind.h"
+#include "internal.h"
 
 /*
  * Redisson's threadWaitTime: how long a waiter may stay at the head of the

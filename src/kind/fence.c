@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kind.h"
+#include "internal.h"
 
 int rlock__read_token(const redisReply *reply, long long *token) {
     char *end = NULL;

@@ -11,7 +11,7 @@
  */
 #include <string.h>
 
-#include "kind.h"
+#include "internal.h"
 
 long long rlock__lease_ttl(const rlock *lock, long long lease_ms) {
     return lease_ms == RLOCK_LEASE_WATCHDOG ? lock->engine->settings->watchdog_timeout_ms

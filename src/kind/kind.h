@@ -66,10 +66,6 @@ struct rlock {
 
 /* ---- layout.c: Redisson's names ----------------------------------------------- */
 
-/* "<client id>:<owner id>" into buf (RLOCK__OWNER_MAX bytes); returns its length. */
-size_t rlock__owner_field(const char *client_id, uint64_t owner, char *buf);
-/* The renewer's owner_field (arg: the client id). */
-size_t rlock__owner_field_of(const void *client_id, uint64_t owner, char *buf);
 /*
  * Redisson's prefixName(): "<prefix>:{<name>}", or "<prefix>:<name>" for a
  * name with '{'; owned by the caller. NULL if out of memory.
@@ -217,25 +213,8 @@ extern const rlock__kind rlock__rw_read, rlock__rw_write;
  * token (the scripts take the counter as an optional KEYS[2]).
  */
 extern const rlock__kind rlock__fenced;
-/*
- * reentrant.c, shared with the fair kind (same hash, same answers): the
- * read-only questions, an attempt's reply (ACQUIRE's and FAIR_ACQUIRE's), a
- * reply read ahead, and the release (RELEASE, or FAIR_RELEASE when
- * lock->queue is set).
- */
-int rlock__hash_ask(const rlock *lock, int question, const rlock__owner *owner, long long *value);
+/* An attempt's reply (ACQUIRE's and FAIR_ACQUIRE's): a rlock__reply_reader (reentrant.c). */
 int rlock__read_attempt(const redisReply *reply, void *arg);
-int rlock__hash_read_ahead(const rlock *lock, rlock__conn *ahead, rlock__attempt *answer);
-int rlock__hash_release(const rlock *lock, const rlock__owner *owner, long long expected,
-                        int64_t deadline_ms, rlock__released *out);
-/*
- * The same with another script that takes RELEASE's arguments and gives its
- * answers (a read-write lock's releases), for the owner field of the kind's
- * renewer; message: what its last unlock publishes (re-published after an ASK).
- */
-int rlock__hash_release_with(const rlock *lock, int script, const char *message,
-                             const rlock__owner *owner, long long expected, int64_t deadline_ms,
-                             rlock__released *out);
 /*
  * The reentrant lock's ACQUIRE, RENEW and RELEASE as commands, with their argument
  * strings (reentrant.c), for those that send them themselves: a fan-out
@@ -264,16 +243,6 @@ typedef struct rlock__release_answer {
 } rlock__release_answer;
 /* A rlock__reply_reader for RELEASE (arg: rlock__release_answer *). */
 int rlock__read_release(const redisReply *reply, void *arg);
-/*
- * A script that ran at a node importing the lock's slot (after ASK) with
- * sharded pub/sub published where nobody listens yet: message once more at
- * the slot's owner, best effort.
- */
-void rlock__republish_if_asked(const rlock *lock, const rlock__exec_info *info,
-                               const char *message, int64_t deadline_ms);
-/* A forced unlock's reply: 1 deleted, 0 not locked, or the error of the script named
- * script_name (a const char *). */
-int rlock__read_forced(const redisReply *reply, void *script_name);
 /* scripts.c: the script set every client loads (its indexes are RLOCK__SCRIPT_*). */
 enum {
     RLOCK__SCRIPT_ACQUIRE,
@@ -307,11 +276,6 @@ const char *rlock__script_body(int script);
 
 /* owner's hold of lock in the holds table (the key of its entry). */
 rlock__hold_key rlock__hold_of(const rlock *lock, const rlock__owner *owner);
-/* The hold count a sleeping waiter's own attempt would send (for an attempt sent ahead). */
-long long rlock__waiter_expected(const rlock__waiter *w);
-/* The same for its hold of kind's kind of the lock's name (a sibling's). */
-rlock__hold_key rlock__hold_of_kind(const rlock *lock, const rlock__kind *kind,
-                                    const rlock__owner *owner);
 
 /* The lease a lock's TTL is set to: lease_ms, or the watchdog timeout. */
 long long rlock__lease_ttl(const rlock *lock, long long lease_ms);
@@ -404,25 +368,9 @@ static inline void rlock__count_released(const rlock *lock, long long remaining,
  * loss found now, once.
  */
 int rlock__known_not_held(rlock *lock, const rlock__owner *owner);
-/* What the client's own view says of owner's hold of kind's kind of lock's name
- * (RLOCK__HOLD_*); a loss found now is reported, once. */
-int rlock__known_hold(const rlock *lock, const rlock__kind *kind, const rlock__owner *owner);
-/*
- * Tells owner's loss of lock: one LOCK_LOST event (and on_lock_lost) when
- * report is set, and RLOCK_ELOST with `how` in the message.
- */
-int rlock__lost(const rlock *lock, const rlock__owner *owner, int report, long long lease_left_ms,
-                const char *how);
-/* The LOCK_LOST event (and on_lock_lost) for owner's hold of lock. */
-void rlock__report_lost(const rlock *lock, const rlock__owner *owner, long long lease_left_ms,
-                        const char *how);
-/* "the calling thread" or "owner <id>", for messages; buf holds 32 bytes. */
-const char *rlock__owner_words(const rlock__owner *owner, char *buf);
 
 /* ---- fence.c: the fenced lock's token, the resource helper ------------------------ */
 
-/* A token as the scripts answer it: a decimal string or integer (nil: 0). */
-int rlock__read_token(const redisReply *reply, long long *token);
 /* GET of lock->token_key: the last token handed out (0: none yet). */
 int rlock__fence_token(const rlock *lock, long long *token);
 /*

@@ -16,7 +16,7 @@
  */
 #include <string.h>
 
-#include "kind.h"
+#include "internal.h"
 
 size_t rlock__owner_field(const char *client_id, uint64_t owner, char *buf) {
     memcpy(buf, client_id, 36);

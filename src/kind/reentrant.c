@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kind.h"
+#include "internal.h"
 
 /* ACQUIRE's answers: {1, count}, {0, pttl} or {2, true count}; fenced: {1, count, token}. */
 enum { ACQUIRE_BUSY = 0, ACQUIRE_HELD = 1, ACQUIRE_STALE = 2 };

@@ -12,7 +12,7 @@
  *
  * Threads: application threads only, inside the API layer's call guard.
  */
-#include "kind.h"
+#include "internal.h"
 
 /*
  * The unlock of a lost hold of count holds: reported once (report), and

@@ -26,7 +26,7 @@
  */
 #include <string.h>
 
-#include "kind.h"
+#include "internal.h"
 
 /*
  * How long the set of waiting writers lives without an attempt of one of

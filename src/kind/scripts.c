@@ -21,7 +21,7 @@
  *
  * Threads: any; constant data.
  */
-#include "kind.h"
+#include "internal.h"
 #include "lua_scripts.h"
 
 _Static_assert(RLOCK__SCRIPT_COUNT <= RLOCK__MAX_SCRIPTS, "the net keeps RLOCK__MAX_SCRIPTS SHA1s");
