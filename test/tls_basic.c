@@ -683,6 +683,211 @@ static void test_cluster(void **state) {
     expect_refused(url, RLOCK_EIO, "unknown CA", NULL);
 }
 
+/* ---- cluster slot migration over TLS (redis-cli --tls pokes the nodes) ---------- */
+
+/* redis-cli --tls to port with args; its output (raw, one reply element a line) in out. */
+static int cli(int port, const char *args, char *out, size_t size) {
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "redis-cli --tls --cacert %s -p %d %s 2>&1", path("ca.pem"), port,
+             args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t got = fread(out, 1, size - 1, p);
+    out[got] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* cli, expecting "OK". */
+static void cli_ok(int port, const char *args) {
+    char out[512];
+    int st = cli(port, args, out, sizeof(out));
+    if (st != 0 || strncmp(out, "OK", 2) != 0)
+        fprintf(stderr, "redis-cli -p %d %s: %d %s\n", port, args, st, out);
+    assert_int_equal(st, 0);
+    assert_memory_equal(out, "OK", 2);
+}
+
+static long long cli_int(int port, const char *args) {
+    char out[512];
+    assert_int_equal(cli(port, args, out, sizeof(out)), 0);
+    return atoll(out);
+}
+
+typedef struct tls_node {
+    char id[48];
+    int port;
+    int lo[8], hi[8], ranges;
+} tls_node;
+
+/* The cluster's masters, from CLUSTER NODES on the seed; returns how many (<= 3). */
+static int cluster_masters(int seed, tls_node *n) {
+    static char out[16384];
+    int count = 0;
+    assert_int_equal(cli(seed, "CLUSTER NODES", out, sizeof(out)), 0);
+    for (char *save = NULL, *line = strtok_r(out, "\n", &save); line && count < 3;
+         line = strtok_r(NULL, "\n", &save)) {
+        char id[48], addr[128], flags[64];
+        int off = 0;
+        if (sscanf(line, "%47s %127s %63s %*s %*s %*s %*s %*s%n", id, addr, flags, &off) < 3 ||
+            strstr(flags, "master") == NULL)
+            continue;
+        tls_node *m = &n[count++];
+        memset(m, 0, sizeof(*m));
+        snprintf(m->id, sizeof(m->id), "%s", id);
+        m->port = atoi(strchr(addr, ':') + 1);
+        for (char *s2 = NULL, *r = strtok_r(line + off, " ", &s2); r && m->ranges < 8;
+             r = strtok_r(NULL, " ", &s2)) {
+            if (*r == '[')
+                continue;
+            m->lo[m->ranges] = atoi(r);
+            m->hi[m->ranges] = strchr(r, '-') ? atoi(strchr(r, '-') + 1) : m->lo[m->ranges];
+            m->ranges++;
+        }
+    }
+    return count;
+}
+
+static int node_has(const tls_node *m, int slot) {
+    for (int i = 0; i < m->ranges; i++)
+        if (slot >= m->lo[i] && slot <= m->hi[i])
+            return 1;
+    return 0;
+}
+
+typedef struct tls_migration {
+    tls_node nodes[3];
+    int slot, src, dst; /* indexes into nodes */
+} tls_migration;
+
+/* Finds name's slot and master, picks another master, sets the slot IMPORTING/MIGRATING. */
+static void migration_begin(tls_migration *g, int seed, const char *name) {
+    char args[512];
+    assert_int_equal(cluster_masters(seed, g->nodes), 3);
+    snprintf(args, sizeof(args), "CLUSTER KEYSLOT '%s'", name);
+    g->slot = (int)cli_int(seed, args);
+    g->src = -1;
+    for (int i = 0; i < 3; i++)
+        if (node_has(&g->nodes[i], g->slot))
+            g->src = i;
+    assert_true(g->src >= 0);
+    g->dst = (g->src + 1) % 3;
+    snprintf(args, sizeof(args), "CLUSTER SETSLOT %d IMPORTING %s", g->slot, g->nodes[g->src].id);
+    cli_ok(g->nodes[g->dst].port, args);
+    snprintf(args, sizeof(args), "CLUSTER SETSLOT %d MIGRATING %s", g->slot, g->nodes[g->dst].id);
+    cli_ok(g->nodes[g->src].port, args);
+}
+
+/* MIGRATEs key from the source to the target (node to node over TLS: tls-cluster yes). */
+static void migration_move(const tls_migration *g, const char *key) {
+    char args[512];
+    snprintf(args, sizeof(args), "MIGRATE 127.0.0.1 %d '' 0 5000 KEYS '%s'",
+             g->nodes[g->dst].port, key);
+    cli_ok(g->nodes[g->src].port, args);
+}
+
+/* Moves the keys left in the slot, then SETSLOT NODE on every master (target first);
+ * returns how many keys it moved. */
+static int migration_finish(const tls_migration *g) {
+    char args[256], out[8192];
+    int moved = 0;
+    snprintf(args, sizeof(args), "CLUSTER GETKEYSINSLOT %d 100", g->slot);
+    assert_int_equal(cli(g->nodes[g->src].port, args, out, sizeof(out)), 0);
+    for (char *save = NULL, *k = strtok_r(out, "\n", &save); k; k = strtok_r(NULL, "\n", &save)) {
+        migration_move(g, k);
+        moved++;
+    }
+    snprintf(args, sizeof(args), "CLUSTER SETSLOT %d NODE %s", g->slot, g->nodes[g->dst].id);
+    cli_ok(g->nodes[g->dst].port, args);
+    cli_ok(g->nodes[g->src].port, args);
+    cli_ok(g->nodes[3 - g->src - g->dst].port, args);
+    return moved;
+}
+
+static long long keys_in_slot(int port, int slot) {
+    char args[128];
+    snprintf(args, sizeof(args), "CLUSTER COUNTKEYSINSLOT %d", slot);
+    return cli_int(port, args);
+}
+
+static long long pttl_on(int port, const char *key) {
+    char args[512];
+    snprintf(args, sizeof(args), "PTTL '%s'", key);
+    return cli_int(port, args);
+}
+
+/*
+ * A watchdog lock (1.5 s lease) held by one client, a waiter of another,
+ * while the lock's slot migrates to another master over TLS (MIGRATE node to
+ * node over TLS, SETSLOT NODE on all). Then: the key is on the target and
+ * renewed there past a lease (its PTTL), the unlock follows MOVED over TLS,
+ * the waiter is woken and gets the lock; nothing is lost.
+ */
+static void test_cluster_migration(void **state) {
+    (void)state;
+    rlock_config cfg;
+    rlock_client *a = NULL, *b = NULL;
+    rlock *la = NULL, *lb = NULL;
+    rlock_stats st0 = {.struct_size = sizeof(st0)}, st1 = {.struct_size = sizeof(st1)};
+    char url[1024];
+    const char *name = "tls:migrate";
+    tls_migration g;
+    pthread_t t;
+    int cport = env_port("RLOCK_TLS_CLUSTER_PORT");
+    if (cport == 0) {
+        skip(); /* RLOCK_TLS_NO_CLUSTER */
+        return;
+    }
+    snprintf(url, sizeof(url), "rediss-cluster://localhost:%d?tls_ca=%s", cport, path("ca.pem"));
+    rlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.watchdog_timeout_ms = 1500;
+    assert_int_equal(rlock_client_open(&cfg, &a), RLOCK_OK);
+    assert_int_equal(open_url(url, &b), RLOCK_OK);
+    assert_int_equal(rlock_get(a, name, &la), RLOCK_OK);
+    assert_int_equal(rlock_get(b, name, &lb), RLOCK_OK);
+    assert_int_equal(rlock_lock(la), RLOCK_OK); /* the watchdog's lease */
+    waiter_arg w = {.lock = lb};
+    atomic_init(&w.got_ms, 0);
+    assert_int_equal(pthread_create(&t, NULL, waiter, &w), 0);
+    sleep_ms(300);
+    assert_int_equal(rlock_client_stats(a, &st0), RLOCK_OK);
+    long long t0 = now_ms();
+    migration_begin(&g, cport, name);
+    migration_move(&g, name);
+    int rest = migration_finish(&g);
+    long long took = now_ms() - t0;
+    int src = g.nodes[g.src].port, dst = g.nodes[g.dst].port;
+    long long before = pttl_on(dst, name);
+    assert_int_equal(keys_in_slot(src, g.slot), 0);
+    assert_true(before > 0);
+    sleep_ms(2000); /* past the 1.5 s lease: only renewals on the target keep it */
+    long long after = pttl_on(dst, name);
+    assert_int_equal(rlock_client_stats(a, &st1), RLOCK_OK);
+    fprintf(stderr,
+            "tls migration: slot %d %d -> %d in %lld ms (%d key(s) left after the lock's); "
+            "PTTL on the target %lld ms, 2 s later %lld ms; renewals %llu -> %llu, "
+            "failures %llu, losses %llu\n",
+            g.slot, src, dst, took, rest, before, after, st0.renewals, st1.renewals,
+            st1.renewal_failures, st1.losses);
+    assert_true(after > 0);
+    assert_true(st1.renewals >= st0.renewals + 3);
+    assert_int_equal(st1.losses, 0);
+    assert_int_equal(rlock_is_held_by_current_thread(la), 1);
+    assert_int_equal(atomic_load(&w.got_ms), 0); /* the waiter still waits */
+    long long unlocked = now_ms();
+    assert_int_equal(rlock_unlock(la), RLOCK_OK); /* MOVED followed, or the new map */
+    pthread_join(t, NULL);
+    long long woke = atomic_load(&w.got_ms) - unlocked;
+    fprintf(stderr, "tls migration: the waiter got the lock %lld ms after the unlock\n", woke);
+    assert_true(atomic_load(&w.got_ms) > 0 && woke < 1500);
+    assert_int_equal(pttl_on(dst, name), -2); /* the waiter unlocked it too */
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+}
+
 /* Redlock over TLS: three masters, the main, the mutual-TLS and the wrong-name servers. */
 static void test_redlock(void **state) {
     (void)state;
@@ -730,6 +935,7 @@ int main(void) {
         cmocka_unit_test(test_sentinel),
         cmocka_unit_test(test_sentinel_failover),
         cmocka_unit_test(test_cluster),
+        cmocka_unit_test(test_cluster_migration),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
