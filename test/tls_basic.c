@@ -888,6 +888,90 @@ static void test_cluster_migration(void **state) {
     rlock_client_close(b);
 }
 
+/*
+ * A read-write lock whose keys a migration split between two masters: two
+ * readers (a watchdog one of client a, one of client b with a 60 s lease),
+ * the slot MIGRATING, only the hash moved (each reader's timeout key stays
+ * on the source). In that state over TLS: a writer (a third client's: a
+ * reader's own writer is EDEADLK) is busy, b's reader leaves and comes back
+ * (the library first MIGRATEs the keys left on the source, which reaches
+ * the target over TLS), a's is renewed past its lease; then the migration
+ * ends, both leave and the writer gets the lock.
+ */
+static void test_cluster_migration_split(void **state) {
+    (void)state;
+    rlock_config cfg;
+    rlock_client *a = NULL, *b = NULL, *c = NULL;
+    rlock *ra = NULL, *wa = NULL, *rb = NULL, *wb = NULL, *rc = NULL, *wc = NULL;
+    rlock_stats st = {.struct_size = sizeof(st)};
+    char url[1024];
+    const char *name = "tls:migrate-rw";
+    tls_migration g;
+    int cport = env_port("RLOCK_TLS_CLUSTER_PORT");
+    if (cport == 0) {
+        skip(); /* RLOCK_TLS_NO_CLUSTER */
+        return;
+    }
+    snprintf(url, sizeof(url), "rediss-cluster://localhost:%d?tls_ca=%s", cport, path("ca.pem"));
+    rlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.watchdog_timeout_ms = 1500;
+    assert_int_equal(rlock_client_open(&cfg, &a), RLOCK_OK);
+    assert_int_equal(open_url(url, &b), RLOCK_OK);
+    assert_int_equal(open_url(url, &c), RLOCK_OK);
+    assert_int_equal(rlock_get_rw(a, name, &ra, &wa), RLOCK_OK);
+    assert_int_equal(rlock_get_rw(b, name, &rb, &wb), RLOCK_OK);
+    assert_int_equal(rlock_get_rw(c, name, &rc, &wc), RLOCK_OK);
+    assert_int_equal(rlock_lock(ra), RLOCK_OK);
+    assert_int_equal(rlock_try_lock(rb, 0, 60000), RLOCK_OK);
+    migration_begin(&g, cport, name);
+    int src = g.nodes[g.src].port, dst = g.nodes[g.dst].port;
+    long long keys = keys_in_slot(src, g.slot);
+    migration_move(&g, name); /* the hash alone */
+    long long on_src = keys_in_slot(src, g.slot), on_dst = keys_in_slot(dst, g.slot);
+    fprintf(stderr, "tls split migration: slot %d %d -> %d, %lld key(s); split: %lld left, %lld "
+                    "moved\n",
+            g.slot, src, dst, keys, on_src, on_dst);
+    assert_true(keys >= 3); /* the hash and two timeout keys */
+    assert_true(on_src >= 2);
+    assert_int_equal(on_dst, 1);
+    long long t0 = now_ms();
+    assert_int_equal(rlock_try_lock(wc, 0, 10000), RLOCK_BUSY);
+    long long t1 = now_ms();
+    assert_int_equal(rlock_unlock(rb), RLOCK_OK);
+    long long t2 = now_ms();
+    assert_int_equal(rlock_try_lock(rb, 0, 60000), RLOCK_OK);
+    long long t3 = now_ms();
+    sleep_ms(2000); /* past a's 1.5 s lease */
+    assert_int_equal(rlock_is_held_by_current_thread(ra), 1);
+    int rest = migration_finish(&g);
+    assert_int_equal(rest, 0); /* the library MIGRATEd them (source to target, over TLS) */
+    assert_int_equal(keys_in_slot(src, g.slot), 0);
+    assert_int_equal(rlock_client_stats(a, &st), RLOCK_OK);
+    fprintf(stderr,
+            "tls split migration: writer busy in %lld ms, reader out in %lld ms, in again in "
+            "%lld ms; %d key(s) left to move at the end; a: renewals %llu, failures %llu, "
+            "losses %llu\n",
+            t1 - t0, t2 - t1, t3 - t2, rest, st.renewals, st.renewal_failures, st.losses);
+    assert_true(st.renewals >= 3);
+    assert_int_equal(st.losses, 0);
+    assert_int_equal(rlock_unlock(ra), RLOCK_OK);
+    assert_int_equal(rlock_try_lock(wc, 0, 10000), RLOCK_BUSY); /* b still reads */
+    assert_int_equal(rlock_unlock(rb), RLOCK_OK);
+    assert_int_equal(rlock_try_lock(wc, 0, 10000), RLOCK_OK);
+    assert_true(pttl_on(dst, name) > 0);
+    assert_int_equal(rlock_unlock(wc), RLOCK_OK);
+    rlock_free(ra);
+    rlock_free(wa);
+    rlock_free(rb);
+    rlock_free(wb);
+    rlock_free(rc);
+    rlock_free(wc);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    rlock_client_close(c);
+}
+
 /* Redlock over TLS: three masters, the main, the mutual-TLS and the wrong-name servers. */
 static void test_redlock(void **state) {
     (void)state;
@@ -936,6 +1020,7 @@ int main(void) {
         cmocka_unit_test(test_sentinel_failover),
         cmocka_unit_test(test_cluster),
         cmocka_unit_test(test_cluster_migration),
+        cmocka_unit_test(test_cluster_migration_split),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
