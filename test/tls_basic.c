@@ -5,7 +5,10 @@
  * a waiter woken by pub/sub and watchdog renewals over TLS, each verification
  * failure and its words, a plaintext server behind rediss:// and a TLS port
  * behind redis://, mutual TLS, a CA file replaced on disk, the credentials
- * callback, and the fork rule. Through the public header only.
+ * callback, the fork rule, a hand-off to another process (timed), Sentinel
+ * and Cluster over TLS, a Sentinel failover, and Cluster slot migrations (a
+ * watchdog lock and its waiter; a read-write lock whose keys the migration
+ * split). Through the public header only; redis-cli --tls pokes the servers.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -683,6 +686,122 @@ static void test_cluster(void **state) {
     expect_refused(url, RLOCK_EIO, "unknown CA", NULL);
 }
 
+/* ---- hand-off to another process ------------------------------------------------ */
+
+#define HANDOFF_ROUNDS 10
+
+static long long now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* one clock for every process of the machine */
+    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/*
+ * The other process (this binary run again with --handoff-child, a fresh
+ * exec): for each line on stdin it says "ready", waits for the lock (10 s),
+ * says "got <status> <monotonic us at acquisition> <us waited>", unlocks.
+ * Ends at end of input.
+ */
+static int handoff_child(void) {
+    rlock_client *c = NULL;
+    rlock *l = NULL;
+    char url[1024], line[64];
+    dir = getenv("RLOCK_TLS_DIR");
+    tls_port = env_port("RLOCK_TLS_PORT");
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", tls_port, path("ca.pem"));
+    if (dir == NULL || open_url(url, &c) != RLOCK_OK || rlock_get(c, "tls:handoff", &l) != RLOCK_OK)
+        return 1;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    while (fgets(line, sizeof(line), stdin) != NULL) {
+        printf("ready\n");
+        long long t0 = now_us();
+        int st = rlock_try_lock(l, 10000, 30000);
+        long long t1 = now_us();
+        printf("got %d %lld %lld\n", st, t1, t1 - t0);
+        if (st == RLOCK_OK)
+            rlock_unlock(l);
+    }
+    rlock_free(l);
+    rlock_client_close(c);
+    return 0;
+}
+
+static int cmp_ll(const void *x, const void *y) {
+    long long a = *(const long long *)x, b = *(const long long *)y;
+    return (a > b) - (a < b);
+}
+
+/*
+ * A hand-off to another process over TLS: this process holds the lock (30 s
+ * lease), the child waits for it (subscribed over TLS), this one unlocks;
+ * the child's acquisition time minus the unlock's start is the hand-off.
+ * Ten rounds; p50 and max printed, each under 1.5 s (woken, not the lease).
+ */
+static void test_handoff_process(void **state) {
+    (void)state;
+    rlock_client *c = NULL;
+    rlock *l = NULL;
+    char url[1024], exe[512], line[128];
+    int to_child[2], from_child[2], wstatus = 0;
+    long long lat[HANDOFF_ROUNDS];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    assert_true(n > 0);
+    exe[n] = '\0';
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", tls_port, path("ca.pem"));
+    assert_int_equal(open_url(url, &c), RLOCK_OK);
+    assert_int_equal(rlock_get(c, "tls:handoff", &l), RLOCK_OK);
+    assert_int_equal(pipe(to_child), 0);
+    assert_int_equal(pipe(from_child), 0);
+    pid_t pid = fork();
+    if (pid == 0) { /* exec at once: the child shares nothing of this process's clients */
+        dup2(to_child[0], 0);
+        dup2(from_child[1], 1);
+        close(to_child[0]);
+        close(to_child[1]);
+        close(from_child[0]);
+        close(from_child[1]);
+        execl(exe, exe, "--handoff-child", (char *)NULL);
+        _exit(127);
+    }
+    assert_true(pid > 0);
+    close(to_child[0]);
+    close(from_child[1]);
+    FILE *in = fdopen(from_child[0], "r");
+    FILE *out = fdopen(to_child[1], "w");
+    assert_non_null(in);
+    assert_non_null(out);
+    for (int i = 0; i < HANDOFF_ROUNDS; i++) {
+        int st = -100;
+        long long got = 0, waited = 0;
+        assert_int_equal(rlock_try_lock(l, 10000, 30000), RLOCK_OK); /* the child let it go */
+        fputs("go\n", out);
+        fflush(out);
+        assert_non_null(fgets(line, sizeof(line), in));
+        assert_string_equal(line, "ready\n");
+        sleep_ms(150); /* the child subscribes and waits */
+        long long unlocked = now_us();
+        assert_int_equal(rlock_unlock(l), RLOCK_OK);
+        assert_non_null(fgets(line, sizeof(line), in));
+        assert_int_equal(sscanf(line, "got %d %lld %lld", &st, &got, &waited), 3);
+        assert_int_equal(st, RLOCK_OK);
+        assert_true(waited >= 100000); /* it waited for the unlock */
+        lat[i] = got - unlocked;
+        assert_true(lat[i] > 0 && lat[i] < 1500000);
+    }
+    fclose(out); /* end of input: the child ends */
+    fclose(in);
+    assert_int_equal(waitpid(pid, &wstatus, 0), pid);
+    assert_true(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+    qsort(lat, HANDOFF_ROUNDS, sizeof(lat[0]), cmp_ll);
+    fprintf(stderr,
+            "tls hand-off to another process (unlock to the other's acquisition, %d rounds): "
+            "p50 %.3f ms, min %.3f ms, max %.3f ms\n",
+            HANDOFF_ROUNDS, lat[HANDOFF_ROUNDS / 2] / 1000.0, lat[0] / 1000.0,
+            lat[HANDOFF_ROUNDS - 1] / 1000.0);
+    rlock_free(l);
+    rlock_client_close(c);
+}
+
 /* ---- cluster slot migration over TLS (redis-cli --tls pokes the nodes) ---------- */
 
 /* redis-cli --tls to port with args; its output (raw, one reply element a line) in out. */
@@ -996,7 +1115,9 @@ static void test_redlock(void **state) {
         rlock_client_close(c[i]);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--handoff-child") == 0)
+        return handoff_child();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_url_params),
         cmocka_unit_test(test_config_fields),
@@ -1014,6 +1135,7 @@ int main(void) {
         cmocka_unit_test(test_handshake_bounded),
         cmocka_unit_test(test_credentials_callback),
         cmocka_unit_test(test_fork),
+        cmocka_unit_test(test_handoff_process),
         cmocka_unit_test(test_rlockctl),
         cmocka_unit_test(test_redlock),
         cmocka_unit_test(test_sentinel),
