@@ -6,7 +6,7 @@
  * failure and its words, a plaintext server behind rediss:// and a TLS port
  * behind redis://, mutual TLS, a CA file replaced on disk, the credentials
  * callback, the fork rule, a hand-off to another process (timed), Sentinel
- * and Cluster over TLS, a Sentinel failover, and Cluster slot migrations (a
+ * and Cluster over TLS, a Sentinel and a Cluster failover, Cluster slot migrations (a
  * watchdog lock and its waiter; a read-write lock whose keys the migration
  * split). Through the public header only; redis-cli --tls pokes the servers.
  */
@@ -1091,6 +1091,95 @@ static void test_cluster_migration_split(void **state) {
     rlock_client_close(c);
 }
 
+/*
+ * A Cluster failover over TLS: a watchdog lock (1.5 s lease) on the master
+ * that has a replica, a waiter of another client; CLUSTER FAILOVER on the
+ * replica (replication and the bus over TLS). The client follows the new
+ * master (MOVED, CLUSTER SLOTS over TLS): the lock is renewed there past a
+ * lease, the unlock works and wakes the waiter; nothing is lost.
+ */
+static void test_cluster_failover(void **state) {
+    (void)state;
+    rlock_config cfg;
+    rlock_client *a = NULL, *b = NULL;
+    rlock *la = NULL, *lb = NULL;
+    rlock_stats st0 = {.struct_size = sizeof(st0)}, st1 = {.struct_size = sizeof(st1)};
+    tls_node nodes[3];
+    char url[1024], name[64], out[512], args[128];
+    pthread_t t;
+    int cport = env_port("RLOCK_TLS_CLUSTER_PORT");
+    int rport = env_port("RLOCK_TLS_CLUSTER_REPLICA_PORT");
+    if (cport == 0 || rport == 0) {
+        skip(); /* RLOCK_TLS_NO_CLUSTER */
+        return;
+    }
+    /* the replica's master (ROLE: slave, ip, port, ...) and a name of its slots */
+    assert_int_equal(cli(rport, "ROLE", out, sizeof(out)), 0);
+    assert_memory_equal(out, "slave\n", 6);
+    int mport = atoi(strchr(strchr(out, '\n') + 1, '\n') + 1);
+    int m = -1;
+    assert_int_equal(cluster_masters(cport, nodes), 3);
+    for (int i = 0; i < 3; i++)
+        if (nodes[i].port == mport)
+            m = i;
+    assert_true(m >= 0);
+    for (int i = 0;; i++) {
+        assert_true(i < 1000);
+        snprintf(name, sizeof(name), "tls:failover:%d", i);
+        snprintf(args, sizeof(args), "CLUSTER KEYSLOT '%s'", name);
+        if (node_has(&nodes[m], (int)cli_int(cport, args)))
+            break;
+    }
+    snprintf(url, sizeof(url), "rediss-cluster://localhost:%d?tls_ca=%s", cport, path("ca.pem"));
+    rlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.watchdog_timeout_ms = 1500;
+    assert_int_equal(rlock_client_open(&cfg, &a), RLOCK_OK);
+    assert_int_equal(open_url(url, &b), RLOCK_OK);
+    assert_int_equal(rlock_get(a, name, &la), RLOCK_OK);
+    assert_int_equal(rlock_get(b, name, &lb), RLOCK_OK);
+    assert_int_equal(rlock_lock(la), RLOCK_OK);
+    waiter_arg w = {.lock = lb};
+    atomic_init(&w.got_ms, 0);
+    assert_int_equal(pthread_create(&t, NULL, waiter, &w), 0);
+    sleep_ms(300);
+    assert_int_equal(rlock_client_stats(a, &st0), RLOCK_OK);
+    long long t0 = now_ms();
+    cli_ok(rport, "CLUSTER FAILOVER"); /* a manual failover: the replica caught up first */
+    int promoted = 0;
+    for (long long until = now_ms() + 10000; !promoted && now_ms() < until; sleep_ms(50)) {
+        assert_int_equal(cli(rport, "ROLE", out, sizeof(out)), 0);
+        promoted = strncmp(out, "master\n", 7) == 0;
+    }
+    long long took = now_ms() - t0;
+    assert_true(promoted);
+    long long before = pttl_on(rport, name);
+    sleep_ms(2000); /* past the 1.5 s lease: only renewals on the new master keep it */
+    long long after = pttl_on(rport, name);
+    assert_int_equal(rlock_client_stats(a, &st1), RLOCK_OK);
+    fprintf(stderr,
+            "tls cluster failover: %d -> %d promoted in %lld ms; PTTL on the new master %lld "
+            "ms, 2 s later %lld ms; renewals %llu -> %llu, failures %llu, losses %llu\n",
+            mport, rport, took, before, after, st0.renewals, st1.renewals,
+            st1.renewal_failures, st1.losses);
+    assert_true(before > 0 && after > 0);
+    assert_true(st1.renewals >= st0.renewals + 3);
+    assert_int_equal(st1.losses, 0);
+    assert_int_equal(rlock_is_held_by_current_thread(la), 1);
+    assert_int_equal(atomic_load(&w.got_ms), 0);
+    long long unlocked = now_ms();
+    assert_int_equal(rlock_unlock(la), RLOCK_OK);
+    pthread_join(t, NULL);
+    long long woke = atomic_load(&w.got_ms) - unlocked;
+    fprintf(stderr, "tls cluster failover: the waiter got the lock %lld ms after the unlock\n",
+            woke);
+    assert_true(atomic_load(&w.got_ms) > 0 && woke < 1500);
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+}
+
 /* Redlock over TLS: three masters, the main, the mutual-TLS and the wrong-name servers. */
 static void test_redlock(void **state) {
     (void)state;
@@ -1143,6 +1232,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_cluster),
         cmocka_unit_test(test_cluster_migration),
         cmocka_unit_test(test_cluster_migration_split),
+        cmocka_unit_test(test_cluster_failover),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
