@@ -1046,6 +1046,15 @@ static void test_cluster_migration_split(void **state) {
     migration_begin(&g, cport, name);
     int src = g.nodes[g.src].port, dst = g.nodes[g.dst].port;
     long long keys = keys_in_slot(src, g.slot);
+    /* Right after a renewal of a's (every 500 ms): its next one, which would find the split
+     * and end it (MIGRATE the rest), comes after b's calls below. */
+    assert_int_equal(rlock_client_stats(a, &st), RLOCK_OK);
+    unsigned long long renewed = st.renewals;
+    for (long long until = now_ms() + 3000; st.renewals == renewed && now_ms() < until;) {
+        sleep_ms(2);
+        assert_int_equal(rlock_client_stats(a, &st), RLOCK_OK);
+    }
+    assert_true(st.renewals > renewed);
     migration_move(&g, name); /* the hash alone */
     long long on_src = keys_in_slot(src, g.slot), on_dst = keys_in_slot(dst, g.slot);
     fprintf(stderr, "tls split migration: slot %d %d -> %d, %lld key(s); split: %lld left, %lld "
