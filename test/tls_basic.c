@@ -7,8 +7,8 @@
  * behind redis://, mutual TLS, a CA file replaced on disk, the credentials
  * callback, the fork rule, a hand-off to another process (timed), Sentinel
  * and Cluster over TLS, a Sentinel and a Cluster failover, Cluster slot migrations (a
- * watchdog lock and its waiter; a read-write lock whose keys the migration
- * split). Through the public header only; redis-cli --tls pokes the servers.
+ * watchdog lock and its waiter; a read-write and a fair lock whose keys the
+ * migration split). Through the public header only; redis-cli --tls pokes the servers.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -879,8 +879,8 @@ typedef struct tls_migration {
     int slot, src, dst; /* indexes into nodes */
 } tls_migration;
 
-/* Finds name's slot and master, picks another master, sets the slot IMPORTING/MIGRATING. */
-static void migration_begin(tls_migration *g, int seed, const char *name) {
+/* Finds name's slot and master, picks another master. */
+static void migration_find(tls_migration *g, int seed, const char *name) {
     char args[512];
     assert_int_equal(cluster_masters(seed, g->nodes), 3);
     snprintf(args, sizeof(args), "CLUSTER KEYSLOT '%s'", name);
@@ -891,10 +891,20 @@ static void migration_begin(tls_migration *g, int seed, const char *name) {
             g->src = i;
     assert_true(g->src >= 0);
     g->dst = (g->src + 1) % 3;
+}
+
+/* Sets the slot IMPORTING on the target, MIGRATING on the source. */
+static void migration_start(const tls_migration *g) {
+    char args[512];
     snprintf(args, sizeof(args), "CLUSTER SETSLOT %d IMPORTING %s", g->slot, g->nodes[g->src].id);
     cli_ok(g->nodes[g->dst].port, args);
     snprintf(args, sizeof(args), "CLUSTER SETSLOT %d MIGRATING %s", g->slot, g->nodes[g->dst].id);
     cli_ok(g->nodes[g->src].port, args);
+}
+
+static void migration_begin(tls_migration *g, int seed, const char *name) {
+    migration_find(g, seed, name);
+    migration_start(g);
 }
 
 /* MIGRATEs key from the source to the target (node to node over TLS: tls-cluster yes). */
@@ -1101,6 +1111,80 @@ static void test_cluster_migration_split(void **state) {
 }
 
 /*
+ * A fair lock whose keys a migration split: a holder (60 s lease), a waiter
+ * of another client in the queue (a thread), then the slot MIGRATING and only
+ * the queue moved (the hash and the timeouts stay on the source). Over TLS: a
+ * third client's try is busy, the holder re-enters and unlocks twice, the
+ * waiter is woken and gets the lock; then the migration ends.
+ */
+static void test_cluster_migration_fair(void **state) {
+    (void)state;
+    rlock_client *a = NULL, *b = NULL, *c = NULL;
+    rlock *la = NULL, *lb = NULL, *lc = NULL;
+    char url[1024];
+    const char *name = "tls:migrate-fair";
+    char queue[128];
+    tls_migration g;
+    pthread_t t;
+    int cport = env_port("RLOCK_TLS_CLUSTER_PORT");
+    if (cport == 0) {
+        skip(); /* RLOCK_TLS_NO_CLUSTER */
+        return;
+    }
+    snprintf(queue, sizeof(queue), "redisson_lock_queue:{%s}", name);
+    snprintf(url, sizeof(url), "rediss-cluster://localhost:%d?tls_ca=%s", cport, path("ca.pem"));
+    assert_int_equal(open_url(url, &a), RLOCK_OK);
+    assert_int_equal(open_url(url, &b), RLOCK_OK);
+    assert_int_equal(open_url(url, &c), RLOCK_OK);
+    assert_int_equal(rlock_get_fair(a, name, &la), RLOCK_OK);
+    assert_int_equal(rlock_get_fair(b, name, &lb), RLOCK_OK);
+    assert_int_equal(rlock_get_fair(c, name, &lc), RLOCK_OK);
+    assert_int_equal(rlock_try_lock(la, 0, 60000), RLOCK_OK);
+    migration_find(&g, cport, name);
+    int src = g.nodes[g.src].port, dst = g.nodes[g.dst].port;
+    waiter_arg w = {.lock = lb};
+    atomic_init(&w.got_ms, 0);
+    assert_int_equal(pthread_create(&t, NULL, waiter, &w), 0);
+    long long keys = 0;
+    for (long long until = now_ms() + 5000; keys < 3 && now_ms() < until; sleep_ms(20))
+        keys = keys_in_slot(src, g.slot); /* the hash, the queue and the timeouts */
+    assert_int_equal(keys, 3);
+    migration_start(&g); /* now: a fair call on a slot MIGRATING with keys missing moves them */
+    migration_move(&g, queue);
+    long long on_src = keys_in_slot(src, g.slot), on_dst = keys_in_slot(dst, g.slot);
+    fprintf(stderr, "tls fair split migration: slot %d %d -> %d, %lld keys; split: %lld left, "
+                    "%lld moved\n",
+            g.slot, src, dst, keys, on_src, on_dst);
+    assert_int_equal(on_src, 2);
+    assert_int_equal(on_dst, 1);
+    long long t0 = now_ms();
+    assert_int_equal(rlock_try_lock(lc, 0, 10000), RLOCK_BUSY);
+    long long t1 = now_ms();
+    assert_int_equal(rlock_try_lock(la, 0, 60000), RLOCK_OK); /* re-entered */
+    assert_int_equal(rlock_unlock(la), RLOCK_OK);
+    assert_int_equal(atomic_load(&w.got_ms), 0); /* still held once */
+    long long unlocked = now_ms();
+    assert_int_equal(rlock_unlock(la), RLOCK_OK);
+    pthread_join(t, NULL);
+    long long woke = atomic_load(&w.got_ms) - unlocked;
+    int rest = migration_finish(&g);
+    fprintf(stderr, "tls fair split migration: third try busy in %lld ms; the waiter got the lock "
+                    "%lld ms after the unlock; %d key(s) left to move at the end\n",
+            t1 - t0, woke, rest);
+    assert_true(atomic_load(&w.got_ms) > 0 && woke < 1500);
+    assert_int_equal(keys_in_slot(src, g.slot), 0);
+    assert_int_equal(rlock_try_lock(lc, 0, 10000), RLOCK_OK); /* on the target now */
+    assert_true(pttl_on(dst, name) > 0);
+    assert_int_equal(rlock_unlock(lc), RLOCK_OK);
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_free(lc);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    rlock_client_close(c);
+}
+
+/*
  * A Cluster failover over TLS: a watchdog lock (1.5 s lease) on the master
  * that has a replica, a waiter of another client; CLUSTER FAILOVER on the
  * replica (replication and the bus over TLS). The client follows the new
@@ -1241,6 +1325,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_cluster),
         cmocka_unit_test(test_cluster_migration),
         cmocka_unit_test(test_cluster_migration_split),
+        cmocka_unit_test(test_cluster_migration_fair),
         cmocka_unit_test(test_cluster_failover),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
