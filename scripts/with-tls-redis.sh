@@ -15,13 +15,14 @@
 #   smaster, sreplica  a master and its replica, replicating over TLS
 #   sentinel a TLS sentinel (tls-replication yes) watching "mymaster" (main) and
 #            "failmaster" (smaster, for a failover)
-#   cluster1..3  a TLS cluster (tls-cluster yes) of three masters (not with
-#            RLOCK_TLS_NO_CLUSTER set)
+#   cluster1..3  a TLS cluster (tls-cluster yes) of three masters, and cluster4 a
+#            replica of the second (not with RLOCK_TLS_NO_CLUSTER set)
 # and exports
 #   RLOCK_TLS_DIR (the certificates: ca.pem, another.pem, client.pem,
 #   client.key), RLOCK_TLS_PORT, RLOCK_TLS_PLAIN_PORT, RLOCK_TLS_WRONG_PORT,
 #   RLOCK_TLS_EXPIRED_PORT, RLOCK_TLS_MTLS_PORT, RLOCK_TLS_SENTINEL_PORT,
-#   RLOCK_TLS_CLUSTER_PORT (a node of the cluster)
+#   RLOCK_TLS_CLUSTER_PORT (a node of the cluster), RLOCK_TLS_CLUSTER_REPLICA_PORT
+#   (the replica)
 # runs CMD, then stops the servers by pid and removes the directory (also on
 # failure, INT and TERM). Exits with CMD's status.
 set -uo pipefail
@@ -176,7 +177,7 @@ if [ -z "${RLOCK_TLS_NO_CLUSTER:-}" ]; then
     for i in 1 2 3; do
         start "cluster$i" server 0 --cluster-enabled yes --tls-cluster yes --tls-replication yes \
             --cluster-port "$(free_port)" --cluster-config-file nodes.conf \
-            --tls-auth-clients no
+            --tls-auth-clients no --repl-diskless-sync-delay 0
         nodes+=("127.0.0.1:$tls_port")
     done
     cli=(redis-cli --tls --cacert "$dir/ca.pem")
@@ -191,7 +192,23 @@ if [ -z "${RLOCK_TLS_NO_CLUSTER:-}" ]; then
         sleep 0.1
     done
     [ "$ok" -eq 1 ] || { echo "with-tls-redis.sh: the TLS cluster is not ok" >&2; exit 1; }
-    export RLOCK_TLS_CLUSTER_PORT=${nodes[0]##*:}
+    # A replica of the second master (replication and bus over TLS), for a failover; the
+    # masters sync at once (repl-diskless-sync-delay 0).
+    start cluster4 server 0 --cluster-enabled yes --tls-cluster yes --tls-replication yes \
+        --cluster-port "$(free_port)" --cluster-config-file nodes.conf --tls-auth-clients no
+    master_id=$("${cli[@]}" -p "${nodes[1]##*:}" cluster myid)
+    "${cli[@]}" --cluster add-node "127.0.0.1:$tls_port" "${nodes[0]}" --cluster-slave \
+        --cluster-master-id "$master_id" >"$dir/cluster-add.log" 2>&1 ||
+        { cat "$dir/cluster-add.log" >&2; exit 1; }
+    for _ in $(seq 1 100); do
+        "${cli[@]}" -p "$tls_port" info replication 2>/dev/null | grep -q "master_link_status:up" &&
+            "${cli[@]}" -p "$tls_port" cluster info 2>/dev/null | grep -q "cluster_state:ok" &&
+            break
+        sleep 0.1
+    done
+    "${cli[@]}" -p "$tls_port" info replication 2>/dev/null | grep -q "master_link_status:up" ||
+        { echo "with-tls-redis.sh: the TLS cluster's replica is not in sync" >&2; exit 1; }
+    export RLOCK_TLS_CLUSTER_PORT=${nodes[0]##*:} RLOCK_TLS_CLUSTER_REPLICA_PORT=$tls_port
 fi
 export RLOCK_TLS_DIR=$dir
 

@@ -5,7 +5,10 @@
  * a waiter woken by pub/sub and watchdog renewals over TLS, each verification
  * failure and its words, a plaintext server behind rediss:// and a TLS port
  * behind redis://, mutual TLS, a CA file replaced on disk, the credentials
- * callback, and the fork rule. Through the public header only.
+ * callback, the fork rule, a hand-off to another process (timed), Sentinel
+ * and Cluster over TLS, a Sentinel and a Cluster failover, Cluster slot migrations (a
+ * watchdog lock and its waiter; a read-write and a fair lock whose keys the
+ * migration split). Through the public header only; redis-cli --tls pokes the servers.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -683,6 +686,593 @@ static void test_cluster(void **state) {
     expect_refused(url, RLOCK_EIO, "unknown CA", NULL);
 }
 
+/* ---- hand-off to another process ------------------------------------------------ */
+
+#define HANDOFF_ROUNDS 10
+
+static long long now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* one clock for every process of the machine */
+    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/*
+ * The other process (this binary run again with --handoff-child, a fresh
+ * exec): for each line on stdin it says "ready", waits for the lock (10 s),
+ * says "got <status> <monotonic us at acquisition> <us waited>", unlocks.
+ * Ends at end of input.
+ */
+static int handoff_child(void) {
+    rlock_client *c = NULL;
+    rlock *l = NULL;
+    char url[1024], line[64];
+    dir = getenv("RLOCK_TLS_DIR");
+    tls_port = env_port("RLOCK_TLS_PORT");
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", tls_port, path("ca.pem"));
+    if (dir == NULL || open_url(url, &c) != RLOCK_OK || rlock_get(c, "tls:handoff", &l) != RLOCK_OK)
+        return 1;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    while (fgets(line, sizeof(line), stdin) != NULL) {
+        printf("ready\n");
+        long long t0 = now_us();
+        int st = rlock_try_lock(l, 10000, 30000);
+        long long t1 = now_us();
+        printf("got %d %lld %lld\n", st, t1, t1 - t0);
+        if (st == RLOCK_OK)
+            rlock_unlock(l);
+    }
+    rlock_free(l);
+    rlock_client_close(c);
+    return 0;
+}
+
+static int cmp_ll(const void *x, const void *y) {
+    long long a = *(const long long *)x, b = *(const long long *)y;
+    return (a > b) - (a < b);
+}
+
+/*
+ * A hand-off to another process over TLS: this process holds the lock (30 s
+ * lease), the child waits for it (subscribed over TLS), this one unlocks;
+ * the child's acquisition time minus the unlock's start is the hand-off.
+ * Ten rounds; p50 and max printed, each under 1.5 s (woken, not the lease).
+ */
+static void test_handoff_process(void **state) {
+    (void)state;
+    rlock_client *c = NULL;
+    rlock *l = NULL;
+    char url[1024], exe[512], line[128];
+    int to_child[2], from_child[2], wstatus = 0;
+    long long lat[HANDOFF_ROUNDS];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    assert_true(n > 0);
+    exe[n] = '\0';
+    snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", tls_port, path("ca.pem"));
+    assert_int_equal(open_url(url, &c), RLOCK_OK);
+    assert_int_equal(rlock_get(c, "tls:handoff", &l), RLOCK_OK);
+    assert_int_equal(pipe(to_child), 0);
+    assert_int_equal(pipe(from_child), 0);
+    pid_t pid = fork();
+    if (pid == 0) { /* exec at once: the child shares nothing of this process's clients */
+        dup2(to_child[0], 0);
+        dup2(from_child[1], 1);
+        close(to_child[0]);
+        close(to_child[1]);
+        close(from_child[0]);
+        close(from_child[1]);
+        execl(exe, exe, "--handoff-child", (char *)NULL);
+        _exit(127);
+    }
+    assert_true(pid > 0);
+    close(to_child[0]);
+    close(from_child[1]);
+    FILE *in = fdopen(from_child[0], "r");
+    FILE *out = fdopen(to_child[1], "w");
+    assert_non_null(in);
+    assert_non_null(out);
+    for (int i = 0; i < HANDOFF_ROUNDS; i++) {
+        int st = -100;
+        long long got = 0, waited = 0;
+        assert_int_equal(rlock_try_lock(l, 10000, 30000), RLOCK_OK); /* the child let it go */
+        fputs("go\n", out);
+        fflush(out);
+        assert_non_null(fgets(line, sizeof(line), in));
+        assert_string_equal(line, "ready\n");
+        sleep_ms(150); /* the child subscribes and waits */
+        long long unlocked = now_us();
+        assert_int_equal(rlock_unlock(l), RLOCK_OK);
+        assert_non_null(fgets(line, sizeof(line), in));
+        assert_int_equal(sscanf(line, "got %d %lld %lld", &st, &got, &waited), 3);
+        assert_int_equal(st, RLOCK_OK);
+        assert_true(waited >= 100000); /* it waited for the unlock */
+        lat[i] = got - unlocked;
+        assert_true(lat[i] > 0 && lat[i] < 1500000);
+    }
+    fclose(out); /* end of input: the child ends */
+    fclose(in);
+    assert_int_equal(waitpid(pid, &wstatus, 0), pid);
+    assert_true(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+    qsort(lat, HANDOFF_ROUNDS, sizeof(lat[0]), cmp_ll);
+    fprintf(stderr,
+            "tls hand-off to another process (unlock to the other's acquisition, %d rounds): "
+            "p50 %.3f ms, min %.3f ms, max %.3f ms\n",
+            HANDOFF_ROUNDS, lat[HANDOFF_ROUNDS / 2] / 1000.0, lat[0] / 1000.0,
+            lat[HANDOFF_ROUNDS - 1] / 1000.0);
+    rlock_free(l);
+    rlock_client_close(c);
+}
+
+/* ---- cluster slot migration over TLS (redis-cli --tls pokes the nodes) ---------- */
+
+/* redis-cli --tls to port with args; its output (raw, one reply element a line) in out. */
+static int cli(int port, const char *args, char *out, size_t size) {
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "redis-cli --tls --cacert %s -p %d %s 2>&1", path("ca.pem"), port,
+             args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t got = fread(out, 1, size - 1, p);
+    out[got] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* cli, expecting "OK". */
+static void cli_ok(int port, const char *args) {
+    char out[512];
+    int st = cli(port, args, out, sizeof(out));
+    if (st != 0 || strncmp(out, "OK", 2) != 0)
+        fprintf(stderr, "redis-cli -p %d %s: %d %s\n", port, args, st, out);
+    assert_int_equal(st, 0);
+    assert_memory_equal(out, "OK", 2);
+}
+
+static long long cli_int(int port, const char *args) {
+    char out[512];
+    assert_int_equal(cli(port, args, out, sizeof(out)), 0);
+    return atoll(out);
+}
+
+typedef struct tls_node {
+    char id[48];
+    int port;
+    int lo[8], hi[8], ranges;
+} tls_node;
+
+/* The cluster's masters, from CLUSTER NODES on the seed; returns how many (<= 3). */
+static int cluster_masters(int seed, tls_node *n) {
+    static char out[16384];
+    int count = 0;
+    assert_int_equal(cli(seed, "CLUSTER NODES", out, sizeof(out)), 0);
+    for (char *save = NULL, *line = strtok_r(out, "\n", &save); line && count < 3;
+         line = strtok_r(NULL, "\n", &save)) {
+        char id[48], addr[128], flags[64];
+        int off = 0;
+        if (sscanf(line, "%47s %127s %63s %*s %*s %*s %*s %*s%n", id, addr, flags, &off) < 3 ||
+            strstr(flags, "master") == NULL)
+            continue;
+        tls_node *m = &n[count++];
+        memset(m, 0, sizeof(*m));
+        snprintf(m->id, sizeof(m->id), "%s", id);
+        m->port = atoi(strchr(addr, ':') + 1);
+        for (char *s2 = NULL, *r = strtok_r(line + off, " ", &s2); r && m->ranges < 8;
+             r = strtok_r(NULL, " ", &s2)) {
+            if (*r == '[')
+                continue;
+            m->lo[m->ranges] = atoi(r);
+            m->hi[m->ranges] = strchr(r, '-') ? atoi(strchr(r, '-') + 1) : m->lo[m->ranges];
+            m->ranges++;
+        }
+    }
+    return count;
+}
+
+static int node_has(const tls_node *m, int slot) {
+    for (int i = 0; i < m->ranges; i++)
+        if (slot >= m->lo[i] && slot <= m->hi[i])
+            return 1;
+    return 0;
+}
+
+typedef struct tls_migration {
+    tls_node nodes[3];
+    int slot, src, dst; /* indexes into nodes */
+} tls_migration;
+
+/* Finds name's slot and master, picks another master. */
+static void migration_find(tls_migration *g, int seed, const char *name) {
+    char args[512];
+    assert_int_equal(cluster_masters(seed, g->nodes), 3);
+    snprintf(args, sizeof(args), "CLUSTER KEYSLOT '%s'", name);
+    g->slot = (int)cli_int(seed, args);
+    g->src = -1;
+    for (int i = 0; i < 3; i++)
+        if (node_has(&g->nodes[i], g->slot))
+            g->src = i;
+    assert_true(g->src >= 0);
+    g->dst = (g->src + 1) % 3;
+}
+
+/* Sets the slot IMPORTING on the target, MIGRATING on the source. */
+static void migration_start(const tls_migration *g) {
+    char args[512];
+    snprintf(args, sizeof(args), "CLUSTER SETSLOT %d IMPORTING %s", g->slot, g->nodes[g->src].id);
+    cli_ok(g->nodes[g->dst].port, args);
+    snprintf(args, sizeof(args), "CLUSTER SETSLOT %d MIGRATING %s", g->slot, g->nodes[g->dst].id);
+    cli_ok(g->nodes[g->src].port, args);
+}
+
+static void migration_begin(tls_migration *g, int seed, const char *name) {
+    migration_find(g, seed, name);
+    migration_start(g);
+}
+
+/* MIGRATEs key from the source to the target (node to node over TLS: tls-cluster yes). */
+static void migration_move(const tls_migration *g, const char *key) {
+    char args[512];
+    snprintf(args, sizeof(args), "MIGRATE 127.0.0.1 %d '' 0 5000 KEYS '%s'",
+             g->nodes[g->dst].port, key);
+    cli_ok(g->nodes[g->src].port, args);
+}
+
+/* Moves the keys left in the slot, then SETSLOT NODE on every master (target first);
+ * returns how many keys it moved. */
+static int migration_finish(const tls_migration *g) {
+    char args[256], out[8192];
+    int moved = 0;
+    snprintf(args, sizeof(args), "CLUSTER GETKEYSINSLOT %d 100", g->slot);
+    assert_int_equal(cli(g->nodes[g->src].port, args, out, sizeof(out)), 0);
+    for (char *save = NULL, *k = strtok_r(out, "\n", &save); k; k = strtok_r(NULL, "\n", &save)) {
+        migration_move(g, k);
+        moved++;
+    }
+    snprintf(args, sizeof(args), "CLUSTER SETSLOT %d NODE %s", g->slot, g->nodes[g->dst].id);
+    cli_ok(g->nodes[g->dst].port, args);
+    cli_ok(g->nodes[g->src].port, args);
+    cli_ok(g->nodes[3 - g->src - g->dst].port, args);
+    return moved;
+}
+
+static long long keys_in_slot(int port, int slot) {
+    char args[128];
+    snprintf(args, sizeof(args), "CLUSTER COUNTKEYSINSLOT %d", slot);
+    return cli_int(port, args);
+}
+
+static long long pttl_on(int port, const char *key) {
+    char args[512];
+    snprintf(args, sizeof(args), "PTTL '%s'", key);
+    return cli_int(port, args);
+}
+
+/*
+ * A watchdog lock (1.5 s lease) held by one client, a waiter of another,
+ * while the lock's slot migrates to another master over TLS (MIGRATE node to
+ * node over TLS, SETSLOT NODE on all). Then: the key is on the target and
+ * renewed there past a lease (its PTTL), the unlock follows MOVED over TLS,
+ * the waiter is woken and gets the lock; nothing is lost.
+ */
+static void test_cluster_migration(void **state) {
+    (void)state;
+    rlock_config cfg;
+    rlock_client *a = NULL, *b = NULL;
+    rlock *la = NULL, *lb = NULL;
+    rlock_stats st0 = {.struct_size = sizeof(st0)}, st1 = {.struct_size = sizeof(st1)};
+    char url[1024];
+    const char *name = "tls:migrate";
+    tls_migration g;
+    pthread_t t;
+    int cport = env_port("RLOCK_TLS_CLUSTER_PORT");
+    if (cport == 0) {
+        skip(); /* RLOCK_TLS_NO_CLUSTER */
+        return;
+    }
+    snprintf(url, sizeof(url), "rediss-cluster://localhost:%d?tls_ca=%s", cport, path("ca.pem"));
+    rlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.watchdog_timeout_ms = 1500;
+    assert_int_equal(rlock_client_open(&cfg, &a), RLOCK_OK);
+    assert_int_equal(open_url(url, &b), RLOCK_OK);
+    assert_int_equal(rlock_get(a, name, &la), RLOCK_OK);
+    assert_int_equal(rlock_get(b, name, &lb), RLOCK_OK);
+    assert_int_equal(rlock_lock(la), RLOCK_OK); /* the watchdog's lease */
+    waiter_arg w = {.lock = lb};
+    atomic_init(&w.got_ms, 0);
+    assert_int_equal(pthread_create(&t, NULL, waiter, &w), 0);
+    sleep_ms(300);
+    assert_int_equal(rlock_client_stats(a, &st0), RLOCK_OK);
+    long long t0 = now_ms();
+    migration_begin(&g, cport, name);
+    migration_move(&g, name);
+    int rest = migration_finish(&g);
+    long long took = now_ms() - t0;
+    int src = g.nodes[g.src].port, dst = g.nodes[g.dst].port;
+    long long before = pttl_on(dst, name);
+    assert_int_equal(keys_in_slot(src, g.slot), 0);
+    assert_true(before > 0);
+    sleep_ms(2000); /* past the 1.5 s lease: only renewals on the target keep it */
+    long long after = pttl_on(dst, name);
+    assert_int_equal(rlock_client_stats(a, &st1), RLOCK_OK);
+    fprintf(stderr,
+            "tls migration: slot %d %d -> %d in %lld ms (%d key(s) left after the lock's); "
+            "PTTL on the target %lld ms, 2 s later %lld ms; renewals %llu -> %llu, "
+            "failures %llu, losses %llu\n",
+            g.slot, src, dst, took, rest, before, after, st0.renewals, st1.renewals,
+            st1.renewal_failures, st1.losses);
+    assert_true(after > 0);
+    assert_true(st1.renewals >= st0.renewals + 3);
+    assert_int_equal(st1.losses, 0);
+    assert_int_equal(rlock_is_held_by_current_thread(la), 1);
+    assert_int_equal(atomic_load(&w.got_ms), 0); /* the waiter still waits */
+    long long unlocked = now_ms();
+    assert_int_equal(rlock_unlock(la), RLOCK_OK); /* MOVED followed, or the new map */
+    pthread_join(t, NULL);
+    long long woke = atomic_load(&w.got_ms) - unlocked;
+    fprintf(stderr, "tls migration: the waiter got the lock %lld ms after the unlock\n", woke);
+    assert_true(atomic_load(&w.got_ms) > 0 && woke < 1500);
+    assert_int_equal(pttl_on(dst, name), -2); /* the waiter unlocked it too */
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+}
+
+/*
+ * A read-write lock whose keys a migration split between two masters: two
+ * readers (a watchdog one of client a, one of client b with a 60 s lease),
+ * the slot MIGRATING, only the hash moved (each reader's timeout key stays
+ * on the source). In that state over TLS: a writer (a third client's: a
+ * reader's own writer is EDEADLK) is busy, b's reader leaves and comes back
+ * (the library first MIGRATEs the keys left on the source, which reaches
+ * the target over TLS), a's is renewed past its lease; then the migration
+ * ends, both leave and the writer gets the lock.
+ */
+static void test_cluster_migration_split(void **state) {
+    (void)state;
+    rlock_config cfg;
+    rlock_client *a = NULL, *b = NULL, *c = NULL;
+    rlock *ra = NULL, *wa = NULL, *rb = NULL, *wb = NULL, *rc = NULL, *wc = NULL;
+    rlock_stats st = {.struct_size = sizeof(st)};
+    char url[1024];
+    const char *name = "tls:migrate-rw";
+    tls_migration g;
+    int cport = env_port("RLOCK_TLS_CLUSTER_PORT");
+    if (cport == 0) {
+        skip(); /* RLOCK_TLS_NO_CLUSTER */
+        return;
+    }
+    snprintf(url, sizeof(url), "rediss-cluster://localhost:%d?tls_ca=%s", cport, path("ca.pem"));
+    rlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.watchdog_timeout_ms = 1500;
+    assert_int_equal(rlock_client_open(&cfg, &a), RLOCK_OK);
+    assert_int_equal(open_url(url, &b), RLOCK_OK);
+    assert_int_equal(open_url(url, &c), RLOCK_OK);
+    assert_int_equal(rlock_get_rw(a, name, &ra, &wa), RLOCK_OK);
+    assert_int_equal(rlock_get_rw(b, name, &rb, &wb), RLOCK_OK);
+    assert_int_equal(rlock_get_rw(c, name, &rc, &wc), RLOCK_OK);
+    assert_int_equal(rlock_lock(ra), RLOCK_OK);
+    assert_int_equal(rlock_try_lock(rb, 0, 60000), RLOCK_OK);
+    migration_begin(&g, cport, name);
+    int src = g.nodes[g.src].port, dst = g.nodes[g.dst].port;
+    long long keys = keys_in_slot(src, g.slot);
+    /* Right after a renewal of a's (every 500 ms): its next one, which would find the split
+     * and end it (MIGRATE the rest), comes after b's calls below. */
+    assert_int_equal(rlock_client_stats(a, &st), RLOCK_OK);
+    unsigned long long renewed = st.renewals;
+    for (long long until = now_ms() + 3000; st.renewals == renewed && now_ms() < until;) {
+        sleep_ms(2);
+        assert_int_equal(rlock_client_stats(a, &st), RLOCK_OK);
+    }
+    assert_true(st.renewals > renewed);
+    migration_move(&g, name); /* the hash alone */
+    long long on_src = keys_in_slot(src, g.slot), on_dst = keys_in_slot(dst, g.slot);
+    fprintf(stderr, "tls split migration: slot %d %d -> %d, %lld key(s); split: %lld left, %lld "
+                    "moved\n",
+            g.slot, src, dst, keys, on_src, on_dst);
+    assert_true(keys >= 3); /* the hash and two timeout keys */
+    assert_true(on_src >= 2);
+    assert_int_equal(on_dst, 1);
+    long long t0 = now_ms();
+    assert_int_equal(rlock_try_lock(wc, 0, 10000), RLOCK_BUSY);
+    long long t1 = now_ms();
+    assert_int_equal(rlock_unlock(rb), RLOCK_OK);
+    long long t2 = now_ms();
+    assert_int_equal(rlock_try_lock(rb, 0, 60000), RLOCK_OK);
+    long long t3 = now_ms();
+    sleep_ms(2000); /* past a's 1.5 s lease */
+    assert_int_equal(rlock_is_held_by_current_thread(ra), 1);
+    int rest = migration_finish(&g);
+    assert_int_equal(rest, 0); /* the library MIGRATEd them (source to target, over TLS) */
+    assert_int_equal(keys_in_slot(src, g.slot), 0);
+    assert_int_equal(rlock_client_stats(a, &st), RLOCK_OK);
+    fprintf(stderr,
+            "tls split migration: writer busy in %lld ms, reader out in %lld ms, in again in "
+            "%lld ms; %d key(s) left to move at the end; a: renewals %llu, failures %llu, "
+            "losses %llu\n",
+            t1 - t0, t2 - t1, t3 - t2, rest, st.renewals, st.renewal_failures, st.losses);
+    assert_true(st.renewals >= 3);
+    assert_int_equal(st.losses, 0);
+    assert_int_equal(rlock_unlock(ra), RLOCK_OK);
+    assert_int_equal(rlock_try_lock(wc, 0, 10000), RLOCK_BUSY); /* b still reads */
+    assert_int_equal(rlock_unlock(rb), RLOCK_OK);
+    assert_int_equal(rlock_try_lock(wc, 0, 10000), RLOCK_OK);
+    assert_true(pttl_on(dst, name) > 0);
+    assert_int_equal(rlock_unlock(wc), RLOCK_OK);
+    rlock_free(ra);
+    rlock_free(wa);
+    rlock_free(rb);
+    rlock_free(wb);
+    rlock_free(rc);
+    rlock_free(wc);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    rlock_client_close(c);
+}
+
+/*
+ * A fair lock whose keys a migration split: a holder (60 s lease), a waiter
+ * of another client in the queue (a thread), then the slot MIGRATING and only
+ * the queue moved (the hash and the timeouts stay on the source). Over TLS: a
+ * third client's try is busy, the holder re-enters and unlocks twice, the
+ * waiter is woken and gets the lock; then the migration ends.
+ */
+static void test_cluster_migration_fair(void **state) {
+    (void)state;
+    rlock_client *a = NULL, *b = NULL, *c = NULL;
+    rlock *la = NULL, *lb = NULL, *lc = NULL;
+    char url[1024];
+    const char *name = "tls:migrate-fair";
+    char queue[128];
+    tls_migration g;
+    pthread_t t;
+    int cport = env_port("RLOCK_TLS_CLUSTER_PORT");
+    if (cport == 0) {
+        skip(); /* RLOCK_TLS_NO_CLUSTER */
+        return;
+    }
+    snprintf(queue, sizeof(queue), "redisson_lock_queue:{%s}", name);
+    snprintf(url, sizeof(url), "rediss-cluster://localhost:%d?tls_ca=%s", cport, path("ca.pem"));
+    assert_int_equal(open_url(url, &a), RLOCK_OK);
+    assert_int_equal(open_url(url, &b), RLOCK_OK);
+    assert_int_equal(open_url(url, &c), RLOCK_OK);
+    assert_int_equal(rlock_get_fair(a, name, &la), RLOCK_OK);
+    assert_int_equal(rlock_get_fair(b, name, &lb), RLOCK_OK);
+    assert_int_equal(rlock_get_fair(c, name, &lc), RLOCK_OK);
+    assert_int_equal(rlock_try_lock(la, 0, 60000), RLOCK_OK);
+    migration_find(&g, cport, name);
+    int src = g.nodes[g.src].port, dst = g.nodes[g.dst].port;
+    waiter_arg w = {.lock = lb};
+    atomic_init(&w.got_ms, 0);
+    assert_int_equal(pthread_create(&t, NULL, waiter, &w), 0);
+    long long keys = 0;
+    for (long long until = now_ms() + 5000; keys < 3 && now_ms() < until; sleep_ms(20))
+        keys = keys_in_slot(src, g.slot); /* the hash, the queue and the timeouts */
+    assert_int_equal(keys, 3);
+    migration_start(&g); /* now: a fair call on a slot MIGRATING with keys missing moves them */
+    migration_move(&g, queue);
+    long long on_src = keys_in_slot(src, g.slot), on_dst = keys_in_slot(dst, g.slot);
+    fprintf(stderr, "tls fair split migration: slot %d %d -> %d, %lld keys; split: %lld left, "
+                    "%lld moved\n",
+            g.slot, src, dst, keys, on_src, on_dst);
+    assert_int_equal(on_src, 2);
+    assert_int_equal(on_dst, 1);
+    long long t0 = now_ms();
+    assert_int_equal(rlock_try_lock(lc, 0, 10000), RLOCK_BUSY);
+    long long t1 = now_ms();
+    assert_int_equal(rlock_try_lock(la, 0, 60000), RLOCK_OK); /* re-entered */
+    assert_int_equal(rlock_unlock(la), RLOCK_OK);
+    assert_int_equal(atomic_load(&w.got_ms), 0); /* still held once */
+    long long unlocked = now_ms();
+    assert_int_equal(rlock_unlock(la), RLOCK_OK);
+    pthread_join(t, NULL);
+    long long woke = atomic_load(&w.got_ms) - unlocked;
+    int rest = migration_finish(&g);
+    fprintf(stderr, "tls fair split migration: third try busy in %lld ms; the waiter got the lock "
+                    "%lld ms after the unlock; %d key(s) left to move at the end\n",
+            t1 - t0, woke, rest);
+    assert_true(atomic_load(&w.got_ms) > 0 && woke < 1500);
+    assert_int_equal(keys_in_slot(src, g.slot), 0);
+    assert_int_equal(rlock_try_lock(lc, 0, 10000), RLOCK_OK); /* on the target now */
+    assert_true(pttl_on(dst, name) > 0);
+    assert_int_equal(rlock_unlock(lc), RLOCK_OK);
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_free(lc);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    rlock_client_close(c);
+}
+
+/*
+ * A Cluster failover over TLS: a watchdog lock (1.5 s lease) on the master
+ * that has a replica, a waiter of another client; CLUSTER FAILOVER on the
+ * replica (replication and the bus over TLS). The client follows the new
+ * master (MOVED, CLUSTER SLOTS over TLS): the lock is renewed there past a
+ * lease, the unlock works and wakes the waiter; nothing is lost.
+ */
+static void test_cluster_failover(void **state) {
+    (void)state;
+    rlock_config cfg;
+    rlock_client *a = NULL, *b = NULL;
+    rlock *la = NULL, *lb = NULL;
+    rlock_stats st0 = {.struct_size = sizeof(st0)}, st1 = {.struct_size = sizeof(st1)};
+    tls_node nodes[3];
+    char url[1024], name[64], out[512], args[128];
+    pthread_t t;
+    int cport = env_port("RLOCK_TLS_CLUSTER_PORT");
+    int rport = env_port("RLOCK_TLS_CLUSTER_REPLICA_PORT");
+    if (cport == 0 || rport == 0) {
+        skip(); /* RLOCK_TLS_NO_CLUSTER */
+        return;
+    }
+    /* the replica's master (ROLE: slave, ip, port, ...) and a name of its slots */
+    assert_int_equal(cli(rport, "ROLE", out, sizeof(out)), 0);
+    assert_memory_equal(out, "slave\n", 6);
+    int mport = atoi(strchr(strchr(out, '\n') + 1, '\n') + 1);
+    int m = -1;
+    assert_int_equal(cluster_masters(cport, nodes), 3);
+    for (int i = 0; i < 3; i++)
+        if (nodes[i].port == mport)
+            m = i;
+    assert_true(m >= 0);
+    for (int i = 0;; i++) {
+        assert_true(i < 1000);
+        snprintf(name, sizeof(name), "tls:failover:%d", i);
+        snprintf(args, sizeof(args), "CLUSTER KEYSLOT '%s'", name);
+        if (node_has(&nodes[m], (int)cli_int(cport, args)))
+            break;
+    }
+    snprintf(url, sizeof(url), "rediss-cluster://localhost:%d?tls_ca=%s", cport, path("ca.pem"));
+    rlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.watchdog_timeout_ms = 1500;
+    assert_int_equal(rlock_client_open(&cfg, &a), RLOCK_OK);
+    assert_int_equal(open_url(url, &b), RLOCK_OK);
+    assert_int_equal(rlock_get(a, name, &la), RLOCK_OK);
+    assert_int_equal(rlock_get(b, name, &lb), RLOCK_OK);
+    assert_int_equal(rlock_lock(la), RLOCK_OK);
+    waiter_arg w = {.lock = lb};
+    atomic_init(&w.got_ms, 0);
+    assert_int_equal(pthread_create(&t, NULL, waiter, &w), 0);
+    sleep_ms(300);
+    assert_int_equal(rlock_client_stats(a, &st0), RLOCK_OK);
+    long long t0 = now_ms();
+    cli_ok(rport, "CLUSTER FAILOVER"); /* a manual failover: the replica caught up first */
+    int promoted = 0;
+    for (long long until = now_ms() + 10000; !promoted && now_ms() < until; sleep_ms(50)) {
+        assert_int_equal(cli(rport, "ROLE", out, sizeof(out)), 0);
+        promoted = strncmp(out, "master\n", 7) == 0;
+    }
+    long long took = now_ms() - t0;
+    assert_true(promoted);
+    long long before = pttl_on(rport, name);
+    sleep_ms(2000); /* past the 1.5 s lease: only renewals on the new master keep it */
+    long long after = pttl_on(rport, name);
+    assert_int_equal(rlock_client_stats(a, &st1), RLOCK_OK);
+    fprintf(stderr,
+            "tls cluster failover: %d -> %d promoted in %lld ms; PTTL on the new master %lld "
+            "ms, 2 s later %lld ms; renewals %llu -> %llu, failures %llu, losses %llu\n",
+            mport, rport, took, before, after, st0.renewals, st1.renewals,
+            st1.renewal_failures, st1.losses);
+    assert_true(before > 0 && after > 0);
+    assert_true(st1.renewals >= st0.renewals + 3);
+    assert_int_equal(st1.losses, 0);
+    assert_int_equal(rlock_is_held_by_current_thread(la), 1);
+    assert_int_equal(atomic_load(&w.got_ms), 0);
+    long long unlocked = now_ms();
+    assert_int_equal(rlock_unlock(la), RLOCK_OK);
+    pthread_join(t, NULL);
+    long long woke = atomic_load(&w.got_ms) - unlocked;
+    fprintf(stderr, "tls cluster failover: the waiter got the lock %lld ms after the unlock\n",
+            woke);
+    assert_true(atomic_load(&w.got_ms) > 0 && woke < 1500);
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+}
+
 /* Redlock over TLS: three masters, the main, the mutual-TLS and the wrong-name servers. */
 static void test_redlock(void **state) {
     (void)state;
@@ -707,7 +1297,9 @@ static void test_redlock(void **state) {
         rlock_client_close(c[i]);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--handoff-child") == 0)
+        return handoff_child();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_url_params),
         cmocka_unit_test(test_config_fields),
@@ -725,11 +1317,16 @@ int main(void) {
         cmocka_unit_test(test_handshake_bounded),
         cmocka_unit_test(test_credentials_callback),
         cmocka_unit_test(test_fork),
+        cmocka_unit_test(test_handoff_process),
         cmocka_unit_test(test_rlockctl),
         cmocka_unit_test(test_redlock),
         cmocka_unit_test(test_sentinel),
         cmocka_unit_test(test_sentinel_failover),
         cmocka_unit_test(test_cluster),
+        cmocka_unit_test(test_cluster_migration),
+        cmocka_unit_test(test_cluster_migration_split),
+        cmocka_unit_test(test_cluster_migration_fair),
+        cmocka_unit_test(test_cluster_failover),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
