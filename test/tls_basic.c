@@ -196,28 +196,37 @@ static void *waiter(void *p) {
     return NULL;
 }
 
+/*
+ * holder takes its lock (a long lease: no expiry), waiter_lock's thread waits
+ * for it, and holder's unlock wakes it through its message (pub/sub over TLS),
+ * well before any lease would end.
+ */
+static void assert_woken(rlock *holder, rlock *waiter_lock) {
+    pthread_t t;
+    assert_int_equal(rlock_try_lock(holder, 0, 30000), RLOCK_OK);
+    waiter_arg w = {.lock = waiter_lock};
+    atomic_init(&w.got_ms, 0);
+    assert_int_equal(pthread_create(&t, NULL, waiter, &w), 0);
+    sleep_ms(300);
+    long long unlocked = now_ms();
+    assert_int_equal(rlock_unlock(holder), RLOCK_OK);
+    pthread_join(t, NULL);
+    assert_true(atomic_load(&w.got_ms) > 0);
+    assert_true(atomic_load(&w.got_ms) - unlocked < 1500); /* woken, not the lease's expiry */
+}
+
 /* A second client's waiter is woken by the unlock's message (pub/sub over TLS). */
 static void test_waiter_woken(void **state) {
     (void)state;
     rlock_client *a = NULL, *b = NULL;
     rlock *la = NULL, *lb = NULL;
     char url[1024];
-    pthread_t t;
     snprintf(url, sizeof(url), "rediss://localhost:%d?tls_ca=%s", tls_port, path("ca.pem"));
     assert_int_equal(open_url(url, &a), RLOCK_OK);
     assert_int_equal(open_url(url, &b), RLOCK_OK);
     assert_int_equal(rlock_get(a, "tls:wake", &la), RLOCK_OK);
     assert_int_equal(rlock_get(b, "tls:wake", &lb), RLOCK_OK);
-    assert_int_equal(rlock_try_lock(la, 0, 30000), RLOCK_OK); /* a long lease: no expiry */
-    waiter_arg w = {.lock = lb};
-    atomic_init(&w.got_ms, 0);
-    assert_int_equal(pthread_create(&t, NULL, waiter, &w), 0);
-    sleep_ms(300);
-    long long unlocked = now_ms();
-    assert_int_equal(rlock_unlock(la), RLOCK_OK);
-    pthread_join(t, NULL);
-    assert_true(atomic_load(&w.got_ms) > 0);
-    assert_true(atomic_load(&w.got_ms) - unlocked < 1500); /* woken, not the lease's expiry */
+    assert_woken(la, lb);
     rlock_free(la);
     rlock_free(lb);
     rlock_client_close(a);
@@ -561,7 +570,6 @@ static void test_sentinel(void **state) {
     rlock_client *a = NULL, *b = NULL;
     rlock *la = NULL, *lb = NULL;
     char url[1024];
-    pthread_t t;
     int sport = env_port("RLOCK_TLS_SENTINEL_PORT");
     assert_true(sport > 0);
     snprintf(url, sizeof(url), "rediss-sentinel://localhost:%d/mymaster?tls_ca=%s", sport,
@@ -575,15 +583,7 @@ static void test_sentinel(void **state) {
              path("ca.pem"));
     assert_int_equal(open_url(url, &b), RLOCK_OK);
     assert_int_equal(rlock_get(b, "tls:sentinel-wake", &lb), RLOCK_OK);
-    assert_int_equal(rlock_try_lock(la, 0, 30000), RLOCK_OK);
-    waiter_arg w = {.lock = lb};
-    atomic_init(&w.got_ms, 0);
-    assert_int_equal(pthread_create(&t, NULL, waiter, &w), 0);
-    sleep_ms(300);
-    long long unlocked = now_ms();
-    assert_int_equal(rlock_unlock(la), RLOCK_OK);
-    pthread_join(t, NULL);
-    assert_true(atomic_load(&w.got_ms) > 0 && atomic_load(&w.got_ms) - unlocked < 1500);
+    assert_woken(la, lb);
     rlock_free(la);
     rlock_free(lb);
     rlock_client_close(a);
@@ -647,7 +647,6 @@ static void test_cluster(void **state) {
     rlock_client *a = NULL, *b = NULL;
     rlock *la = NULL, *lb = NULL;
     char url[1024], name[64];
-    pthread_t t;
     int cport = env_port("RLOCK_TLS_CLUSTER_PORT");
     if (cport == 0) {
         skip(); /* RLOCK_TLS_NO_CLUSTER */
@@ -662,15 +661,7 @@ static void test_cluster(void **state) {
     }
     assert_int_equal(rlock_get(a, "tls:cluster-wake", &la), RLOCK_OK);
     assert_int_equal(rlock_get(b, "tls:cluster-wake", &lb), RLOCK_OK);
-    assert_int_equal(rlock_try_lock(la, 0, 30000), RLOCK_OK);
-    waiter_arg w = {.lock = lb};
-    atomic_init(&w.got_ms, 0);
-    assert_int_equal(pthread_create(&t, NULL, waiter, &w), 0);
-    sleep_ms(300);
-    long long unlocked = now_ms();
-    assert_int_equal(rlock_unlock(la), RLOCK_OK);
-    pthread_join(t, NULL);
-    assert_true(atomic_load(&w.got_ms) > 0 && atomic_load(&w.got_ms) - unlocked < 1500);
+    assert_woken(la, lb);
     rlock_free(la);
     rlock_free(lb);
     rlock_client_close(a);
