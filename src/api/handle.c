@@ -2,9 +2,8 @@
 /*
  * handle.c - lock handles: a name bound to a client and a lock kind.
  *
- * A handle owns copies of its name and channel name (and a fair lock's
- * queue key names, a fenced lock's counter key name, a read-write lock's
- * writers' set); it keeps its client's struct alive (client->handles) until
+ * A handle owns copies of its name and channel name, and its kind's other
+ * keys (rlock__kind_keys, made by the kind layer); it keeps its client's struct alive (client->handles) until
  * rlock_free, also past rlock_client_close. rlock_get_rw makes two handles
  * at once, one per kind.
  *
@@ -18,26 +17,8 @@ static void free_handle(rlock *lock) {
     lock->magic = 0;
     rlock__free(lock->name);
     rlock__free(lock->channel);
-    rlock__free(lock->queue);
-    rlock__free(lock->timeouts);
-    rlock__free(lock->token_key);
-    rlock__free(lock->writers);
+    rlock__kind_keys_free(&lock->keys);
     rlock__free(lock);
-}
-
-/* The part of a key of several a lock's keys share: what follows the prefix's ':'. */
-static void set_family(rlock *lock) {
-    const char *key = lock->queue != NULL       ? lock->queue
-                      : lock->token_key != NULL ? lock->token_key
-                                                : lock->writers;
-    size_t len = lock->queue != NULL       ? lock->queue_len
-                 : lock->token_key != NULL ? lock->token_key_len
-                                           : lock->writers_len;
-    if (key == NULL)
-        return;
-    const char *colon = memchr(key, ':', len);
-    lock->family = colon + 1;
-    lock->family_len = len - (size_t)(colon + 1 - key);
 }
 
 /* A handle of kind for name (its length checked by the caller); NULL if out of memory. */
@@ -47,24 +28,11 @@ static rlock *new_handle(rlock_client *c, const rlock__kind *kind, const char *n
         return NULL;
     lock->name = rlock__memdup0(name, len);
     lock->channel = rlock__prefixed_name(kind->channel_prefix, name, len, &lock->channel_len);
-    if (kind == &rlock__fair) {
-        lock->queue = rlock__prefixed_name("redisson_lock_queue", name, len, &lock->queue_len);
-        lock->timeouts =
-            rlock__prefixed_name("redisson_lock_timeout", name, len, &lock->timeouts_len);
-    }
-    if (kind == &rlock__fenced)
-        lock->token_key =
-            rlock__prefixed_name("redisson_lock_token", name, len, &lock->token_key_len);
-    if (kind == &rlock__rw_read || kind == &rlock__rw_write)
-        lock->writers = rlock__prefixed_name("rlock_rwlock_writers", name, len, &lock->writers_len);
     if (lock->name == NULL || lock->channel == NULL ||
-        (kind == &rlock__fair && (lock->queue == NULL || lock->timeouts == NULL)) ||
-        (kind == &rlock__fenced && lock->token_key == NULL) ||
-        ((kind == &rlock__rw_read || kind == &rlock__rw_write) && lock->writers == NULL)) {
+        rlock__kind_keys_make(&lock->keys, kind, name, len) != RLOCK_OK) {
         free_handle(lock);
         return NULL;
     }
-    set_family(lock);
     lock->magic = RLOCK__LOCK_MAGIC;
     lock->client = c;
     lock->engine = &c->engine;
@@ -86,8 +54,8 @@ static rlock *new_handle(rlock_client *c, const rlock__kind *kind, const char *n
  * the first lock.
  */
 static int check_slots(rlock_client *c, const rlock *lock) {
-    const char *keys[] = {lock->queue, lock->timeouts, lock->token_key, lock->writers};
-    size_t lens[] = {lock->queue_len, lock->timeouts_len, lock->token_key_len, lock->writers_len};
+    const char *keys[] = {lock->keys.queue, lock->keys.timeouts, lock->keys.token_key, lock->keys.writers};
+    size_t lens[] = {lock->keys.queue_len, lock->keys.timeouts_len, lock->keys.token_key_len, lock->keys.writers_len};
     const char *what = lock->kind == &rlock__fair    ? "fair"
                        : lock->kind == &rlock__fenced ? "fenced"
                                                       : "read-write";
@@ -99,7 +67,7 @@ static int check_slots(rlock_client *c, const rlock *lock) {
                                                 "with '}' but no '{', or with '{' but no "
                                                 "non-empty {tag})", what, lock->name, keys[i]);
     /* A read hold's key ("{name}:<owner>:rwlock_timeout:<k>") differs per owner: by the rule. */
-    if (lock->writers != NULL && rlock__net_slot_of(&c->net, lock->name, lock->name_len) >= 0 &&
+    if (lock->keys.writers != NULL && rlock__net_slot_of(&c->net, lock->name, lock->name_len) >= 0 &&
         !rlock__derived_keys_share_slot(lock->name, lock->name_len))
         return rlock__fail(RLOCK_EINVAL, 0, "%s lock name '%.200s': its read holds' keys hash to "
                                             "other Cluster slots than the name", what, lock->name);

@@ -37,12 +37,12 @@ static int attempt(const rlock *lock, const rlock__owner *owner, long long lease
                    long long expected, long long wait_ms, int64_t deadline_ms,
                    rlock__attempt *answer) {
     char lease[24], field[RLOCK__OWNER_MAX], expected_str[24], wait[24], now[24];
-    const char *argv[] = {lock->name, lock->queue, lock->timeouts, lease, field,
+    const char *argv[] = {lock->name, lock->keys.queue, lock->keys.timeouts, lease, field,
                           expected_str, wait, now, wait_ms != 0 ? "1" : "0", lock->channel,
                           lock->publish_verb};
     size_t argvlen[] = {lock->name_len,
-                        lock->queue_len,
-                        lock->timeouts_len,
+                        lock->keys.queue_len,
+                        lock->keys.timeouts_len,
                         rlock__fmt_i64(lease, lease_ms),
                         rlock__owner_field(lock->client_id, owner->id, field),
                         rlock__fmt_i64(expected_str, expected),
@@ -53,7 +53,7 @@ static int attempt(const rlock *lock, const rlock__owner *owner, long long lease
                         strlen(lock->publish_verb)};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_FAIR_ACQUIRE, .flags = RLOCK__CMD_WRITE,
                       .argc = 11, .nkeys = 3, .argv = argv, .argvlen = argvlen,
-                      .family = lock->family, .family_len = lock->family_len};
+                      .family = lock->keys.family, .family_len = lock->keys.family_len};
     rlock__exec_info info = {0};
     answer->outcome = RLOCK__ATTEMPT_NONE;
     int status = rlock__exec_read(lock->engine->net, &cmd, deadline_ms, &info,
@@ -73,11 +73,11 @@ static int read_left(const redisReply *reply, void *arg) {
 static void give_up(const rlock *lock, const rlock__owner *owner, long long wait_ms) {
     char field[RLOCK__OWNER_MAX], wait[24], now[24];
     const char *publish = lock->publish_verb;
-    const char *argv[] = {lock->name, lock->queue, lock->timeouts, field, wait, lock->channel,
+    const char *argv[] = {lock->name, lock->keys.queue, lock->keys.timeouts, field, wait, lock->channel,
                           publish, now};
     size_t argvlen[] = {lock->name_len,
-                        lock->queue_len,
-                        lock->timeouts_len,
+                        lock->keys.queue_len,
+                        lock->keys.timeouts_len,
                         rlock__owner_field(lock->client_id, owner->id, field),
                         rlock__fmt_i64(wait, thread_wait_ms(lock, wait_ms)),
                         lock->channel_len,
@@ -85,7 +85,7 @@ static void give_up(const rlock *lock, const rlock__owner *owner, long long wait
                         rlock__fmt_i64(now, rlock__wall_ms())};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_FAIR_LEAVE, .flags = RLOCK__CMD_WRITE, .argc = 8,
                       .nkeys = 3, .argv = argv, .argvlen = argvlen,
-                      .family = lock->family, .family_len = lock->family_len};
+                      .family = lock->keys.family, .family_len = lock->keys.family_len};
     /* Best effort: the caller's status stands; a queue entry left behind dies by its deadline. */
     rlock__error_detail saved;
     rlock__error_save(&saved);
@@ -98,15 +98,15 @@ int rlock__fair_dequeue(const rlock *lock, const char *field, size_t field_len,
                         long long wait_ms) {
     char wait[24], now[24];
     const char *publish = lock->publish_verb;
-    const char *argv[] = {lock->name, lock->queue, lock->timeouts, field, wait, lock->channel,
+    const char *argv[] = {lock->name, lock->keys.queue, lock->keys.timeouts, field, wait, lock->channel,
                           publish, now};
-    size_t argvlen[] = {lock->name_len,      lock->queue_len,
-                        lock->timeouts_len,  field_len,
+    size_t argvlen[] = {lock->name_len,      lock->keys.queue_len,
+                        lock->keys.timeouts_len,  field_len,
                         rlock__fmt_i64(wait, wait_ms), lock->channel_len,
                         strlen(publish),     rlock__fmt_i64(now, rlock__wall_ms())};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_FAIR_LEAVE, .flags = RLOCK__CMD_WRITE, .argc = 8,
                       .nkeys = 3, .argv = argv, .argvlen = argvlen};
-    if (lock->queue == NULL)
+    if (lock->keys.queue == NULL)
         return rlock__fail(RLOCK_EINVAL, 0, "dequeue: \"%s\" is not a fair lock's handle",
                            lock->name);
     return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, rlock__read_forced,
@@ -116,12 +116,12 @@ int rlock__fair_dequeue(const rlock *lock, const char *field, size_t field_len,
 static int force_unlock(const rlock *lock) {
     char now[24];
     const char *publish = lock->publish_verb;
-    const char *argv[] = {lock->name, lock->queue, lock->timeouts, lock->channel, publish, now};
-    size_t argvlen[] = {lock->name_len, lock->queue_len, lock->timeouts_len, lock->channel_len,
+    const char *argv[] = {lock->name, lock->keys.queue, lock->keys.timeouts, lock->channel, publish, now};
+    size_t argvlen[] = {lock->name_len, lock->keys.queue_len, lock->keys.timeouts_len, lock->channel_len,
                         strlen(publish), rlock__fmt_i64(now, rlock__wall_ms())};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_FAIR_FORCE_UNLOCK, .flags = RLOCK__CMD_WRITE,
                       .argc = 6, .nkeys = 3, .argv = argv, .argvlen = argvlen,
-                      .family = lock->family, .family_len = lock->family_len};
+                      .family = lock->keys.family, .family_len = lock->keys.family_len};
     return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, rlock__read_forced,
                             (void *)"FAIR_FORCE_UNLOCK");
 }

@@ -49,10 +49,10 @@ static int read_counter(const redisReply *reply, void *arg) {
 }
 
 int rlock__fence_token(const rlock *lock, long long *token) {
-    const char *argv[] = {"GET", lock->token_key};
-    size_t argvlen[] = {3, lock->token_key_len};
+    const char *argv[] = {"GET", lock->keys.token_key};
+    size_t argvlen[] = {3, lock->keys.token_key_len};
     rlock__cmd cmd = {.script = -1, .argc = 2, .argv = argv, .argvlen = argvlen};
-    token_read t = {lock->token_key, token};
+    token_read t = {lock->keys.token_key, token};
     return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, read_counter, &t);
 }
 

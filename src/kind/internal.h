@@ -20,7 +20,7 @@ size_t rlock__owner_field_of(const void *client_id, uint64_t owner, char *buf);
 /*
  * reentrant.c, shared with the fair and read-write kinds (same hash, same
  * answers): the read-only questions, a reply read ahead, and the release
- * (RELEASE, or FAIR_RELEASE when lock->queue is set).
+ * (RELEASE, or FAIR_RELEASE when lock->keys.queue is set).
  */
 int rlock__hash_ask(const rlock *lock, int question, const rlock__owner *owner, long long *value);
 int rlock__hash_read_ahead(const rlock *lock, rlock__conn *ahead, rlock__attempt *answer);

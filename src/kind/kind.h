@@ -38,6 +38,26 @@ typedef struct rlock__kind rlock__kind;
 #define RLOCK__LOCK_MAGIC 0x726c6b68u /* "rlkh" */
 
 /* A lock handle (public opaque type). */
+/*
+ * The keys a lock has besides its name, by kind (Redisson's names), made and
+ * freed together by layout.c for the handle's kind; every pointer owned,
+ * NULL where the kind has no such key.
+ */
+typedef struct rlock__kind_keys {
+    char *queue;                /* fair lock: "redisson_lock_queue:{name}" */
+    size_t queue_len;
+    char *timeouts;             /* fair lock: "redisson_lock_timeout:{name}" */
+    size_t timeouts_len;
+    char *token_key;            /* fenced lock: "redisson_lock_token:{name}" */
+    size_t token_key_len;
+    char *writers;              /* read-write lock: "rlock_rwlock_writers:{name}" */
+    size_t writers_len;
+    const char *family;         /* a lock of several keys: "{name}" (name if it has a '{'),
+                                   which each of its keys names (net.h, rlock__cmd.family);
+                                   points into queue, token_key or writers; else NULL */
+    size_t family_len;
+} rlock__kind_keys;
+
 struct rlock {
     uint32_t magic;
     rlock_client *client;       /* the API layer's; kept alive by its handle count */
@@ -50,22 +70,16 @@ struct rlock {
     size_t channel_len;
     const char *publish_verb;   /* static: what unlock scripts publish with, for this name
                                    (rlock__net_publish_verb), fixed when the handle is made */
-    char *queue;                /* fair lock: owned "redisson_lock_queue:{name}"; else NULL */
-    size_t queue_len;
-    char *timeouts;             /* fair lock: owned "redisson_lock_timeout:{name}"; else NULL */
-    size_t timeouts_len;
-    char *token_key;            /* fenced lock: owned "redisson_lock_token:{name}"; else NULL */
-    size_t token_key_len;
-    char *writers;              /* read-write lock: owned "rlock_rwlock_writers:{name}"; else NULL */
-    size_t writers_len;
-    const char *family;         /* a lock of several keys: "{name}" (name if it has a '{'),
-                                   which each of its keys names (net.h, rlock__cmd.family);
-                                   points into queue, token_key or writers; else NULL */
-    size_t family_len;
+    rlock__kind_keys keys;      /* its kind's keys besides the name (layout.c) */
 };
 
 /* ---- layout.c: Redisson's names ----------------------------------------------- */
 
+/* kind's keys for name (Redisson's names, see rlock__kind_keys): RLOCK_OK or RLOCK_ENOMEM
+ * (nothing left allocated). */
+int rlock__kind_keys_make(rlock__kind_keys *k, const rlock__kind *kind, const char *name,
+                          size_t len);
+void rlock__kind_keys_free(rlock__kind_keys *k);
 /*
  * Redisson's prefixName(): "<prefix>:{<name>}", or "<prefix>:<name>" for a
  * name with '{'; owned by the caller. NULL if out of memory.
@@ -209,7 +223,7 @@ int rlock__fair_dequeue(const rlock *lock, const char *field, size_t field_len,
 extern const rlock__kind rlock__rw_read, rlock__rw_write;
 /*
  * reentrant.c: Redisson's RedissonFencedLock (getFencedLock): the reentrant
- * lock whose ACQUIRE and TRANSFER also INCR lock->token_key and answer the
+ * lock whose ACQUIRE and TRANSFER also INCR lock->keys.token_key and answer the
  * token (the scripts take the counter as an optional KEYS[2]).
  */
 extern const rlock__kind rlock__fenced;
@@ -371,7 +385,7 @@ int rlock__known_not_held(rlock *lock, const rlock__owner *owner);
 
 /* ---- fence.c: the fenced lock's token, the resource helper ------------------------ */
 
-/* GET of lock->token_key: the last token handed out (0: none yet). */
+/* GET of lock->keys.token_key: the last token handed out (0: none yet). */
 int rlock__fence_token(const rlock *lock, long long *token);
 /*
  * FENCED_SET: key = value if token >= the highest token in fence_key, which

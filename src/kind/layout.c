@@ -11,6 +11,8 @@
  *   lock's           "{<name>}:<owner field>:rwlock_timeout:<k>" (suffixName rule:
  *                    "<name>:..." for a name with '{'), the writer field
  *                    "<owner field>:write"; and rlock's "rlock_rwlock_writers:{<name>}"
+ *   the fenced lock's "redisson_lock_token:{<name>}" (its token counter)
+ * and a handle's keys by its kind (rlock__kind_keys), made and freed here.
  *
  * Pure functions: any thread, no shared state.
  */
@@ -57,4 +59,46 @@ char *rlock__prefixed_name(const char *prefix, const char *name, size_t len, siz
     *p = '\0';
     *out_len = total;
     return out;
+}
+
+/* The part of a key of several a lock's keys share: what follows the prefix's ':'. */
+static void set_family(rlock__kind_keys *k) {
+    const char *key = k->queue != NULL ? k->queue : k->token_key != NULL ? k->token_key : k->writers;
+    size_t len = k->queue != NULL       ? k->queue_len
+                 : k->token_key != NULL ? k->token_key_len
+                                        : k->writers_len;
+    if (key == NULL)
+        return;
+    const char *colon = memchr(key, ':', len);
+    k->family = colon + 1;
+    k->family_len = len - (size_t)(colon + 1 - key);
+}
+
+int rlock__kind_keys_make(rlock__kind_keys *k, const rlock__kind *kind, const char *name,
+                          size_t len) {
+    int rw = kind == &rlock__rw_read || kind == &rlock__rw_write;
+    memset(k, 0, sizeof(*k));
+    if (kind == &rlock__fair) {
+        k->queue = rlock__prefixed_name("redisson_lock_queue", name, len, &k->queue_len);
+        k->timeouts = rlock__prefixed_name("redisson_lock_timeout", name, len, &k->timeouts_len);
+    }
+    if (kind == &rlock__fenced)
+        k->token_key = rlock__prefixed_name("redisson_lock_token", name, len, &k->token_key_len);
+    if (rw)
+        k->writers = rlock__prefixed_name("rlock_rwlock_writers", name, len, &k->writers_len);
+    if ((kind == &rlock__fair && (k->queue == NULL || k->timeouts == NULL)) ||
+        (kind == &rlock__fenced && k->token_key == NULL) || (rw && k->writers == NULL)) {
+        rlock__kind_keys_free(k);
+        return RLOCK_ENOMEM;
+    }
+    set_family(k);
+    return RLOCK_OK;
+}
+
+void rlock__kind_keys_free(rlock__kind_keys *k) {
+    rlock__free(k->queue);
+    rlock__free(k->timeouts);
+    rlock__free(k->token_key);
+    rlock__free(k->writers);
+    memset(k, 0, sizeof(*k));
 }

@@ -11,7 +11,7 @@
  *   counter    redisson_lock_token:{<name>}      fenced lock only: INCR per acquisition
  *
  * The fenced lock (Redisson's RedissonFencedLock) is this kind plus the
- * counter: the same functions, which pass lock->token_key to ACQUIRE and
+ * counter: the same functions, which pass lock->keys.token_key to ACQUIRE and
  * TRANSFER when it is set and read the token they answer.
  *
  * Threads: application threads; send_ahead on the subscriber thread (with
@@ -48,10 +48,10 @@ int rlock__read_attempt(const redisReply *reply, void *arg) {
 static int lock_keys(const rlock *lock, const char **argv, size_t *argvlen) {
     argv[0] = lock->name;
     argvlen[0] = lock->name_len;
-    if (lock->token_key == NULL)
+    if (lock->keys.token_key == NULL)
         return 1;
-    argv[1] = lock->token_key;
-    argvlen[1] = lock->token_key_len;
+    argv[1] = lock->keys.token_key;
+    argvlen[1] = lock->keys.token_key_len;
     return 2;
 }
 
@@ -75,7 +75,7 @@ void rlock__renew_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
     a->argvlen[2] = rn->owner_field(lock->client_id, owner, a->owner);
     a->cmd = (rlock__cmd){.script = rn->script, .flags = RLOCK__CMD_WRITE, .argc = 3, .nkeys = 1,
                           .argv = a->argv, .argvlen = a->argvlen,
-                          .family = lock->family, .family_len = lock->family_len};
+                          .family = lock->keys.family, .family_len = lock->keys.family_len};
 }
 
 void rlock__acquire_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
@@ -90,7 +90,7 @@ void rlock__acquire_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
     a->argvlen[k + 4] = strlen(lock->publish_verb);
     a->cmd = (rlock__cmd){.script = RLOCK__SCRIPT_ACQUIRE, .flags = RLOCK__CMD_WRITE,
                           .argc = k + 5, .nkeys = k, .argv = a->argv, .argvlen = a->argvlen,
-                          .family = lock->family, .family_len = lock->family_len};
+                          .family = lock->keys.family, .family_len = lock->keys.family_len};
 }
 
 static int attempt(const rlock *lock, const rlock__owner *owner, long long lease_ms,
@@ -171,12 +171,12 @@ void rlock__release_cmd(rlock__lock_cmd *a, const rlock *lock, uint64_t owner,
     a->argvlen[4] = strlen(publish);
     a->cmd = (rlock__cmd){.script = RLOCK__SCRIPT_RELEASE, .flags = RLOCK__CMD_WRITE, .argc = 5,
                           .nkeys = 1, .argv = a->argv, .argvlen = a->argvlen,
-                          .family = lock->family, .family_len = lock->family_len};
+                          .family = lock->keys.family, .family_len = lock->keys.family_len};
 }
 
 /*
  * script (RELEASE, or another with its arguments and answers), or for a
- * fair lock (lock->queue set)
+ * fair lock (lock->keys.queue set)
  * FAIR_RELEASE: RELEASE's arguments plus its queue keys and the wall clock
  * (lua/fair_release.lua), the same answers.
  */
@@ -187,16 +187,16 @@ static int send_release(const rlock *lock, int script, const rlock__owner *owner
     char now[24];
     rlock__release_cmd(&plain, lock, owner->id, expected);
     plain.cmd.script = script;
-    const char *fair[] = {lock->name, lock->queue, lock->timeouts, plain.argv[1], plain.argv[2],
+    const char *fair[] = {lock->name, lock->keys.queue, lock->keys.timeouts, plain.argv[1], plain.argv[2],
                           lock->channel, plain.argv[4], now};
-    size_t fair_len[] = {lock->name_len, lock->queue_len, lock->timeouts_len, plain.argvlen[1],
+    size_t fair_len[] = {lock->name_len, lock->keys.queue_len, lock->keys.timeouts_len, plain.argvlen[1],
                          plain.argvlen[2], lock->channel_len, plain.argvlen[4], 0};
     rlock__cmd cmd = plain.cmd;
-    if (lock->queue != NULL) {
+    if (lock->keys.queue != NULL) {
         fair_len[7] = rlock__fmt_i64(now, rlock__wall_ms());
         cmd = (rlock__cmd){.script = RLOCK__SCRIPT_FAIR_RELEASE, .flags = RLOCK__CMD_WRITE,
                            .argc = 8, .nkeys = 3, .argv = fair, .argvlen = fair_len,
-                           .family = lock->family, .family_len = lock->family_len};
+                           .family = lock->keys.family, .family_len = lock->keys.family_len};
     }
     answer->read = 0;
     return rlock__exec_read(lock->engine->net, &cmd, deadline_ms, info, rlock__read_release,
@@ -209,8 +209,8 @@ static int send_release(const rlock *lock, int script, const rlock__owner *owner
  * the queue is now) and told again. Best effort.
  */
 static void republish_to_head(const rlock *lock, const char *message, int64_t deadline_ms) {
-    const char *argv[] = {"LINDEX", lock->queue, "0"};
-    size_t argvlen[] = {6, lock->queue_len, 1};
+    const char *argv[] = {"LINDEX", lock->keys.queue, "0"};
+    size_t argvlen[] = {6, lock->keys.queue_len, 1};
     rlock__cmd cmd = {.script = -1, .argc = 3, .argv = argv, .argvlen = argvlen};
     redisReply *head = NULL;
     if (rlock__exec(lock->engine->net, &cmd, deadline_ms, &head, NULL) == RLOCK_OK &&
@@ -244,7 +244,7 @@ void rlock__republish_if_asked(const rlock *lock, const rlock__exec_info *info,
         return;
     rlock__error_detail saved;
     rlock__error_save(&saved);
-    if (lock->queue != NULL)
+    if (lock->keys.queue != NULL)
         republish_to_head(lock, message, deadline_ms);
     else
         rlock__net_publish(lock->engine->net, lock->publish_verb, lock->channel,
@@ -330,7 +330,7 @@ static int transfer(const rlock *lock, const rlock__owner *owner, const rlock__o
     argvlen[k + 2] = rlock__fmt_i64(lease, rlock__lease_ttl(lock, offer->lease_ms));
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_TRANSFER, .flags = RLOCK__CMD_WRITE, .argc = k + 3,
                       .nkeys = k, .argv = argv, .argvlen = argvlen,
-                      .family = lock->family, .family_len = lock->family_len};
+                      .family = lock->keys.family, .family_len = lock->keys.family_len};
     *out = (rlock__released){.remaining = -2, .sent_ms = rlock__now_ms()};
     int status =
         rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, read_transfer, out);
@@ -351,7 +351,7 @@ static int force_unlock(const rlock *lock) {
     size_t argvlen[] = {lock->name_len, lock->channel_len, strlen(publish)};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_FORCE_UNLOCK, .flags = RLOCK__CMD_WRITE,
                       .argc = 3, .nkeys = 1, .argv = argv, .argvlen = argvlen,
-                      .family = lock->family, .family_len = lock->family_len};
+                      .family = lock->keys.family, .family_len = lock->keys.family_len};
     rlock__exec_info info = {0};
     int status =
         rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, &info, rlock__read_forced,
@@ -421,7 +421,7 @@ const rlock__renewer rlock__hash_renewer = {.script = RLOCK__SCRIPT_RENEW,
                                             .node_script = RLOCK__SCRIPT_RENEW_NODE,
                                             .owner_field = rlock__owner_field_of};
 
-/* The table of both kinds: the functions above pass lock->token_key, which a fenced handle has. */
+/* The table of both kinds: the functions above pass lock->keys.token_key, which a fenced handle has. */
 #define HASH_LOCK_OPS                                                                             \
     .attempt = attempt, .read_ahead = rlock__hash_read_ahead, .release = rlock__hash_release,     \
     .transfer = transfer, .force_unlock = force_unlock, .ask = rlock__hash_ask,                   \

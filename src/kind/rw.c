@@ -93,7 +93,7 @@ static void acquire_cmd_init(acquire_cmd *a, const rlock *lock, uint64_t owner,
                              long long lease_ms, long long expected, int waits) {
     int write = is_write(lock);
     put(a, 0, lock->name, lock->name_len);
-    put(a, 1, lock->writers, lock->writers_len);
+    put(a, 1, lock->keys.writers, lock->keys.writers_len);
     put(a, 2, a->lease, rlock__fmt_i64(a->lease, lease_ms));
     put(a, 3, a->reader, rlock__owner_field(lock->client_id, owner, a->reader));
     put(a, 4, a->expected, rlock__fmt_i64(a->expected, expected));
@@ -105,7 +105,7 @@ static void acquire_cmd_init(acquire_cmd *a, const rlock *lock, uint64_t owner,
                                           : RLOCK__SCRIPT_RW_READ_ACQUIRE,
                           .flags = RLOCK__CMD_WRITE, .argc = 9, .nkeys = 2,
                           .argv = a->argv, .argvlen = a->argvlen,
-                          .family = lock->family, .family_len = lock->family_len};
+                          .family = lock->keys.family, .family_len = lock->keys.family_len};
 }
 
 /* An attempt's reply: the generic answers, and the write lock's "it would wait for itself". */
@@ -171,7 +171,7 @@ static int force_unlock(const rlock *lock) {
                         strlen(lock->publish_verb), 1};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_RW_FORCE_UNLOCK, .flags = RLOCK__CMD_WRITE,
                       .argc = 5, .nkeys = 1, .argv = argv, .argvlen = argvlen,
-                      .family = lock->family, .family_len = lock->family_len};
+                      .family = lock->keys.family, .family_len = lock->keys.family_len};
     rlock__exec_info info = {0};
     int status = rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, &info,
                                   rlock__read_forced, (void *)"RW_FORCE_UNLOCK");
@@ -200,7 +200,7 @@ static int read_holds(const rlock *lock, const rlock__owner *owner, long long *v
     size_t argvlen[] = {lock->name_len, rlock__owner_field(lock->client_id, owner->id, field)};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_RW_READ_HOLDS, .argc = 2, .nkeys = 1, .argv = argv,
                       .argvlen = argvlen,
-                      .family = lock->family, .family_len = lock->family_len};
+                      .family = lock->keys.family, .family_len = lock->keys.family_len};
     return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, read_locked,
                             value);
 }
@@ -219,7 +219,7 @@ static int ask(const rlock *lock, int question, const rlock__owner *owner, long 
     size_t argvlen[] = {lock->name_len, strlen(mode)};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_RW_LOCKED, .argc = 2, .nkeys = 1, .argv = argv,
                       .argvlen = argvlen,
-                      .family = lock->family, .family_len = lock->family_len};
+                      .family = lock->keys.family, .family_len = lock->keys.family_len};
     return rlock__exec_read(lock->engine->net, &cmd, RLOCK__NO_DEADLINE, NULL, read_locked,
                             value);
 }
@@ -235,13 +235,13 @@ static int read_left(const redisReply *reply, void *arg) {
  * effort. */
 static void give_up(const rlock *lock, const rlock__owner *owner, long long wait_ms) {
     char field[RLOCK__OWNER_MAX];
-    const char *argv[] = {lock->name, lock->writers, field, lock->channel, lock->publish_verb};
-    size_t argvlen[] = {lock->name_len, lock->writers_len,
+    const char *argv[] = {lock->name, lock->keys.writers, field, lock->channel, lock->publish_verb};
+    size_t argvlen[] = {lock->name_len, lock->keys.writers_len,
                         write_field(lock->client_id, owner->id, field), lock->channel_len,
                         strlen(lock->publish_verb)};
     rlock__cmd cmd = {.script = RLOCK__SCRIPT_RW_WRITE_LEAVE, .flags = RLOCK__CMD_WRITE,
                       .argc = 5, .nkeys = 2, .argv = argv, .argvlen = argvlen,
-                      .family = lock->family, .family_len = lock->family_len};
+                      .family = lock->keys.family, .family_len = lock->keys.family_len};
     rlock__error_detail saved;
     (void)wait_ms;
     rlock__error_save(&saved);
