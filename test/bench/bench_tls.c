@@ -11,7 +11,8 @@
  * (the baseline: one blocking TLS connection made with OpenSSL directly,
  * commands written with redisFormatCommandArgv, replies read with SSL_read
  * into hiredis's reader; the very scripts and arguments of bench_baseline.c),
- * then by rlock over rediss:// -- the ratio comes from the same run. Then the
+ * then by rlock over rediss:// -- the ratio comes from the same run -- and
+ * last by rlock over the same server's plaintext port (what TLS costs). Then the
  * steady state of that rlock client: its connections, and how many
  * connections (so TLS handshakes) it and the server saw during the rounds,
  * after its warm-up; counted by rlock_client_stats and by the server's
@@ -283,7 +284,7 @@ static int bench_cycles_tls(config *cfg) {
     }
     fprintf(stderr, "raw TLS client: 1 thread, %d rounds of %.1f s\n", cfg->rounds, cfg->secs);
     cycle_ops raw_ops = {raw_init, raw_cycle, raw_fini, cfg};
-    cycle_result raw_res, rl_res;
+    cycle_result raw_res, rl_res = {0};
     int rc = run_cycles(&raw_ops, 1, cfg->secs, cfg->rounds, &raw_res);
 
     long long clients0 = info_field(plain, "clients", "connected_clients");
@@ -310,18 +311,30 @@ static int bench_cycles_tls(config *cfg) {
     long long accepted1 = info_field(plain, "stats", "total_connections_received");
     unsigned long long conn1 = client_connections(ctx.client);
     rlock_client_close(ctx.client);
+
+    /* What TLS itself costs rlock: the same cycles over the same server's
+     * plaintext port, in the same run. */
+    fprintf(stderr, "rlock over redis:// (same server): 1 thread, %d rounds of %.1f s\n", cfg->rounds,
+            cfg->secs);
+    cycle_result pl_res = {0};
+    ctx.client = rc == 0 ? open_rlock(cfg->plain_url) : NULL;
+    if (ctx.client == NULL || run_cycles(&rl_ops, 1, cfg->secs, cfg->rounds, &pl_res) < 0)
+        rc = -1;
+    rlock_client_close(ctx.client);
     redisFree(plain);
     jsonw j;
     j_begin(&j, "tls_cycles");
     j_prefixed(&j, "raw_", &raw_res);
     j_prefixed(&j, "rlock_", &rl_res);
+    j_prefixed(&j, "plain_", &pl_res);
     j_num(&j, "ratio", rl_res.ops_per_s / raw_res.ops_per_s);
+    j_num(&j, "tls_to_plain", rl_res.ops_per_s / pl_res.ops_per_s);
     j_int(&j, "connections_per_client", clients1 - clients0);
     j_int(&j, "client_connections_opened_warmup", (long long)conn0);
     j_num(&j, "steady_minutes", minutes);
     j_num(&j, "client_handshakes_per_min", (double)(conn1 - conn0) / minutes);
     j_num(&j, "server_connections_per_min", (double)(accepted1 - accepted0) / minutes);
-    j_int(&j, "errors", raw_res.errors + rl_res.errors);
+    j_int(&j, "errors", raw_res.errors + rl_res.errors + pl_res.errors);
     j_int(&j, "rounds", cfg->rounds);
     j_num(&j, "round_s", cfg->secs);
     j_end(&j);
