@@ -11,8 +11,9 @@
  * (the baseline: one blocking TLS connection made with OpenSSL directly,
  * commands written with redisFormatCommandArgv, replies read with SSL_read
  * into hiredis's reader; the very scripts and arguments of bench_baseline.c),
- * then by rlock over rediss:// -- the ratio comes from the same run -- and
- * last by rlock over the same server's plaintext port (what TLS costs). Then the
+ * by rlock over rediss://, and by rlock over the same server's plaintext port
+ * (what TLS costs), in turn a round each (-r rounds each); the ratio is the
+ * median of each round pair's (rlock TLS / raw TLS). Then the
  * steady state of that rlock client: its connections, and how many
  * connections (so TLS handshakes) it and the server saw during the rounds,
  * after its warm-up; counted by rlock_client_stats and by the server's
@@ -213,21 +214,95 @@ static int lock_cycle(rlock *lock) {
     return status == RLOCK_OK ? 0 : -1;
 }
 
-typedef struct rl_ctx {
-    rlock_client *client;
-} rl_ctx;
+/*
+ * The three clients take turns, a round each (raw TLS, rlock TLS, rlock
+ * plaintext, again): on a shared machine the load moves within seconds, and
+ * blocks of rounds one after the other compared different loads, not clients.
+ */
+static unsigned long long client_connections(rlock_client *c);
+static long long info_field(redisContext *c, const char *section, const char *field);
 
-static void *rl_init(void *arg, int index) {
-    rl_ctx *ctx = arg;
+enum { MODE_RAW, MODE_TLS, MODE_PLAIN, MODES };
+#define MAX_ROUNDS 100
+
+typedef struct mix_ctx {
+    config *cfg;
+    rlock_client *tls, *plain;
+    atomic_int mode;
+    redisContext *stats;                   /* the server's plaintext port */
+    unsigned long long conn0;              /* at the steady state's start: */
+    long long accepted0;                   /*   the client's and the server's counts */
+    uint64_t t0;
+    int n[MODES];
+    double ops[MODES][MAX_ROUNDS], p50[MODES][MAX_ROUNDS], p99[MODES][MAX_ROUNDS];
+} mix_ctx;
+
+typedef struct mix_thread {
+    mix_ctx *ctx;
+    tls_raw *raw;
+    rlock *tls_lock, *plain_lock;
+} mix_thread;
+
+static rlock *named_lock(rlock_client *c, const char *kind, int index) {
     char name[64];
     rlock *lock = NULL;
-    snprintf(name, sizeof name, "bench:tls:rlock:%d:%d", (int)getpid(), index);
-    return rlock_get(ctx->client, name, &lock) == RLOCK_OK ? lock : NULL;
+    snprintf(name, sizeof name, "bench:tls:%s:%d:%d", kind, (int)getpid(), index);
+    return rlock_get(c, name, &lock) == RLOCK_OK ? lock : NULL;
 }
 
-static int rl_cycle(void *state) { return lock_cycle(state); }
+static void mix_fini(void *state) {
+    mix_thread *t = state;
+    if (t->raw != NULL)
+        raw_fini(t->raw);
+    rlock_free(t->tls_lock);
+    rlock_free(t->plain_lock);
+    free(t);
+}
 
-static void rl_fini(void *state) { rlock_free(state); }
+static void *mix_init(void *arg, int index) {
+    mix_ctx *ctx = arg;
+    mix_thread *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return NULL;
+    t->ctx = ctx;
+    t->raw = raw_init(ctx->cfg, index);
+    t->tls_lock = named_lock(ctx->tls, "rlock", index);
+    t->plain_lock = named_lock(ctx->plain, "plain", index);
+    if (t->raw == NULL || t->tls_lock == NULL || t->plain_lock == NULL) {
+        mix_fini(t);
+        return NULL;
+    }
+    return t;
+}
+
+static int mix_cycle(void *state) {
+    mix_thread *t = state;
+    switch (atomic_load(&t->ctx->mode)) {
+    case MODE_RAW: return raw_cycle(t->raw);
+    case MODE_TLS: return lock_cycle(t->tls_lock);
+    default: return lock_cycle(t->plain_lock);
+    }
+}
+
+/* Round 0 starts the steady state: every connection of the run (the raw
+ * client's, both rlock clients' pool connections) is open by then. */
+static void mix_before(void *arg, int round) {
+    mix_ctx *ctx = arg;
+    if (round == 0) {
+        ctx->conn0 = client_connections(ctx->tls);
+        ctx->accepted0 = info_field(ctx->stats, "stats", "total_connections_received");
+        ctx->t0 = raw_now_ns();
+    }
+    atomic_store(&ctx->mode, round % MODES);
+}
+
+static void mix_after(void *arg, int round, double ops, double p50, double p99) {
+    mix_ctx *ctx = arg;
+    int m = round % MODES, i = ctx->n[m]++;
+    ctx->ops[m][i] = ops;
+    ctx->p50[m][i] = p50;
+    ctx->p99[m][i] = p99;
+}
 
 static unsigned long long client_connections(rlock_client *c) {
     rlock_stats st = {.struct_size = sizeof st};
@@ -264,16 +339,35 @@ static int load_scripts(config *cfg) {
     return rc;
 }
 
-static void j_prefixed(jsonw *j, const char *prefix, const cycle_result *res) {
+/* One client's figures: medians over its own rounds. */
+static void j_mode(jsonw *j, const char *prefix, mix_ctx *ctx, int m) {
     char k[64];
     snprintf(k, sizeof k, "%sops_per_s", prefix);
-    j_num(j, k, res->ops_per_s);
+    j_num(j, k, median(ctx->ops[m], ctx->n[m]));
     snprintf(k, sizeof k, "%sp50_ms", prefix);
-    j_num(j, k, res->p50_ms);
+    j_num(j, k, median(ctx->p50[m], ctx->n[m]));
     snprintf(k, sizeof k, "%sp99_ms", prefix);
-    j_num(j, k, res->p99_ms);
-    snprintf(k, sizeof k, "%scycles", prefix);
-    j_int(j, k, res->cycles);
+    j_num(j, k, median(ctx->p99[m], ctx->n[m]));
+}
+
+/* Each round's rlock-TLS / raw-TLS ratio: the pairs' median and spread. */
+static void pair_ratios(mix_ctx *ctx, double *med, double *lo, double *hi) {
+    double r[MAX_ROUNDS];
+    int n = ctx->n[MODE_TLS] < ctx->n[MODE_RAW] ? ctx->n[MODE_TLS] : ctx->n[MODE_RAW];
+    for (int i = 0; i < n; i++)
+        r[i] = ctx->ops[MODE_TLS][i] / ctx->ops[MODE_RAW][i];
+    spread(r, n, lo, hi);
+    *med = median(r, n);
+}
+
+/* 200 cycles on a lock of its own: the client's pool connection is made here. */
+static int warm_up(rlock_client *c) {
+    rlock *lock = named_lock(c, "warm", 0);
+    int rc = lock == NULL ? -1 : 0;
+    for (int i = 0; i < 200 && rc == 0; i++)
+        rc = lock_cycle(lock);
+    rlock_free(lock);
+    return rc;
 }
 
 static int bench_cycles_tls(config *cfg) {
@@ -282,59 +376,51 @@ static int bench_cycles_tls(config *cfg) {
         fprintf(stderr, "bench_tls: cannot load the scripts over TLS\n");
         return 1;
     }
-    fprintf(stderr, "raw TLS client: 1 thread, %d rounds of %.1f s\n", cfg->rounds, cfg->secs);
-    cycle_ops raw_ops = {raw_init, raw_cycle, raw_fini, cfg};
-    cycle_result raw_res, rl_res = {0};
-    int rc = run_cycles(&raw_ops, 1, cfg->secs, cfg->rounds, &raw_res);
-
     long long clients0 = info_field(plain, "clients", "connected_clients");
-    rl_ctx ctx = {open_rlock(cfg->url)};
-    if (ctx.client == NULL)
+    mix_ctx ctx = {.cfg = cfg, .stats = plain, .tls = open_rlock(cfg->url)};
+    if (ctx.tls == NULL)
         return 1;
     /* Warm-up: the pool's connection and any first-use work happen here, not in
-     * the steady state measured below. */
-    rlock *warm = rl_init(&ctx, 99);
-    for (int i = 0; warm != NULL && i < 200 && rc == 0; i++)
-        rc = lock_cycle(warm);
-    rlock_free(warm);
+     * the steady state counted from round 0. */
+    int rc = warm_up(ctx.tls);
     long long clients1 = info_field(plain, "clients", "connected_clients");
-    unsigned long long conn0 = client_connections(ctx.client);
-    long long accepted0 = info_field(plain, "stats", "total_connections_received");
-    uint64_t t0 = raw_now_ns();
-
-    fprintf(stderr, "rlock over rediss://: 1 thread, %d rounds of %.1f s\n", cfg->rounds, cfg->secs);
-    cycle_ops rl_ops = {rl_init, rl_cycle, rl_fini, &ctx};
+    ctx.plain = open_rlock(cfg->plain_url);
     if (rc == 0)
-        rc = run_cycles(&rl_ops, 1, cfg->secs, cfg->rounds, &rl_res);
+        rc = ctx.plain != NULL ? warm_up(ctx.plain) : -1;
 
-    double minutes = (double)(raw_now_ns() - t0) / 60e9;
+    fprintf(stderr, "1 thread, %d rounds of %.1f s each, in turn: raw TLS client, rlock over rediss://, "
+                    "rlock over redis:// (same server)\n", cfg->rounds, cfg->secs);
+    cycle_ops ops = {mix_init, mix_cycle, mix_fini, &ctx, mix_before, mix_after};
+    cycle_result res = {0};
+    if (rc == 0)
+        rc = run_cycles(&ops, 1, cfg->secs, cfg->rounds * MODES, &res);
+
+    double minutes = (double)(raw_now_ns() - ctx.t0) / 60e9;
     long long accepted1 = info_field(plain, "stats", "total_connections_received");
-    unsigned long long conn1 = client_connections(ctx.client);
-    rlock_client_close(ctx.client);
-
-    /* What TLS itself costs rlock: the same cycles over the same server's
-     * plaintext port, in the same run. */
-    fprintf(stderr, "rlock over redis:// (same server): 1 thread, %d rounds of %.1f s\n", cfg->rounds,
-            cfg->secs);
-    cycle_result pl_res = {0};
-    ctx.client = rc == 0 ? open_rlock(cfg->plain_url) : NULL;
-    if (ctx.client == NULL || run_cycles(&rl_ops, 1, cfg->secs, cfg->rounds, &pl_res) < 0)
-        rc = -1;
-    rlock_client_close(ctx.client);
+    unsigned long long conn1 = client_connections(ctx.tls);
+    rlock_client_close(ctx.tls);
+    rlock_client_close(ctx.plain);
     redisFree(plain);
+    double ratio, lo, hi;
+    pair_ratios(&ctx, &ratio, &lo, &hi);
     jsonw j;
     j_begin(&j, "tls_cycles");
-    j_prefixed(&j, "raw_", &raw_res);
-    j_prefixed(&j, "rlock_", &rl_res);
-    j_prefixed(&j, "plain_", &pl_res);
-    j_num(&j, "ratio", rl_res.ops_per_s / raw_res.ops_per_s);
-    j_num(&j, "tls_to_plain", rl_res.ops_per_s / pl_res.ops_per_s);
+    j_mode(&j, "raw_", &ctx, MODE_RAW);
+    j_mode(&j, "rlock_", &ctx, MODE_TLS);
+    j_mode(&j, "plain_", &ctx, MODE_PLAIN);
+    j_num(&j, "ratio", ratio);
+    j_num(&j, "ratio_min", lo);
+    j_num(&j, "ratio_max", hi);
+    j_num(&j, "tls_to_plain", median(ctx.ops[MODE_TLS], ctx.n[MODE_TLS]) /
+                                  median(ctx.ops[MODE_PLAIN], ctx.n[MODE_PLAIN]));
     j_int(&j, "connections_per_client", clients1 - clients0);
-    j_int(&j, "client_connections_opened_warmup", (long long)conn0);
+    j_int(&j, "client_connections_opened_warmup", (long long)ctx.conn0);
     j_num(&j, "steady_minutes", minutes);
-    j_num(&j, "client_handshakes_per_min", (double)(conn1 - conn0) / minutes);
-    j_num(&j, "server_connections_per_min", (double)(accepted1 - accepted0) / minutes);
-    j_int(&j, "errors", raw_res.errors + rl_res.errors + pl_res.errors);
+    /* Every connection of the run was open before round 0, so the server's
+     * count is new connections of either rlock client (none expected). */
+    j_num(&j, "client_handshakes_per_min", (double)(conn1 - ctx.conn0) / minutes);
+    j_num(&j, "server_connections_per_min", (double)(accepted1 - ctx.accepted0) / minutes);
+    j_int(&j, "errors", res.errors);
     j_int(&j, "rounds", cfg->rounds);
     j_num(&j, "round_s", cfg->secs);
     j_end(&j);
@@ -441,7 +527,7 @@ int main(int argc, char **argv) {
         case 'P': cfg.plain_port = (int)arg_num("--plain-port", optarg, 1, 65535); break;
         case 'c': cfg.ca = optarg; break;
         case 'd': cfg.secs = arg_num("-d", optarg, 0.1, 600); break;
-        case 'r': cfg.rounds = (int)arg_num("-r", optarg, 1, 100); break;
+        case 'r': cfg.rounds = (int)arg_num("-r", optarg, 1, MAX_ROUNDS / MODES); break;
         case 'k': cfg.clients = (int)arg_num("-k", optarg, 1, 1000); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
