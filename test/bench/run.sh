@@ -12,8 +12,9 @@
 # and the exit status stays 0. The exit status is 1 only when a program failed
 # (an rlock call returned an error, a counter was not exact, a watchdog lock
 # was lost). About five minutes on a 2-core machine, 80 s with BENCH_QUICK=1
-# (README, Performance). Section 13 (TLS) runs against a TLS redis-server of
-# its own (scripts/with-tls-redis.sh, test/bench/tls.sh), not the url's. The charts are drawn by plots.sh.
+# (README, Performance); section 13 (TLS, about 30 s of it) runs against a
+# TLS redis-server of its own (scripts/with-tls-redis.sh, test/bench/tls.sh),
+# not the url's. The charts are drawn by plots.sh.
 #
 # Knobs (environment): BENCH_QUICK=1 shortens every run (for a smoke test).
 set -uo pipefail
