@@ -402,7 +402,7 @@ static int bench_cycles_tls(config *cfg) {
     rlock_client_close(ctx.plain);
     redisFree(plain);
     double ratio, lo, hi;
-    pair_ratios(&ctx, &ratio, &lo, &hi);
+    pair_ratios(&ctx, &ratio, &lo, &hi); /* before j_mode: median() sorts the rounds in place */
     jsonw j;
     j_begin(&j, "tls_cycles");
     j_mode(&j, "raw_", &ctx, MODE_RAW);
