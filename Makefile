@@ -16,7 +16,8 @@
 #   make test-redisson   interop with Java Redisson (3.x and 4.x) against a throwaway
 #                        redis-server; installs Java 17 and Maven from Debian if missing
 #   make demo            the "don't oversell" demo against a throwaway redis-server
-#   make bench           benchmarks against a raw-hiredis baseline
+#   make bench           benchmarks against a raw-hiredis baseline (TLS rows against a raw
+#                        OpenSSL client and a TLS redis-server of their own)
 #   make bench-redisson  rlock beside Java Redisson (RLock, fair lock), one throwaway
 #                        redis-server; installs Java 17 and Maven from Debian if missing
 #   make install PREFIX=/usr/local DESTDIR=     (make uninstall with the same PREFIX)

@@ -17,6 +17,8 @@
 #            "failmaster" (smaster, for a failover)
 #   cluster1..3  a TLS cluster (tls-cluster yes) of three masters, and cluster4 a
 #            replica of the second (not with RLOCK_TLS_NO_CLUSTER set)
+# With RLOCK_TLS_MAIN_ONLY set, only main is started (make bench's TLS rows:
+# the others would cost seconds and cores for nothing).
 # and exports
 #   RLOCK_TLS_DIR (the certificates: ca.pem, another.pem, client.pem,
 #   client.key), RLOCK_TLS_PORT, RLOCK_TLS_PLAIN_PORT, RLOCK_TLS_WRONG_PORT,
@@ -146,6 +148,7 @@ start() {
 start main server 1 --tls-auth-clients no \
     --user alice on '>secret' '~*' '&*' '+@all'
 export RLOCK_TLS_PORT=$tls_port RLOCK_TLS_PLAIN_PORT=$plain_port
+if [ -z "${RLOCK_TLS_MAIN_ONLY:-}" ]; then
 start wrong wrong 0 --tls-auth-clients no
 export RLOCK_TLS_WRONG_PORT=$tls_port
 start expired expired 0 --tls-auth-clients no
@@ -210,6 +213,7 @@ if [ -z "${RLOCK_TLS_NO_CLUSTER:-}" ]; then
         { echo "with-tls-redis.sh: the TLS cluster's replica is not in sync" >&2; exit 1; }
     export RLOCK_TLS_CLUSTER_PORT=${nodes[0]##*:} RLOCK_TLS_CLUSTER_REPLICA_PORT=$tls_port
 fi
+fi # RLOCK_TLS_MAIN_ONLY
 export RLOCK_TLS_DIR=$dir
 
 "$@" <&0 &

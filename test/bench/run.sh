@@ -12,7 +12,9 @@
 # and the exit status stays 0. The exit status is 1 only when a program failed
 # (an rlock call returned an error, a counter was not exact, a watchdog lock
 # was lost). About five minutes on a 2-core machine, 80 s with BENCH_QUICK=1
-# (README, Performance). The charts are drawn by plots.sh.
+# (README, Performance); section 13 (TLS, about 30 s of it) runs against a
+# TLS redis-server of its own (scripts/with-tls-redis.sh, test/bench/tls.sh),
+# not the url's. The charts are drawn by plots.sh.
 #
 # Knobs (environment): BENCH_QUICK=1 shortens every run (for a smoke test).
 set -uo pipefail
@@ -244,6 +246,22 @@ run redl "$bin/bench_rlock" redlock -n $N
 # writer's waits among 8 churning readers (read hold 1 ms).
 if [ "$quick" = 1 ]; then RWN=50; else RWN=300; fi
 run rw "$bin/bench_rlock" rw --url "$url" -t 8 -d $D -r $R -n $RWN --settle-us 1000
+
+# TLS (issue 24): its own TLS redis-server (the main one of with-tls-redis.sh
+# only: a TLS port and a plaintext port), stopped by pid on exit.
+echo "TLS rows (test/bench/tls.sh under scripts/with-tls-redis.sh):" >&2
+RLOCK_TLS_MAIN_ONLY=1 "$root/scripts/with-tls-redis.sh" "$root/test/bench/tls.sh" "$build" "$out/tls.jsonl" ||
+    { echo "run.sh: FAILED: test/bench/tls.sh" >&2; failed=1; }
+# tls_line NAME: tls.sh's line for row NAME (a failed one if missing).
+tls_line() {
+    local l
+    l=$(grep "\"row\":\"$1\"" "$out/tls.jsonl" 2>/dev/null | tail -n 1)
+    [ -n "$l" ] || l='{"bench":"'"$1"'","failed":1,"row":"'"$1"'"}'
+    printf '%s' "$l"
+}
+tlsc=$(tls_line tlsc) tlshop=$(tls_line tlshop) tlsmem=$(tls_line tlsmem)
+printf '%s\n' "$tlsc" "$tlshop" "$tlsmem" >>"$results"
+rm -f "$out/tls.jsonl"
 
 # ---- report ----------------------------------------------------------------------
 
@@ -519,6 +537,35 @@ row "writer wait: p99 ms (1 generation = $hold ms hold)" "$wp99" "<= $gen" "$(ve
 row "writer wait: max ms" "$(get "$rw" writer_wait_max_ms)" "" ""
 row "reads/s meanwhile (readers not starved)" "$(get "$rw" writer_reads_per_s_meanwhile)" "" ""
 cmd "$(cmd_of "$rw")"
+
+section "13. TLS (rediss://, OpenSSL 3): a TLS redis-server of its own, 127.0.0.1, verify full against its own CA"
+tr1=$(get "$tlsc" ratio)
+row "raw TLS client (OpenSSL + hiredis reader, 1 conn): cycles/s" "$(get "$tlsc" raw_ops_per_s)" "" ""
+textrow "  raw TLS client: p50 / p99 ms" "$(get "$tlsc" raw_p50_ms) / $(get "$tlsc" raw_p99_ms)"
+row "rlock over rediss://, 1 thread: cycles/s" "$(get "$tlsc" rlock_ops_per_s)" "" ""
+textrow "  rlock over rediss://: p50 / p99 ms" "$(get "$tlsc" rlock_p50_ms) / $(get "$tlsc" rlock_p99_ms)"
+row "  ratio to the raw TLS client (median of round pairs)" "$tr1" ">= 0.95" "$(verdict "$tr1" '>=' 0.95)"
+textrow "  round pairs' ratios: min / max" "$(get "$tlsc" ratio_min) / $(get "$tlsc" ratio_max)"
+row "rlock over redis://, same server: cycles/s" "$(get "$tlsc" plain_ops_per_s)" "" ""
+textrow "  rlock over redis://: p50 / p99 ms" "$(get "$tlsc" plain_p50_ms) / $(get "$tlsc" plain_p99_ms)"
+row "  rlock TLS / plaintext cycles/s (same run)" "$(get "$tlsc" tls_to_plain)" "" ""
+row "connections per rediss:// client (server's connected_clients)" "$(get "$tlsc" connections_per_client)" "" ""
+hs=$(get "$tlsc" client_handshakes_per_min)
+row "steady state: handshakes/min (rlock_client_stats)" "$hs" "0" "$(verdict "$hs" '<=' 0)"
+row "steady state: connections/min (server's INFO stats)" "$(get "$tlsc" server_connections_per_min)" "" ""
+note "the three clients take turns, a round each; counted over all rounds, after a 200-cycle warm-up, every connection open before"
+cmd "$(cmd_of "$tlsc")"
+thp50=$(get "$tlshop" p50_ms) thp99=$(get "$tlshop" p99_ms)
+row "hand-off, waiter in another process: p50 ms" "$thp50" "<= 0.3" "$(verdict "$thp50" '<=' 0.3)"
+row "hand-off, waiter in another process: p99 ms" "$thp99" "" ""
+row "  p50 ratio to plaintext (section 3)" "$(ratio "$thp50" "$hp50")" "" ""
+cmd "$(cmd_of "$tlshop")"
+row "memory per connection, plaintext: heap B" "$(get "$tlsmem" plain_heap_per_conn)" "" ""
+row "memory per connection, TLS: heap B" "$(get "$tlsmem" tls_heap_per_conn)" "" ""
+row "memory per connection, plaintext: RSS B" "$(get "$tlsmem" plain_rss_per_conn)" "" ""
+row "memory per connection, TLS: RSS B" "$(get "$tlsmem" tls_rss_per_conn)" "" ""
+note "$(get "$tlsmem" clients) clients, each after one lock + unlock (one pool connection each); the whole client's growth divided by its connections"
+cmd "$(cmd_of "$tlsmem")"
 
 render_table
 
