@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "core/core.h"
+#include "core/internal.h"
 
 #define MAX_N 5000
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
+#include "internal.h"
 
 static atomic_long fail_countdown; /* 0 = off; n = the n-th allocation fails */
 

@@ -49,8 +49,6 @@ typedef struct rlock__buf {
 } rlock__buf;
 int rlock__buf_reserve(rlock__buf *b, size_t bytes);
 void rlock__buf_free(rlock__buf *b);
-/* Test hook: the n-th allocation from now fails (n >= 1); 0 disables. */
-void rlock__alloc_fail_after(long n);
 
 /* ---- time.c (CLOCK_MONOTONIC everywhere) ---------------------------------- */
 
@@ -156,9 +154,6 @@ int rlock__thread_watch_exit(void);
 void rlock__thread_set_exit_hook(void (*hook)(uint64_t thread_id));
 
 /* ---- worker.c: the library's threads --------------------------------------- */
-
-/* Starts a library thread with every signal blocked. */
-int rlock__start_thread(pthread_t *thread, void *(*main_fn)(void *), void *arg);
 
 /*
  * A library thread that runs until told to stop. Lifecycle: init, start,
@@ -346,13 +341,6 @@ int rlock__log_wanted(const rlock__settings *s, int level);
  */
 void rlock__log(rlock__events *ev, int level, const char *word, const char *fmt, ...)
     RLOCK__PRINTF(4, 5);
-/* The level an event is logged at. */
-int rlock__event_level(rlock_event_kind kind);
-/* Formats event as its log line into buf (size bytes). */
-void rlock__event_line(const rlock__settings *s, const rlock_event *event, char *buf,
-                       size_t size);
-/* events.c: queues a formatted line for the event thread to pass to the log callback. */
-void rlock__post_line(rlock__events *ev, int level, const char *line);
 
 #define RLOCK__LOG_LINE_MAX 1024
 

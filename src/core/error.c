@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core.h"
+#include "internal.h"
 
 static _Thread_local rlock__error_detail last;
 

@@ -25,7 +25,7 @@
  */
 #include <string.h>
 
-#include "core.h"
+#include "internal.h"
 
 struct rlock__event_item {
     rlock__event_item *next;

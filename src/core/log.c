@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core.h"
+#include "internal.h"
 
 /* A lock name longer than this is cut (the line says so with "..."). */
 #define NAME_SHOWN_MAX 200

@@ -8,7 +8,7 @@
  * inline in core.h (one atomic add, no call). No locking, no allocation.
  * Threads: any.
  */
-#include "core.h"
+#include "internal.h"
 
 /* The buckets' upper bounds: a 1-2-5 series of microseconds (the header's). */
 static const long long bounds_us[RLOCK_STATS_BUCKETS - 1] = {

@@ -6,7 +6,7 @@
  */
 #include <string.h>
 
-#include "core.h"
+#include "internal.h"
 
 const char *rlock_version(void) {
     return RLOCK_VERSION_STRING;

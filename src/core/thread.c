@@ -16,7 +16,7 @@
  * Threads: any. State: atomics and thread-locals, the once-init of the key,
  * and the hook (written once, before any thread is watched).
  */
-#include "core.h"
+#include "internal.h"
 
 static atomic_ullong next_owner_id;
 static _Thread_local uint64_t current_thread_id;

@@ -9,7 +9,7 @@
 #include <errno.h>
 #include <time.h>
 
-#include "core.h"
+#include "internal.h"
 
 int64_t rlock__now_ms(void) {
     struct timespec ts;

@@ -13,7 +13,7 @@
  */
 #include <signal.h>
 
-#include "core.h"
+#include "internal.h"
 
 /* Library threads must not take the application's signals. */
 int rlock__start_thread(pthread_t *thread, void *(*main_fn)(void *), void *arg) {
