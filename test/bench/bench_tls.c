@@ -61,9 +61,7 @@ typedef struct tls_raw {
     SSL_CTX *ctx;
     SSL *ssl;
     redisReader *reader;
-    char key[64], channel[96], owner[64];
-    const char *acq_argv[9], *rel_argv[8];
-    size_t acq_len[9], rel_len[8];
+    floor_cycle cycle;
 } tls_raw;
 
 static int tcp_connect(int port) {
@@ -155,33 +153,19 @@ static void *raw_init(void *arg, int index) {
         free(t);
         return NULL;
     }
-    snprintf(t->key, sizeof t->key, "bench:tls:raw:%d:%d", (int)getpid(), index);
-    snprintf(t->channel, sizeof t->channel, "redisson_lock__channel:{%s}", t->key);
-    snprintf(t->owner, sizeof t->owner, "%s:%d", cfg->uuid, index + 1);
-    const char *acq[] = {"EVALSHA", cfg->acquire_sha, "1", t->key, "30000", t->owner, "0",
-                         t->channel, "publish"};
-    const char *rel[] = {"EVALSHA", cfg->release_sha, "1",       t->key,
-                         t->owner,  "1",              t->channel, "publish"};
-    floor_set_args(t->acq_argv, t->acq_len, 9, acq);
-    floor_set_args(t->rel_argv, t->rel_len, 8, rel);
+    floor_cycle_init(&t->cycle, "bench:tls:raw", index, cfg->uuid, cfg->acquire_sha,
+                     cfg->release_sha);
     return t;
+}
+
+static redisReply *send_tls(void *conn, int argc, const char **argv, const size_t *len) {
+    return tls_raw_command(conn, argc, argv, len);
 }
 
 /* One lock + unlock; the replies must mean "acquired 1" and "released". */
 static int raw_cycle(void *state) {
     tls_raw *t = state;
-    redisReply *r = tls_raw_command(t, 9, t->acq_argv, t->acq_len);
-    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-             r->element[0]->integer == 1 && r->element[1]->integer == 1;
-    if (r)
-        freeReplyObject(r);
-    if (!ok)
-        return -1;
-    r = tls_raw_command(t, 8, t->rel_argv, t->rel_len);
-    ok = r && r->type == REDIS_REPLY_INTEGER && r->integer == 0;
-    if (r)
-        freeReplyObject(r);
-    return ok ? 0 : -1;
+    return floor_cycle_run(&t->cycle, send_tls, t);
 }
 
 static void raw_fini(void *state) {

@@ -22,6 +22,9 @@
 #ifndef RLOCK_BENCH_FLOOR_H
 #define RLOCK_BENCH_FLOOR_H
 
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include "bench/bench.h"
@@ -61,6 +64,51 @@ static inline void floor_set_args(const char **argv, size_t *len, int n, const c
         argv[i] = src[i];
         len[i] = strlen(src[i]);
     }
+}
+
+/*
+ * An uncontended raw client's lock + unlock of a key of its own with the
+ * library's ACQUIRE and RELEASE (bench_baseline's plaintext floor, bench_tls's
+ * TLS one): the arguments, made once; the cycle, over whatever sends a
+ * command on the client's connection.
+ */
+typedef struct floor_cycle {
+    char key[64], channel[96], owner[64];
+    const char *acq_argv[9], *rel_argv[8];
+    size_t acq_len[9], rel_len[8];
+} floor_cycle;
+
+/* The key "<prefix>:<pid>:<index>", its channel, the owner "<uuid>:<index + 1>". */
+static inline void floor_cycle_init(floor_cycle *c, const char *prefix, int index,
+                                    const char *uuid, const char *acquire_sha,
+                                    const char *release_sha) {
+    snprintf(c->key, sizeof c->key, "%s:%d:%d", prefix, (int)getpid(), index);
+    snprintf(c->channel, sizeof c->channel, "redisson_lock__channel:{%s}", c->key);
+    snprintf(c->owner, sizeof c->owner, "%s:%d", uuid, index + 1);
+    const char *acq[] = {"EVALSHA", acquire_sha, "1", c->key, "30000", c->owner, "0",
+                         c->channel, "publish"};
+    const char *rel[] = {"EVALSHA", release_sha, "1",       c->key,
+                         c->owner,  "1",         c->channel, "publish"};
+    floor_set_args(c->acq_argv, c->acq_len, 9, acq);
+    floor_set_args(c->rel_argv, c->rel_len, 8, rel);
+}
+
+typedef redisReply *(*floor_send)(void *conn, int argc, const char **argv, const size_t *len);
+
+/* One lock + unlock; 0 if the replies mean "acquired 1" and "released", else -1. */
+static inline int floor_cycle_run(floor_cycle *c, floor_send send, void *conn) {
+    redisReply *r = send(conn, 9, c->acq_argv, c->acq_len);
+    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+             r->element[0]->integer == 1 && r->element[1]->integer == 1;
+    if (r)
+        freeReplyObject(r);
+    if (!ok)
+        return -1;
+    r = send(conn, 8, c->rel_argv, c->rel_len);
+    ok = r && r->type == REDIS_REPLY_INTEGER && r->integer == 0;
+    if (r)
+        freeReplyObject(r);
+    return ok ? 0 : -1;
 }
 
 /* Runs the acquire script; returns 1 acquired, 0 held by the other, -1 error. */
