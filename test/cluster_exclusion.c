@@ -18,8 +18,9 @@
  *               scripts gather on the importing node when it split them)
  *   failover    CLUSTER FAILOVER of the lock's master, then back (a
  *               coordinated failover loses no acknowledged write, so no
- *               WAIT is needed): zero overlaps, exact count, every unlock
- *               RLOCK_OK
+ *               WAIT is needed; the lease outlasts the old master's write
+ *               pause, H_FAILOVER_WATCHDOG_MS): zero overlaps, exact count,
+ *               every unlock RLOCK_OK
  *
  * All also require that every process kept acquiring, and that acquiring
  * went on after the last change. Durations are scaled by TEST_TIMEOUT_SCALE.
@@ -46,9 +47,10 @@ typedef struct contest {
     int slot;
 } contest;
 
-static void start_contest(contest *ct, h_cluster *hc, h_server *master) {
+static void start_contest(contest *ct, h_cluster *hc, h_server *master, long long watchdog_ms) {
     rlock_config cfg;
-    h_excl_config(&cfg, hc->url); /* watchdog 3 s, 40 retries 250 ms apart */
+    h_excl_config(&cfg, hc->url); /* 40 retries 250 ms apart */
+    cfg.watchdog_timeout_ms = watchdog_ms;
     h_cluster_name_on(hc, master, h_unique_name("exclusion"), ct->name, sizeof ct->name);
     ct->slot = h_slot(ct->name, strlen(ct->name));
     h_excl_start(&ct->ex, &cfg, ct->name, PROCESSES, THREADS);
@@ -89,7 +91,7 @@ static void test_exclusion_during_migration(void **state) {
     h_server *masters[H_CLUSTER_NODES];
     contest ct;
     h_cluster_masters(hc, masters);
-    start_contest(&ct, hc, masters[0]);
+    start_contest(&ct, hc, masters[0], H_MS(3000));
     for (int round = 0; round < 2; round++) {
         move_slot(hc, &ct, masters[1]);
         move_slot(hc, &ct, masters[0]);
@@ -178,7 +180,7 @@ static void test_exclusion_during_failover(void **state) {
     contest ct;
     h_cluster_masters(hc, masters);
     h_server *replica = h_cluster_replica_of(hc, masters[2]);
-    start_contest(&ct, hc, masters[2]);
+    start_contest(&ct, hc, masters[2], H_MS(H_FAILOVER_WATCHDOG_MS));
     for (int round = 0; round < 2; round++) {
         h_server *to = round == 0 ? replica : masters[2];
         long before = h_excl_acquisitions(&ct.ex);

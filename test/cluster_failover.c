@@ -211,7 +211,7 @@ static void failover_round(h_cluster *hc, rlock_client *a, rlock_client *b, cons
 static void test_cluster_failover(void **state) {
     h_cluster *hc = *state;
     h_cseen *sa = h_cseen_new("A"), *sb = h_cseen_new("B");
-    long long wd = H_MS(3000); /* renewed every second */
+    long long wd = H_MS(H_FAILOVER_WATCHDOG_MS); /* outlasts the write pause */
     rlock_client *a = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, sa);
     rlock_client *b = h_cluster_open(hc, wd, RLOCK_PUBSUB_AUTO, sb);
     h_server *masters[H_CLUSTER_NODES];

@@ -184,12 +184,13 @@ static void test_lock_by_name_and_ip(void **state) {
 
 typedef struct waiter_arg {
     rlock *lock;
+    long long wait_ms; /* 0: 10 s */
     atomic_llong got_ms;
 } waiter_arg;
 
 static void *waiter(void *p) {
     waiter_arg *a = p;
-    if (rlock_try_lock(a->lock, 10000, 5000) == RLOCK_OK) {
+    if (rlock_try_lock(a->lock, a->wait_ms > 0 ? a->wait_ms : 10000, 5000) == RLOCK_OK) {
         atomic_store(&a->got_ms, now_ms());
         rlock_unlock(a->lock);
     }
@@ -961,7 +962,7 @@ static void test_cluster_migration(void **state) {
     snprintf(url, sizeof(url), "rediss-cluster://localhost:%d?tls_ca=%s", cport, path("ca.pem"));
     rlock_config_init(&cfg);
     cfg.url = url;
-    cfg.watchdog_timeout_ms = 1500;
+    cfg.watchdog_timeout_ms = 12000;
     assert_int_equal(rlock_client_open(&cfg, &a), RLOCK_OK);
     assert_int_equal(open_url(url, &b), RLOCK_OK);
     assert_int_equal(rlock_get(a, name, &la), RLOCK_OK);
@@ -986,7 +987,7 @@ static void test_cluster_migration(void **state) {
     assert_int_equal(rlock_client_stats(a, &st1), RLOCK_OK);
     fprintf(stderr,
             "tls migration: slot %d %d -> %d in %lld ms (%d key(s) left after the lock's); "
-            "PTTL on the target %lld ms, 2 s later %lld ms; renewals %llu -> %llu, "
+            "PTTL on the target %lld ms, 13.5 s later %lld ms; renewals %llu -> %llu, "
             "failures %llu, losses %llu\n",
             g.slot, src, dst, took, rest, before, after, st0.renewals, st1.renewals,
             st1.renewal_failures, st1.losses);
@@ -1176,7 +1177,9 @@ static void test_cluster_migration_fair(void **state) {
 }
 
 /*
- * A Cluster failover over TLS: a watchdog lock (1.5 s lease) on the master
+ * A Cluster failover over TLS: a watchdog lock (12 s lease, to outlast the
+ * old master's write pause, up to 5 s: harness/cluster.h's
+ * H_FAILOVER_WATCHDOG_MS) on the master
  * that has a replica, a waiter of another client; CLUSTER FAILOVER on the
  * replica (replication and the bus over TLS). The client follows the new
  * master (MOVED, CLUSTER SLOTS over TLS): the lock is renewed there past a
@@ -1217,13 +1220,13 @@ static void test_cluster_failover(void **state) {
     snprintf(url, sizeof(url), "rediss-cluster://localhost:%d?tls_ca=%s", cport, path("ca.pem"));
     rlock_config_init(&cfg);
     cfg.url = url;
-    cfg.watchdog_timeout_ms = 1500;
+    cfg.watchdog_timeout_ms = 12000;
     assert_int_equal(rlock_client_open(&cfg, &a), RLOCK_OK);
     assert_int_equal(open_url(url, &b), RLOCK_OK);
     assert_int_equal(rlock_get(a, name, &la), RLOCK_OK);
     assert_int_equal(rlock_get(b, name, &lb), RLOCK_OK);
     assert_int_equal(rlock_lock(la), RLOCK_OK);
-    waiter_arg w = {.lock = lb};
+    waiter_arg w = {.lock = lb, .wait_ms = 30000};
     atomic_init(&w.got_ms, 0);
     assert_int_equal(pthread_create(&t, NULL, waiter, &w), 0);
     sleep_ms(300);
@@ -1238,12 +1241,12 @@ static void test_cluster_failover(void **state) {
     long long took = now_ms() - t0;
     assert_true(promoted);
     long long before = pttl_on(rport, name);
-    sleep_ms(2000); /* past the 1.5 s lease: only renewals on the new master keep it */
+    sleep_ms(13500); /* past the 12 s lease: only renewals on the new master keep it */
     long long after = pttl_on(rport, name);
     assert_int_equal(rlock_client_stats(a, &st1), RLOCK_OK);
     fprintf(stderr,
             "tls cluster failover: %d -> %d promoted in %lld ms; PTTL on the new master %lld "
-            "ms, 2 s later %lld ms; renewals %llu -> %llu, failures %llu, losses %llu\n",
+            "ms, 13.5 s later %lld ms; renewals %llu -> %llu, failures %llu, losses %llu\n",
             mport, rport, took, before, after, st0.renewals, st1.renewals,
             st1.renewal_failures, st1.losses);
     assert_true(before > 0 && after > 0);

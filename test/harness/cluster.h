@@ -121,6 +121,17 @@ h_server *h_cluster_kill_master(const h_cluster *hc, h_server *master);
  * slave, and every live node says cluster_state:ok. Returns replica.
  */
 h_server *h_cluster_failover(const h_cluster *hc, h_server *replica);
+/*
+ * The watchdog timeout for holds that must survive h_cluster_failover. The
+ * old master pauses its clients' writes, renewals included, until the replica
+ * has caught up and won its election, for up to CLUSTER_MF_TIMEOUT (5 s,
+ * Redis's cluster.h); the promoted replica then expires a key whose
+ * renewal was held up longer than its lease. 15 s renews every 5 s: the last
+ * renewal before the pause plus the whole pause is 10 s, 5 s inside the lease.
+ * (On an idle machine the pause lasts milliseconds; a loaded CI machine
+ * measured 4.1 s, and a 3 s watchdog then lost a hold.)
+ */
+#define H_FAILOVER_WATCHDOG_MS 15000
 
 /* ---- lock keys on a node ------------------------------------------------ */
 
