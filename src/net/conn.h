@@ -83,18 +83,28 @@ rlock__tls_conn *rlock__tls_of(const redisContext *ctx);
  */
 int rlock__tls_start(const rlock__endpoint *ep, const rlock__tls_settings *t, redisContext *ctx,
                      int64_t deadline_ms);
-/* What came on a TLS connection, decrypted into ctx's reader (redisBufferRead's contract). */
-int rlock__tls_fill(redisContext *ctx, rlock__tls_conn *c);
+/*
+ * What came on a TLS connection, decrypted into ctx's reader (redisBufferRead's
+ * contract). wait: the first recv may wait for the peer, one receive-timeout
+ * slice at most (io.c), as a plaintext read does; else nothing waits.
+ */
+int rlock__tls_fill(redisContext *ctx, rlock__tls_conn *c, int wait);
 /* send() of len bytes of buf over the session: bytes taken, or -1 (errno EAGAIN: later). */
 ssize_t rlock__tls_send(redisContext *ctx, rlock__tls_conn *c, const char *buf, size_t len);
 /* rlock__pool's idle check for a TLS connection: 1 if nothing but TLS housekeeping came. */
 int rlock__tls_still_open(redisContext *ctx, rlock__tls_conn *c);
 
+/* The socket under a TLS session, as its BIO (tls_bio.c) sees it; in the session's memory. */
+typedef struct rlock__tls_socket {
+    int fd;
+    int wait_next_read; /* the next recv may wait (a slice); that recv clears it */
+} rlock__tls_socket;
 /*
- * tls_bio.c: a BIO (OpenSSL's struct bio_st) on fd that writes with
- * send(MSG_NOSIGNAL) and never blocks; NULL if out of memory.
+ * tls_bio.c: a BIO (OpenSSL's struct bio_st) on sock that writes with
+ * send(MSG_NOSIGNAL) and never blocks, and reads without waiting unless
+ * sock->wait_next_read; NULL if out of memory. sock must outlive the BIO.
  */
-struct bio_st *rlock__tls_socket_bio(int fd);
+struct bio_st *rlock__tls_socket_bio(rlock__tls_socket *sock);
 
 /* ---- connect.c --------------------------------------------------------------- */
 

@@ -233,7 +233,7 @@ static int setup_io_failed(const rlock__endpoint *ep, redisContext *ctx, int sys
     /* A send can fail first (the server reset the connection): its alert, if it came, says
      * why. */
     if (tls && strstr(ctx->errstr, "client certificate") == NULL)
-        rlock__tls_fill(ctx, session);
+        rlock__tls_fill(ctx, session, 0);
     if (tls && ctx->err == REDIS_ERR_IO && strstr(ctx->errstr, "client certificate") != NULL)
         return rlock__fail(RLOCK_EAUTH, 0, "%s %s: %s", what, at, ctx->errstr);
     if (!tls && ep->unix_path == NULL && rlock__maybe_tls_port(ctx, sys_errno))

@@ -12,8 +12,9 @@
  * signal mask, and a socket shut down by close or reset by the peer must be
  * an error, not a SIGPIPE that ends the process.
  *
- * Reading a reply first waits in read() itself, not in poll(): a lock's
- * reply comes in one piece, so a round trip is one send and one read, as for
+ * Reading a reply first waits in read() itself (TLS: in its first recv,
+ * tls_bio.c), not in poll(): a lock's reply comes in one piece (TLS: one
+ * record), so a round trip is one send and one read, as for
  * a blocking hiredis client (poll first costs a system call more per round
  * trip: ~1 us of client CPU per command, bench_cluster -c). For that the
  * socket blocks for reads (rlock__io_block_reads: O_NONBLOCK cleared,
@@ -155,13 +156,22 @@ int rlock__io_flush(redisContext *ctx, int64_t deadline_ms) {
     }
 }
 
+/*
+ * What came on ctx, into its reader. wait: the first read may wait for the
+ * peer, one slice at most; a plaintext read always may (its socket blocks
+ * reads), but is only made when poll() said readable or wait is set.
+ */
+static int fill(redisContext *ctx, int wait) {
+    rlock__tls_conn *tls = rlock__tls_of(ctx);
+    if (tls == NULL)
+        return redisBufferRead(ctx);
+    return ctx->err != 0 ? REDIS_ERR : rlock__tls_fill(ctx, tls, wait);
+}
+
 int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply) {
     int left = ms_left(deadline_ms);
     /* The first wait, in read(). */
     int in_read = left < 0 || left > READ_SLICE_MS + SLICE_LATE_MS;
-    /* TLS reads never block (tls.c): a first read before the reply is there is a wasted recv. */
-    if (in_read && rlock__tls_of(ctx) != NULL)
-        in_read = 0;
     *reply = NULL;
     for (;;) {
         void *raw = NULL;
@@ -173,17 +183,14 @@ int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply) {
         }
         if (!in_read && rlock__io_wait(ctx->fd, POLLIN, deadline_ms) != RLOCK_OK)
             return RLOCK_EIO;
-        in_read = 0;
-        /* hiredis (REDIS_BLOCK cleared) takes EAGAIN -- the slice passed -- and EINTR as "later". */
-        if (rlock__io_fill(ctx) != REDIS_OK)
+        /* hiredis (REDIS_BLOCK cleared) and tls.c take EAGAIN -- the slice passed -- and EINTR
+         * as "later". */
+        if (fill(ctx, in_read) != REDIS_OK)
             return RLOCK_EIO;
+        in_read = 0;
     }
 }
 
-
 int rlock__io_fill(redisContext *ctx) {
-    rlock__tls_conn *tls = rlock__tls_of(ctx);
-    if (tls == NULL)
-        return redisBufferRead(ctx);
-    return ctx->err != 0 ? REDIS_ERR : rlock__tls_fill(ctx, tls);
+    return fill(ctx, 0);
 }

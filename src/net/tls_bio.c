@@ -18,12 +18,14 @@
 /*
  * OpenSSL's socket BIO writes with write(): SIGPIPE on a socket shut down by
  * close or reset by the peer, with the application's signal mask (io.c).
- * This one uses send(MSG_NOSIGNAL) and recv, both MSG_DONTWAIT, since the
- * socket blocks its reads for plaintext's sake (rlock__io_block_reads).
+ * This one uses send(MSG_NOSIGNAL | MSG_DONTWAIT) and recv. The socket
+ * blocks its reads, each for one receive-timeout slice (rlock__io_block_reads):
+ * a recv waits only when asked (a reply's first read, as a plaintext one
+ * does: one system call, no poll first), else MSG_DONTWAIT.
  */
 static int bio_write(BIO *bio, const char *buf, int len) {
-    ssize_t n = send((int)(intptr_t)BIO_get_data(bio), buf, (size_t)len,
-                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    const rlock__tls_socket *sock = BIO_get_data(bio);
+    ssize_t n = send(sock->fd, buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT);
     BIO_clear_retry_flags(bio);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         BIO_set_retry_write(bio);
@@ -31,7 +33,10 @@ static int bio_write(BIO *bio, const char *buf, int len) {
 }
 
 static int bio_read(BIO *bio, char *buf, int len) {
-    ssize_t n = recv((int)(intptr_t)BIO_get_data(bio), buf, (size_t)len, MSG_DONTWAIT);
+    rlock__tls_socket *sock = BIO_get_data(bio);
+    int flags = sock->wait_next_read ? 0 : MSG_DONTWAIT;
+    sock->wait_next_read = 0;
+    ssize_t n = recv(sock->fd, buf, (size_t)len, flags);
     BIO_clear_retry_flags(bio);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         BIO_set_retry_read(bio);
@@ -58,11 +63,11 @@ static void make_bio_method(void) {
     bio_method = m;
 }
 
-struct bio_st *rlock__tls_socket_bio(int fd) {
+struct bio_st *rlock__tls_socket_bio(rlock__tls_socket *sock) {
     pthread_once(&bio_once, make_bio_method);
     BIO *bio = bio_method != NULL ? BIO_new(bio_method) : NULL;
     if (bio != NULL) {
-        BIO_set_data(bio, (void *)(intptr_t)fd);
+        BIO_set_data(bio, sock);
         BIO_set_init(bio, 1);
     }
     return bio;

@@ -20,6 +20,10 @@
  * total_connections_received (read on the plaintext port, so reading it
  * makes no TLS connection).
  *
+ * handoff: the floor of a cross-process hand-off (floor.h's raw clients),
+ * over TLS (the raw TLS client's connections) and over the plaintext port,
+ * in turn, -r rounds of -n each: medians of the rounds' p50 and p99.
+ *
  * memory: the process's heap (mallinfo2) and RSS before and after K rlock
  * clients each do one lock + unlock over plaintext, then K more over TLS;
  * divided by the connections the server saw appear (connected_clients).
@@ -46,6 +50,7 @@
 
 typedef struct config {
     int port, plain_port, rounds, clients;
+    long handoffs;
     double secs;
     const char *ca;
     char url[512], plain_url[64];
@@ -108,6 +113,19 @@ static void tls_raw_close(tls_raw *t) {
         close(t->fd);
 }
 
+/* The next reply (or pushed message), read as a blocking hiredis client does. */
+static redisReply *tls_raw_reply(tls_raw *t) {
+    void *reply = NULL;
+    char buf[16384];
+    for (;;) {
+        if (redisReaderGetReply(t->reader, &reply) != REDIS_OK || reply != NULL)
+            return reply;
+        int got = SSL_read(t->ssl, buf, sizeof buf);
+        if (got <= 0 || redisReaderFeed(t->reader, buf, (size_t)got) != REDIS_OK)
+            return NULL;
+    }
+}
+
 /* Writes one command and reads its reply, as redisCommandArgv does in bench_baseline.c. */
 static redisReply *tls_raw_command(tls_raw *t, int argc, const char **argv, const size_t *len) {
     char *cmd;
@@ -116,17 +134,7 @@ static redisReply *tls_raw_command(tls_raw *t, int argc, const char **argv, cons
         return NULL;
     int ok = SSL_write(t->ssl, cmd, (int)n) == (int)n; /* blocking, no partial writes */
     redisFreeCommand(cmd);
-    void *reply = NULL;
-    char buf[16384];
-    while (ok && reply == NULL) {
-        if (redisReaderGetReply(t->reader, &reply) != REDIS_OK)
-            return NULL;
-        if (reply != NULL)
-            break;
-        int got = SSL_read(t->ssl, buf, sizeof buf);
-        ok = got > 0 && redisReaderFeed(t->reader, buf, (size_t)got) == REDIS_OK;
-    }
-    return reply;
+    return ok ? tls_raw_reply(t) : NULL;
 }
 
 static int tls_raw_load(tls_raw *t, const char *body, char *sha) {
@@ -141,9 +149,11 @@ static int tls_raw_load(tls_raw *t, const char *body, char *sha) {
     return ok ? 0 : -1;
 }
 
-static void *raw_init(void *arg, int index) {
+/* A raw TLS connection to arg's (a config's) TLS port; floor.h's transport open. */
+static void *tls_raw_new(const void *arg, const char *url) {
     const config *cfg = arg;
     tls_raw *t = calloc(1, sizeof *t);
+    (void)url; /* always cfg's TLS port */
     if (t == NULL)
         return NULL;
     t->fd = -1;
@@ -153,19 +163,27 @@ static void *raw_init(void *arg, int index) {
         free(t);
         return NULL;
     }
-    floor_cycle_init(&t->cycle, "bench:tls:raw", index, cfg->uuid, cfg->acquire_sha,
-                     cfg->release_sha);
     return t;
 }
 
-static redisReply *send_tls(void *conn, int argc, const char **argv, const size_t *len) {
+static void *raw_init(void *arg, int index) {
+    const config *cfg = arg;
+    tls_raw *t = tls_raw_new(cfg, NULL);
+    if (t != NULL)
+        floor_cycle_init(&t->cycle, "bench:tls:raw", index, cfg->uuid, cfg->acquire_sha,
+                         cfg->release_sha);
+    return t;
+}
+
+static redisReply *tls_raw_command_any(void *conn, int argc, const char **argv,
+                                      const size_t *len) {
     return tls_raw_command(conn, argc, argv, len);
 }
 
 /* One lock + unlock; the replies must mean "acquired 1" and "released". */
 static int raw_cycle(void *state) {
     tls_raw *t = state;
-    return floor_cycle_run(&t->cycle, send_tls, t);
+    return floor_cycle_run(&t->cycle, tls_raw_command_any, t);
 }
 
 static void raw_fini(void *state) {
@@ -411,6 +429,68 @@ static int bench_cycles_tls(config *cfg) {
     return rc < 0 ? 1 : 0;
 }
 
+/* ---- the hand-off floor over TLS (floor.h) ---------------------------------------- */
+
+static redisReply *tls_raw_next_message(void *conn) {
+    return tls_raw_reply(conn);
+}
+
+static void tls_raw_free(void *conn) {
+    tls_raw_close(conn);
+    free(conn);
+}
+
+/* floor_handoffs' n hand-offs, over TLS (transport) or hiredis (NULL); p50 and p99 in ms. */
+static long floor_round(const config *cfg, const floor_transport *transport, long n,
+                        double *p50, double *p99) {
+    char key[64];
+    snprintf(key, sizeof key, "bench:tls:handoff:%d", (int)getpid());
+    floor_cfg f = {.cmd_url = cfg->plain_url, .sub_url = cfg->plain_url,
+                   .subscribe = "SUBSCRIBE", .publish = "publish",
+                   .acquire_sha = cfg->acquire_sha, .release_sha = cfg->release_sha,
+                   .key = key, .uuid = cfg->uuid, .transport = transport};
+    samples s = {0};
+    long errors = floor_handoffs(&f, n, &s);
+    *p50 = samples_pct_ms(&s, 50);
+    *p99 = samples_pct_ms(&s, 99);
+    samples_free(&s);
+    return errors;
+}
+
+/*
+ * The floor of a cross-process hand-off over TLS (floor.h: raw clients, two
+ * round trips and a message) and over the same server's plaintext port, in
+ * turn, -r rounds of -n hand-offs each: what a TLS hand-off costs before any
+ * library, beside which run.sh puts bench_rlock handoff over rediss://.
+ */
+static int bench_handoff_tls(config *cfg) {
+    const floor_transport tls = {tls_raw_new, tls_raw_command_any, tls_raw_next_message,
+                                 tls_raw_free, cfg};
+    double tls50[MAX_ROUNDS], tls99[MAX_ROUNDS], plain50[MAX_ROUNDS], plain99[MAX_ROUNDS];
+    long errors = 0;
+    if (load_scripts(cfg) < 0) {
+        fprintf(stderr, "bench_tls: cannot load the scripts over TLS\n");
+        return 1;
+    }
+    fprintf(stderr, "hand-off floor: %d rounds of %ld hand-offs between two processes, in turn "
+                    "over TLS and plaintext (same server)\n", cfg->rounds, cfg->handoffs);
+    for (int r = 0; r < cfg->rounds && errors == 0; r++) {
+        errors += floor_round(cfg, &tls, cfg->handoffs, &tls50[r], &tls99[r]);
+        errors += floor_round(cfg, NULL, cfg->handoffs, &plain50[r], &plain99[r]);
+    }
+    jsonw j;
+    j_begin(&j, "tls_handoff_floor");
+    j_int(&j, "handoffs", cfg->handoffs);
+    j_int(&j, "rounds", cfg->rounds);
+    j_num(&j, "tls_p50_ms", median(tls50, cfg->rounds));
+    j_num(&j, "tls_p99_ms", median(tls99, cfg->rounds));
+    j_num(&j, "plain_p50_ms", median(plain50, cfg->rounds));
+    j_num(&j, "plain_p99_ms", median(plain99, cfg->rounds));
+    j_int(&j, "errors", errors);
+    j_end(&j);
+    return errors != 0 ? 1 : 0;
+}
+
 /* ---- memory ----------------------------------------------------------------------- */
 
 static long long heap_bytes(void) {
@@ -489,6 +569,7 @@ static int bench_memory_tls(const config *cfg) {
 
 static void usage(FILE *out) {
     fprintf(out, "usage: bench_tls cycles --port TLS_PORT --plain-port PORT --ca CA.pem [-d SECONDS] [-r ROUNDS]\n"
+                 "       bench_tls handoff --port TLS_PORT --plain-port PORT --ca CA.pem [-n HANDOFFS] [-r ROUNDS]\n"
                  "       bench_tls memory --port TLS_PORT --plain-port PORT --ca CA.pem [-k CLIENTS]\n");
 }
 
@@ -497,15 +578,16 @@ int main(int argc, char **argv) {
         {"port", required_argument, NULL, 'p'}, {"plain-port", required_argument, NULL, 'P'},
         {"ca", required_argument, NULL, 'c'},   {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
-    config cfg = {.rounds = 3, .secs = 1, .clients = 50};
-    if (argc < 2 || (strcmp(argv[1], "cycles") != 0 && strcmp(argv[1], "memory") != 0)) {
+    config cfg = {.rounds = 3, .secs = 1, .clients = 50, .handoffs = 2000};
+    if (argc < 2 || (strcmp(argv[1], "cycles") != 0 && strcmp(argv[1], "memory") != 0 &&
+                     strcmp(argv[1], "handoff") != 0)) {
         usage(stderr);
         return 2;
     }
     const char *what = argv[1];
     int ch;
     optind = 2;
-    while ((ch = getopt_long(argc, argv, "d:r:k:h", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "d:r:k:n:h", longopts, NULL)) != -1) {
         switch (ch) {
         case 'p': cfg.port = (int)arg_num("--port", optarg, 1, 65535); break;
         case 'P': cfg.plain_port = (int)arg_num("--plain-port", optarg, 1, 65535); break;
@@ -513,6 +595,7 @@ int main(int argc, char **argv) {
         case 'd': cfg.secs = arg_num("-d", optarg, 0.1, 600); break;
         case 'r': cfg.rounds = (int)arg_num("-r", optarg, 1, MAX_ROUNDS / MODES); break;
         case 'k': cfg.clients = (int)arg_num("-k", optarg, 1, 1000); break;
+        case 'n': cfg.handoffs = (long)arg_num("-n", optarg, 1, 1000000); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -526,5 +609,7 @@ int main(int argc, char **argv) {
     uuid_t id;
     uuid_generate_random(id);
     uuid_unparse_lower(id, cfg.uuid);
+    if (strcmp(what, "handoff") == 0)
+        return bench_handoff_tls(&cfg);
     return strcmp(what, "cycles") == 0 ? bench_cycles_tls(&cfg) : bench_memory_tls(&cfg);
 }

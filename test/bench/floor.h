@@ -15,7 +15,9 @@
  * between. Latency: from just before the holder's release call to the
  * return of the waiter's successful acquire (CLOCK_MONOTONIC, shared
  * memory); the holder waits 1 ms after the waiter's first attempt, so the
- * waiter is asleep on its channel, as in bench_rlock handoff.
+ * waiter is asleep on its channel, as in bench_rlock handoff. The
+ * connections are hiredis's blocking ones, or whatever floor_cfg.transport
+ * makes (bench_tls: OpenSSL and hiredis's reader, the TLS floor).
  *
  * Header-only (static inline), like bench.h: each program compiles it.
  */
@@ -29,6 +31,41 @@
 
 #include "bench/bench.h"
 
+/*
+ * How a party talks to the server: blocking connections, a command and its
+ * reply, the next message pushed on a subscribed connection.
+ */
+typedef struct floor_transport {
+    void *(*open)(const void *arg, const char *url);
+    redisReply *(*command)(void *conn, int argc, const char **argv, const size_t *len);
+    redisReply *(*next_message)(void *conn);
+    void (*close)(void *conn);
+    const void *arg; /* open's */
+} floor_transport;
+
+static inline void *floor_hiredis_open(const void *arg, const char *url) {
+    (void)arg;
+    return raw_connect(url);
+}
+
+static inline redisReply *floor_hiredis_command(void *conn, int argc, const char **argv,
+                                                const size_t *len) {
+    return redisCommandArgv(conn, argc, argv, len);
+}
+
+static inline redisReply *floor_hiredis_next_message(void *conn) {
+    void *msg = NULL;
+    return redisGetReply(conn, &msg) == REDIS_OK ? msg : NULL;
+}
+
+static inline void floor_hiredis_close(void *conn) {
+    redisFree(conn);
+}
+
+static const floor_transport floor_hiredis = {floor_hiredis_open, floor_hiredis_command,
+                                              floor_hiredis_next_message, floor_hiredis_close,
+                                              NULL};
+
 /* Where and how: filled by the caller. */
 typedef struct floor_cfg {
     const char *cmd_url;      /* the lock's server (its master) */
@@ -39,6 +76,7 @@ typedef struct floor_cfg {
     const char *release_sha;
     const char *key;          /* the lock; its channels are "redisson_lock__channel:{key}:0/1" */
     const char *uuid;         /* the owners are "<uuid>:1" and "<uuid>:2" */
+    const floor_transport *transport; /* NULL: floor_hiredis */
 } floor_cfg;
 
 /* Shared by the two processes. */
@@ -52,7 +90,8 @@ typedef struct floor_shm {
 /* One party: a command connection and a connection subscribed to its own channel. */
 typedef struct floor_party {
     floor_shm *sh;
-    redisContext *cmd, *sub;
+    const floor_transport *t;
+    void *cmd, *sub;
     int me;
     const char *acq_argv[9], *rel_argv[8];
     size_t acq_len[9], rel_len[8];
@@ -113,7 +152,7 @@ static inline int floor_cycle_run(floor_cycle *c, floor_send send, void *conn) {
 
 /* Runs the acquire script; returns 1 acquired, 0 held by the other, -1 error. */
 static inline int floor_acquire(floor_party *p) {
-    redisReply *r = redisCommandArgv(p->cmd, 9, p->acq_argv, p->acq_len);
+    redisReply *r = p->t->command(p->cmd, 9, p->acq_argv, p->acq_len);
     int got = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? (int)r->element[0]->integer : -1;
     if (r)
         freeReplyObject(r);
@@ -121,7 +160,7 @@ static inline int floor_acquire(floor_party *p) {
 }
 
 static inline int floor_release(floor_party *p) {
-    redisReply *r = redisCommandArgv(p->cmd, 8, p->rel_argv, p->rel_len);
+    redisReply *r = p->t->command(p->cmd, 8, p->rel_argv, p->rel_len);
     int ok = r && r->type == REDIS_REPLY_INTEGER && r->integer == 0;
     if (r)
         freeReplyObject(r);
@@ -138,12 +177,14 @@ static inline int floor_open(floor_party *p, const floor_cfg *cfg) {
                          p->owner,  "1",              p->peers, cfg->publish};
     floor_set_args(p->acq_argv, p->acq_len, 9, acq);
     floor_set_args(p->rel_argv, p->rel_len, 8, rel);
-    p->cmd = raw_connect(cfg->cmd_url);
-    p->sub = raw_connect(cfg->sub_url);
+    p->t = cfg->transport != NULL ? cfg->transport : &floor_hiredis;
+    p->cmd = p->t->open(p->t->arg, cfg->cmd_url);
+    p->sub = p->t->open(p->t->arg, cfg->sub_url);
     if (p->cmd == NULL || p->sub == NULL)
         return -1;
     const char *sub[] = {cfg->subscribe, p->mine};
-    redisReply *r = redisCommandArgv(p->sub, 2, sub, NULL);
+    size_t sub_len[] = {strlen(sub[0]), strlen(sub[1])};
+    redisReply *r = p->t->command(p->sub, 2, sub, sub_len);
     int ok = r != NULL && r->type == REDIS_REPLY_ARRAY;
     if (r)
         freeReplyObject(r);
@@ -152,9 +193,9 @@ static inline int floor_open(floor_party *p, const floor_cfg *cfg) {
 
 static inline void floor_close(floor_party *p) {
     if (p->cmd)
-        redisFree(p->cmd);
+        p->t->close(p->cmd);
     if (p->sub)
-        redisFree(p->sub);
+        p->t->close(p->sub);
 }
 
 static inline void floor_wait(floor_party *p, long i) {
@@ -162,8 +203,8 @@ static inline void floor_wait(floor_party *p, long i) {
     atomic_store(&sh->waiting, i + 1);
     int got = floor_acquire(p);
     while (got == 0) { /* held: sleep on the channel until the release message */
-        void *msg;
-        if (redisGetReply(p->sub, &msg) != REDIS_OK)
+        redisReply *msg = p->t->next_message(p->sub);
+        if (msg == NULL)
             break;
         freeReplyObject(msg);
         got = floor_acquire(p);

@@ -6,7 +6,7 @@
 #
 # Writes one JSON line per program to OUT_FILE, each with "row" (its name
 # in run.sh) and "cmd" (the command as run) added, as run.sh's run() does.
-# Exit status 1 if a program failed. About 30 s (10 s with BENCH_QUICK=1).
+# Exit status 1 if a program failed. About 45 s (15 s with BENCH_QUICK=1).
 set -uo pipefail
 
 if [ "$#" -ne 2 ]; then
@@ -39,12 +39,13 @@ run() {
 }
 
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
-    D=0.5 R=2 N=300 K=10
+    D=0.5 R=2 R2=1 N=300 K=10
 else
-    D=1 R=5 N=2000 K=50
+    D=1 R=5 R2=2 N=2000 K=50
 fi
 tls=(--port "$RLOCK_TLS_PORT" --plain-port "$RLOCK_TLS_PLAIN_PORT" --ca "$ca")
 run tlsc "$bin/bench_tls" cycles "${tls[@]}" -d $D -r $R
 run tlshop "$bin/bench_rlock" handoff --url "$url" -n $N
+run tlsfloor "$bin/bench_tls" handoff "${tls[@]}" -n $N -r $R2
 run tlsmem "$bin/bench_tls" memory "${tls[@]}" -k $K
 exit "$failed"
