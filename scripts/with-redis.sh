@@ -31,32 +31,8 @@ for tool in redis-server redis-cli; do
 done
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rlock-redis.XXXXXX") || exit 1
-pid=""
-
-cmd_pid=""
-
-cleanup() {
-    if [ -n "$cmd_pid" ] && kill -0 "$cmd_pid" 2>/dev/null; then
-        kill -TERM "$cmd_pid" 2>/dev/null
-        wait "$cmd_pid" 2>/dev/null
-    fi
-    cmd_pid=""
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null
-        # Give it up to ~5 s to exit, then force it.
-        for _ in $(seq 1 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
-        wait "$pid" 2>/dev/null
-    fi
-    pid=""
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'cleanup; trap - INT; kill -INT $$' INT
-trap 'cleanup; trap - TERM; kill -TERM $$' TERM
+# shellcheck source=throwaway.sh
+. "$(dirname "$0")/throwaway.sh" # stops the server by pid, removes $dir
 
 # DEBUG from local connections: an option since 7.0 (6.2 allows DEBUG to everyone).
 debug_opt=(--enable-debug-command local)
@@ -72,6 +48,7 @@ for _ in $(seq 1 20); do
         --save "" --appendonly no "${debug_opt[@]}" \
         --daemonize no >/dev/null 2>&1 &
     pid=$!
+    servers=("$pid")
     # Up to ~5 s for this port: PING must answer, and the server must be ours.
     for _ in $(seq 1 100); do
         if ! kill -0 "$pid" 2>/dev/null; then
@@ -92,7 +69,7 @@ for _ in $(seq 1 20); do
         kill -KILL "$pid" 2>/dev/null
     fi
     wait "$pid" 2>/dev/null
-    pid=""
+    servers=()
 done
 
 if [ "$started" -ne 1 ]; then
@@ -105,13 +82,4 @@ export RLOCK_TEST_URL="redis://127.0.0.1:$port"
 export RLOCK_TEST_PORT="$port"
 export RLOCK_TEST_REDIS_PID="$pid"
 
-# Run CMD in the background and wait for it, so that INT/TERM traps run at
-# once (bash defers traps while a foreground child runs). <&0 keeps stdin.
-"$@" <&0 &
-cmd_pid=$!
-wait "$cmd_pid"
-status=$?
-cmd_pid=""
-cleanup
-trap - EXIT
-exit "$status"
+throwaway_run "$@"

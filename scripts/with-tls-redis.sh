@@ -41,33 +41,9 @@ for tool in redis-server openssl; do
 done
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rlock-tls.XXXXXX") || exit 1
-pids=()
-cmd_pid=""
+# shellcheck source=throwaway.sh
+. "$(dirname "$0")/throwaway.sh" # stops the servers by pid, removes $dir
 conf=""
-
-cleanup() {
-    if [ -n "$cmd_pid" ] && kill -0 "$cmd_pid" 2>/dev/null; then
-        kill -TERM "$cmd_pid" 2>/dev/null
-        wait "$cmd_pid" 2>/dev/null
-    fi
-    cmd_pid=""
-    for p in ${pids[@]+"${pids[@]}"}; do
-        kill -TERM "$p" 2>/dev/null
-    done
-    for p in ${pids[@]+"${pids[@]}"}; do
-        for _ in $(seq 1 50); do
-            kill -0 "$p" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -0 "$p" 2>/dev/null && kill -KILL "$p" 2>/dev/null
-        wait "$p" 2>/dev/null
-    done
-    pids=()
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'cleanup; trap - INT; kill -INT $$' INT
-trap 'cleanup; trap - TERM; kill -TERM $$' TERM
 
 # ---- certificates --------------------------------------------------------------
 
@@ -134,7 +110,7 @@ start() {
             sleep 0.05
         done
         if [ "$started" -eq 1 ]; then
-            pids+=("$pid")
+            servers+=("$pid")
             return 0
         fi
         kill -KILL "$pid" 2>/dev/null
@@ -216,11 +192,4 @@ fi
 fi # RLOCK_TLS_MAIN_ONLY
 export RLOCK_TLS_DIR=$dir
 
-"$@" <&0 &
-cmd_pid=$!
-wait "$cmd_pid"
-status=$?
-cmd_pid=""
-cleanup
-trap - EXIT
-exit "$status"
+throwaway_run "$@"

@@ -74,13 +74,28 @@ static const char *path(const char *file) {
 }
 
 /* Opens a client on url (connect_timeout_ms 2000); its status, *out the client. */
-static int open_url(const char *url, rlock_client **out) {
+/* A client of url whose watchdog lease is watchdog_ms (0: the default). */
+static int open_watchdog(const char *url, long long watchdog_ms, rlock_client **out) {
     rlock_config cfg;
     rlock_config_init(&cfg);
     cfg.url = url;
     cfg.connect_timeout_ms = 2000;
+    if (watchdog_ms > 0)
+        cfg.watchdog_timeout_ms = watchdog_ms;
     *out = NULL;
     return rlock_client_open(&cfg, out);
+}
+
+static int open_url(const char *url, rlock_client **out) {
+    return open_watchdog(url, 0, out);
+}
+
+/* The TLS Cluster's url (verified by name against the suite's CA); 0 without one. */
+static int cluster_url(char *url, size_t size) {
+    int port = env_port("RLOCK_TLS_CLUSTER_PORT");
+    if (port != 0)
+        snprintf(url, size, "rediss-cluster://localhost:%d?tls_ca=%s", port, path("ca.pem"));
+    return port;
 }
 
 /* Expects open of url to fail with status within 4 s, its message containing each word. */
@@ -648,12 +663,11 @@ static void test_cluster(void **state) {
     rlock_client *a = NULL, *b = NULL;
     rlock *la = NULL, *lb = NULL;
     char url[1024], name[64];
-    int cport = env_port("RLOCK_TLS_CLUSTER_PORT");
+    int cport = cluster_url(url, sizeof(url));
     if (cport == 0) {
         skip(); /* RLOCK_TLS_NO_CLUSTER */
         return;
     }
-    snprintf(url, sizeof(url), "rediss-cluster://localhost:%d?tls_ca=%s", cport, path("ca.pem"));
     assert_int_equal(open_url(url, &a), RLOCK_OK);
     assert_int_equal(open_url(url, &b), RLOCK_OK);
     for (int i = 0; i < 30; i++) { /* 30 names: every master's slots, all but surely */
@@ -938,6 +952,38 @@ static long long pttl_on(int port, const char *key) {
 }
 
 /*
+ * After a's watchdog lock la, waited for by w's thread t, moved to the master
+ * on port (a migration, a failover): only renewals there keep it through
+ * wait_ms, longer than its lease (st0: a's statistics before the move); then
+ * its unlock (MOVED followed, or the new map) wakes the waiter, which gets it.
+ */
+static void kept_then_handed_off(const char *what, rlock_client *a, rlock *la,
+                                 const rlock_stats *st0, int port, const char *name,
+                                 long long wait_ms, waiter_arg *w, pthread_t t) {
+    rlock_stats st1 = {.struct_size = sizeof(st1)};
+    long long before = pttl_on(port, name);
+    sleep_ms(wait_ms);
+    long long after = pttl_on(port, name);
+    assert_int_equal(rlock_client_stats(a, &st1), RLOCK_OK);
+    fprintf(stderr,
+            "%s: PTTL on :%d %lld ms, %lld ms later %lld ms; renewals %llu -> %llu, failures "
+            "%llu, losses %llu\n",
+            what, port, before, wait_ms, after, st0->renewals, st1.renewals,
+            st1.renewal_failures, st1.losses);
+    assert_true(before > 0 && after > 0);
+    assert_true(st1.renewals >= st0->renewals + 3);
+    assert_int_equal(st1.losses, 0);
+    assert_int_equal(rlock_is_held_by_current_thread(la), 1);
+    assert_int_equal(atomic_load(&w->got_ms), 0); /* the waiter still waits */
+    long long unlocked = now_ms();
+    assert_int_equal(rlock_unlock(la), RLOCK_OK);
+    pthread_join(t, NULL);
+    long long woke = atomic_load(&w->got_ms) - unlocked;
+    fprintf(stderr, "%s: the waiter got the lock %lld ms after the unlock\n", what, woke);
+    assert_true(atomic_load(&w->got_ms) > 0 && woke < 1500);
+}
+
+/*
  * A watchdog lock (1.5 s lease) held by one client, a waiter of another,
  * while the lock's slot migrates to another master over TLS (MIGRATE node to
  * node over TLS, SETSLOT NODE on all). Then: the key is on the target and
@@ -946,24 +992,19 @@ static long long pttl_on(int port, const char *key) {
  */
 static void test_cluster_migration(void **state) {
     (void)state;
-    rlock_config cfg;
     rlock_client *a = NULL, *b = NULL;
     rlock *la = NULL, *lb = NULL;
-    rlock_stats st0 = {.struct_size = sizeof(st0)}, st1 = {.struct_size = sizeof(st1)};
+    rlock_stats st0 = {.struct_size = sizeof(st0)};
     char url[1024];
     const char *name = "tls:migrate";
     tls_migration g;
     pthread_t t;
-    int cport = env_port("RLOCK_TLS_CLUSTER_PORT");
+    int cport = cluster_url(url, sizeof(url));
     if (cport == 0) {
         skip(); /* RLOCK_TLS_NO_CLUSTER */
         return;
     }
-    snprintf(url, sizeof(url), "rediss-cluster://localhost:%d?tls_ca=%s", cport, path("ca.pem"));
-    rlock_config_init(&cfg);
-    cfg.url = url;
-    cfg.watchdog_timeout_ms = 1500;
-    assert_int_equal(rlock_client_open(&cfg, &a), RLOCK_OK);
+    assert_int_equal(open_watchdog(url, 1500, &a), RLOCK_OK);
     assert_int_equal(open_url(url, &b), RLOCK_OK);
     assert_int_equal(rlock_get(a, name, &la), RLOCK_OK);
     assert_int_equal(rlock_get(b, name, &lb), RLOCK_OK);
@@ -979,29 +1020,11 @@ static void test_cluster_migration(void **state) {
     int rest = migration_finish(&g);
     long long took = now_ms() - t0;
     int src = g.nodes[g.src].port, dst = g.nodes[g.dst].port;
-    long long before = pttl_on(dst, name);
+    fprintf(stderr, "tls migration: slot %d %d -> %d in %lld ms (%d key(s) left after the lock's)\n",
+            g.slot, src, dst, took, rest);
     assert_int_equal(keys_in_slot(src, g.slot), 0);
-    assert_true(before > 0);
-    sleep_ms(2000); /* past the 1.5 s lease: only renewals on the target keep it */
-    long long after = pttl_on(dst, name);
-    assert_int_equal(rlock_client_stats(a, &st1), RLOCK_OK);
-    fprintf(stderr,
-            "tls migration: slot %d %d -> %d in %lld ms (%d key(s) left after the lock's); "
-            "PTTL on the target %lld ms, 2 s later %lld ms; renewals %llu -> %llu, "
-            "failures %llu, losses %llu\n",
-            g.slot, src, dst, took, rest, before, after, st0.renewals, st1.renewals,
-            st1.renewal_failures, st1.losses);
-    assert_true(after > 0);
-    assert_true(st1.renewals >= st0.renewals + 3);
-    assert_int_equal(st1.losses, 0);
-    assert_int_equal(rlock_is_held_by_current_thread(la), 1);
-    assert_int_equal(atomic_load(&w.got_ms), 0); /* the waiter still waits */
-    long long unlocked = now_ms();
-    assert_int_equal(rlock_unlock(la), RLOCK_OK); /* MOVED followed, or the new map */
-    pthread_join(t, NULL);
-    long long woke = atomic_load(&w.got_ms) - unlocked;
-    fprintf(stderr, "tls migration: the waiter got the lock %lld ms after the unlock\n", woke);
-    assert_true(atomic_load(&w.got_ms) > 0 && woke < 1500);
+    /* past the 1.5 s lease: only renewals on the target keep it */
+    kept_then_handed_off("tls migration", a, la, &st0, dst, name, 2000, &w, t);
     assert_int_equal(pttl_on(dst, name), -2); /* the waiter unlocked it too */
     rlock_free(la);
     rlock_free(lb);
@@ -1021,23 +1044,18 @@ static void test_cluster_migration(void **state) {
  */
 static void test_cluster_migration_split(void **state) {
     (void)state;
-    rlock_config cfg;
     rlock_client *a = NULL, *b = NULL, *c = NULL;
     rlock *ra = NULL, *wa = NULL, *rb = NULL, *wb = NULL, *rc = NULL, *wc = NULL;
     rlock_stats st = {.struct_size = sizeof(st)};
     char url[1024];
     const char *name = "tls:migrate-rw";
     tls_migration g;
-    int cport = env_port("RLOCK_TLS_CLUSTER_PORT");
+    int cport = cluster_url(url, sizeof(url));
     if (cport == 0) {
         skip(); /* RLOCK_TLS_NO_CLUSTER */
         return;
     }
-    snprintf(url, sizeof(url), "rediss-cluster://localhost:%d?tls_ca=%s", cport, path("ca.pem"));
-    rlock_config_init(&cfg);
-    cfg.url = url;
-    cfg.watchdog_timeout_ms = 1500;
-    assert_int_equal(rlock_client_open(&cfg, &a), RLOCK_OK);
+    assert_int_equal(open_watchdog(url, 1500, &a), RLOCK_OK);
     assert_int_equal(open_url(url, &b), RLOCK_OK);
     assert_int_equal(open_url(url, &c), RLOCK_OK);
     assert_int_equal(rlock_get_rw(a, name, &ra, &wa), RLOCK_OK);
@@ -1118,13 +1136,12 @@ static void test_cluster_migration_fair(void **state) {
     char queue[128];
     tls_migration g;
     pthread_t t;
-    int cport = env_port("RLOCK_TLS_CLUSTER_PORT");
+    int cport = cluster_url(url, sizeof(url));
     if (cport == 0) {
         skip(); /* RLOCK_TLS_NO_CLUSTER */
         return;
     }
     snprintf(queue, sizeof(queue), "redisson_lock_queue:{%s}", name);
-    snprintf(url, sizeof(url), "rediss-cluster://localhost:%d?tls_ca=%s", cport, path("ca.pem"));
     assert_int_equal(open_url(url, &a), RLOCK_OK);
     assert_int_equal(open_url(url, &b), RLOCK_OK);
     assert_int_equal(open_url(url, &c), RLOCK_OK);
@@ -1187,14 +1204,13 @@ static void test_cluster_migration_fair(void **state) {
  */
 static void test_cluster_failover(void **state) {
     (void)state;
-    rlock_config cfg;
     rlock_client *a = NULL, *b = NULL;
     rlock *la = NULL, *lb = NULL;
-    rlock_stats st0 = {.struct_size = sizeof(st0)}, st1 = {.struct_size = sizeof(st1)};
+    rlock_stats st0 = {.struct_size = sizeof(st0)};
     tls_node nodes[3];
     char url[1024], name[64], out[512], args[128];
     pthread_t t;
-    int cport = env_port("RLOCK_TLS_CLUSTER_PORT");
+    int cport = cluster_url(url, sizeof(url));
     int rport = env_port("RLOCK_TLS_CLUSTER_REPLICA_PORT");
     if (cport == 0 || rport == 0) {
         skip(); /* RLOCK_TLS_NO_CLUSTER */
@@ -1217,11 +1233,7 @@ static void test_cluster_failover(void **state) {
         if (node_has(&nodes[m], (int)cli_int(cport, args)))
             break;
     }
-    snprintf(url, sizeof(url), "rediss-cluster://localhost:%d?tls_ca=%s", cport, path("ca.pem"));
-    rlock_config_init(&cfg);
-    cfg.url = url;
-    cfg.watchdog_timeout_ms = 12000;
-    assert_int_equal(rlock_client_open(&cfg, &a), RLOCK_OK);
+    assert_int_equal(open_watchdog(url, 12000, &a), RLOCK_OK);
     assert_int_equal(open_url(url, &b), RLOCK_OK);
     assert_int_equal(rlock_get(a, name, &la), RLOCK_OK);
     assert_int_equal(rlock_get(b, name, &lb), RLOCK_OK);
@@ -1240,27 +1252,9 @@ static void test_cluster_failover(void **state) {
     }
     long long took = now_ms() - t0;
     assert_true(promoted);
-    long long before = pttl_on(rport, name);
-    sleep_ms(13500); /* past the 12 s lease: only renewals on the new master keep it */
-    long long after = pttl_on(rport, name);
-    assert_int_equal(rlock_client_stats(a, &st1), RLOCK_OK);
-    fprintf(stderr,
-            "tls cluster failover: %d -> %d promoted in %lld ms; PTTL on the new master %lld "
-            "ms, 13.5 s later %lld ms; renewals %llu -> %llu, failures %llu, losses %llu\n",
-            mport, rport, took, before, after, st0.renewals, st1.renewals,
-            st1.renewal_failures, st1.losses);
-    assert_true(before > 0 && after > 0);
-    assert_true(st1.renewals >= st0.renewals + 3);
-    assert_int_equal(st1.losses, 0);
-    assert_int_equal(rlock_is_held_by_current_thread(la), 1);
-    assert_int_equal(atomic_load(&w.got_ms), 0);
-    long long unlocked = now_ms();
-    assert_int_equal(rlock_unlock(la), RLOCK_OK);
-    pthread_join(t, NULL);
-    long long woke = atomic_load(&w.got_ms) - unlocked;
-    fprintf(stderr, "tls cluster failover: the waiter got the lock %lld ms after the unlock\n",
-            woke);
-    assert_true(atomic_load(&w.got_ms) > 0 && woke < 1500);
+    fprintf(stderr, "tls cluster failover: %d -> %d promoted in %lld ms\n", mport, rport, took);
+    /* past the 12 s lease: only renewals on the new master keep it */
+    kept_then_handed_off("tls cluster failover", a, la, &st0, rport, name, 13500, &w, t);
     rlock_free(la);
     rlock_free(lb);
     rlock_client_close(a);

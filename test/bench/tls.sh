@@ -21,22 +21,9 @@ ca=$RLOCK_TLS_DIR/ca.pem
 url="rediss://127.0.0.1:$RLOCK_TLS_PORT?tls_ca=$ca"
 
 # run NAME CMD...: CMD's last JSON line, with "row" and "cmd", into OUT_FILE.
-run() {
-    local name=$1
-    shift
-    echo "\$ $*" >&2
-    local line
-    line=$("$@" | grep '^{' | tail -n 1)
-    local status=${PIPESTATUS[0]}
-    if [ "$status" -ne 0 ] || [ -z "$line" ]; then
-        echo "tls.sh: FAILED (exit $status): $*" >&2
-        failed=1
-    fi
-    [ -z "$line" ] && line='{"bench":"'"$name"'","failed":1'"}"
-    local cmd
-    cmd=$(printf '%s' "$*" | sed 's/\\/\\\\/g; s/"/\\"/g')
-    printf '%s\n' "${line%\}},\"row\":\"$name\",\"cmd\":\"$cmd\"}" >>"$outfile"
-}
+results=$outfile
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
     D=0.5 R=2 R2=1 N=300 K=10

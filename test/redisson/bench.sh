@@ -41,47 +41,9 @@ else
     D=1.5 R=3 N=2000 WARM=3 WARMN=1000
 fi
 
-# run NAME CMD...: as test/bench/run.sh's run(): keeps CMD's JSON line with the
-# command added as "cmd" in the variable NAME and in $results.
-record() {
-    local name=$1 line=$2 cmd
-    cmd=$(printf '%s' "$3" | sed 's/\\/\\\\/g; s/"/\\"/g')
-    line="${line%\}},\"row\":\"$name\",\"cmd\":\"$cmd\"}"
-    printf '%s\n' "$line" >>"$results"
-    printf -v "$name" '%s' "$line"
-}
-run() {
-    local name=$1
-    shift
-    echo "\$ $*" >&2
-    local line
-    line=$("$@" | grep '^{' | tail -n 1)
-    local status=${PIPESTATUS[0]}
-    if [ "$status" -ne 0 ] || [ -z "$line" ]; then
-        echo "bench.sh: FAILED (exit $status): $*" >&2
-        failed=1
-        line='{"bench":"'"$name"'","failed":1}'
-    fi
-    record "$name" "$line" "$*"
-}
-get() {
-    printf '%s\n' "$1" | sed -n "s/.*\"$2\":\(\"[^\"]*\"\|[^,}]*\).*/\1/p" | tr -d '"'
-}
-fmt() {
-    awk -v v="$1" 'BEGIN {
-        if (v == "" || v == "null" || v == "NaN") { print "-"; exit }
-        a = v < 0 ? -v : v
-        if (a >= 1000) printf "%.0f\n", v
-        else if (a >= 10) printf "%.1f\n", v
-        else printf "%.3f\n", v }'
-}
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print ""; else printf "%.3f\n", a / b }'; }
-verdict() {
-    awk -v v="$1" -v op="$2" -v l="$3" 'BEGIN {
-        if (v == "" || v == "null") { print ""; exit }
-        ok = (op == "<=") ? (v + 0 <= l + 0) : (v + 0 >= l + 0)
-        print ok ? "ok" : "MISS" }'
-}
+# run, record, get, fmt, ratio, verdict (they write $results, set failed)
+# shellcheck source=../bench/lib.sh
+. "$here/../bench/lib.sh"
 out_row() { printf '  %-44s %12s %12s %9s  %-8s %s\n' "$@" | tee -a "$table"; }
 
 # ---- the C side ----------------------------------------------------------------
