@@ -416,6 +416,7 @@ static void io_failed(redisContext *ctx, rlock__tls_conn *c, int e, int sys_errn
 
 static int fill_reader(redisContext *ctx, rlock__tls_conn *c) {
     char buf[16 * 1024];
+    int fed = 0;
     /* Until nothing read from the socket stays in the session (SSL_has_pending: decrypted
      * bytes, or a record's bytes not yet decrypted), so a poll() on the socket misses nothing
      * (the subscriber and the pipelines poll the fd). Read-ahead is on (make_ctx): a reply
@@ -428,6 +429,7 @@ static int fill_reader(redisContext *ctx, rlock__tls_conn *c) {
                 set_error(ctx, ctx->reader->err, ctx->reader->errstr);
                 return REDIS_ERR;
             }
+            fed = 1;
             if (!SSL_has_pending(c->ssl))
                 return REDIS_OK;
             continue;
@@ -436,6 +438,12 @@ static int fill_reader(redisContext *ctx, rlock__tls_conn *c) {
         /* WANT_WRITE (TLS 1.3 has no renegotiation; a key update's answer goes with our next
          * write) is "later" too: the caller's next poll and read take it up. */
         if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+            return REDIS_OK;
+        /* Read-ahead can bring a reply and the server's close (its close_notify, or the
+         * stream's end) in one recv: what came first is the caller's to take; the failure
+         * is the next read's (OpenSSL's error state and a socket's end stay, and a socket
+         * at its end polls readable). */
+        if (fed)
             return REDIS_OK;
         io_failed(ctx, c, e, err);
         return REDIS_ERR;

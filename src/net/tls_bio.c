@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tls_bio.c - the OpenSSL BIO under every TLS session of tls.c: it reads and
- * writes rlock's own socket without ever raising SIGPIPE or blocking.
+ * writes rlock's own socket without ever raising SIGPIPE, and waits only in
+ * the one read tls.c asks to wait (a reply's first, a slice at most).
  *
  * Threads: any thread making a session; the method is made once
  * (pthread_once) and read-only after.
