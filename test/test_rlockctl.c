@@ -212,11 +212,11 @@ static int waiter_child(void *arg, int in_fd, int out_fd) {
     rlock *l = NULL;
     rlock_config cfg;
     char line[32];
-    (void)in_fd;
     h_config(&cfg);
     H_CHILD_CHECK(rlock_client_open(&cfg, &c) == RLOCK_OK, 10);
     H_CHILD_CHECK(rlock_get(c, name, &l) == RLOCK_OK, 11);
-    h_line_send(out_fd, "waiting");
+    h_line_send(out_fd, "ready");
+    h_line_recv(in_fd, line, sizeof(line), 30000); /* "go": the lock is held */
     int rc = rlock_try_lock(l, h_scaled(30000), -1);
     if (rc == RLOCK_OK)
         rlock_unlock(l);
@@ -240,15 +240,27 @@ typedef struct other_waiter {
     h_cwaiter *thread;
 } other_waiter;
 
+/*
+ * Readies the other waiter: called before this process opens a client of its
+ * own, so the fork copies no lock a client thread holds (holder_child).
+ */
 static void other_waiter_start(other_waiter *w, char *name) {
 #if defined(__SANITIZE_THREAD__)
     w->client = h_open(30000, 2000);
     w->lock = h_get(w->client, name);
-    w->thread = h_cwaiter_start(w->lock, h_scaled(30000));
 #else
     char line[64];
     h_child_start(&w->child, waiter_child, name);
     h_child_recv(&w->child, line, sizeof(line), 10000);
+#endif
+}
+
+/* Lets it wait for the lock, now held. */
+static void other_waiter_go(other_waiter *w) {
+#if defined(__SANITIZE_THREAD__)
+    w->thread = h_cwaiter_start(w->lock, h_scaled(30000));
+#else
+    h_child_send(&w->child, "go");
 #endif
 }
 
@@ -273,13 +285,14 @@ static void test_plain(void **state) {
     (void)state;
     char *name = name_for("ctl-plain"), *pattern = pattern_of(name), buf[256];
     redisContext *r = h_redis();
+    other_waiter w;
+    other_waiter_start(&w, name);
     rlock_client *c = h_open(30000, 2000);
     rlock *l = h_get(c, name);
     H_ASSERT_RC(rlock_lock(l), RLOCK_OK);
     H_ASSERT_RC(rlock_lock(l), RLOCK_OK); /* held twice */
     h_register_client(r, rlock_client_id(c), "host-a", (long)getpid(), "test_rlockctl");
-    other_waiter w;
-    other_waiter_start(&w, name);
+    other_waiter_go(&w);
     H_WAIT_FOR(h_numsub(r, name, strlen(name)) == 1, 10000);
 
     h_tool t;
@@ -718,7 +731,13 @@ static void test_rw_fenced(void **state) {
 /* ---- stopped and dead holders ------------------------------------------------------- */
 
 #if !defined(__SANITIZE_THREAD__)
-/* A process holding name with a 10-minute lease; its client's watchdog timeout is arg's. */
+/*
+ * A process holding name with a 10-minute lease; its client's watchdog timeout
+ * is arg's. A fair one sends its client id, then queues once told "go" (the
+ * parent forks it before opening clients of its own: a fork beside their
+ * threads could copy an allocator lock one of them held, and ASan's allocator
+ * has no fork handler).
+ */
 static int holder_child(void *arg, int in_fd, int out_fd) {
     const h_holder_arg *a = arg;
     rlock_client *c = NULL;
@@ -732,6 +751,7 @@ static int holder_child(void *arg, int in_fd, int out_fd) {
                           : rlock_get(c, a->name, &l) == RLOCK_OK, 11);
     if (a->fair) { /* queue behind the test's hold: the head of the queue */
         h_line_send(out_fd, "%s", rlock_client_id(c));
+        h_line_recv(in_fd, line, sizeof(line), 600000); /* "go": the lock is held */
         int rc = rlock_try_lock(l, 600000, -1);
         h_line_send(out_fd, "rc %d", rc);
     } else {
@@ -843,16 +863,17 @@ static void test_fair_stuck_head(void **state) {
 #else
     char *name = name_for("ctl-stuck"), *pattern = pattern_of(name), id[64], q[200];
     redisContext *r = h_redis();
+    h_holder_arg arg = {.name = name, .watchdog_ms = 2000, .fair = 1};
+    h_child head;
+    h_child_start(&head, holder_child, &arg); /* first: no thread of ours to fork beside */
+    h_child_recv(&head, id, sizeof(id), 10000);
     rlock_client *a = h_open(30000, 2000), *b = h_open(30000, 2000);
     rlock *la = NULL, *lb = NULL;
     H_ASSERT_RC(rlock_get_fair(a, name, &la), RLOCK_OK);
     H_ASSERT_RC(rlock_get_fair(b, name, &lb), RLOCK_OK);
     H_ASSERT_RC(rlock_lock(la), RLOCK_OK);
     snprintf(q, sizeof(q), "redisson_lock_queue:{%s}", name);
-    h_holder_arg arg = {.name = name, .watchdog_ms = 2000, .fair = 1};
-    h_child head;
-    h_child_start(&head, holder_child, &arg);
-    h_child_recv(&head, id, sizeof(id), 10000);
+    h_child_send(&head, "go");
     H_WAIT_FOR(h_cmd_int(r, "LLEN %s", q) == 1, 10000);
     h_cwaiter *next = h_cwaiter_start(lb, h_scaled(60000));
     H_WAIT_FOR(h_cmd_int(r, "LLEN %s", q) == 2, 10000);

@@ -41,8 +41,8 @@
 
 /*
  * Client a (watchdog timeout wd_a) and client b (30 s, unless NULL: not
- * opened), each with the read and write handles of a new name with prefix,
- * and a raw connection.
+ * opened), each with the read and write handles of name (two_open: a new
+ * name with prefix), and a raw connection.
  */
 typedef struct two {
     const char *name;
@@ -51,14 +51,18 @@ typedef struct two {
     redisContext *r;
 } two;
 
-static two two_open(const char *prefix, long long wd_a, int with_b) {
-    two t = {.name = h_unique_name(prefix), .a = h_open(wd_a, 0), .r = h_redis()};
+static two two_open_as(const char *name, long long wd_a, int with_b) {
+    two t = {.name = name, .a = h_open(wd_a, 0), .r = h_redis()};
     H_ASSERT_RC(rlock_get_rw(t.a, t.name, &t.ar, &t.aw), RLOCK_OK);
     if (with_b) {
         t.b = h_open(30000, 0);
         H_ASSERT_RC(rlock_get_rw(t.b, t.name, &t.br, &t.bw), RLOCK_OK);
     }
     return t;
+}
+
+static two two_open(const char *prefix, long long wd_a, int with_b) {
+    return two_open_as(h_unique_name(prefix), wd_a, with_b);
 }
 
 static void two_close(two *t) {
@@ -438,8 +442,11 @@ struct child_args {
 
 /*
  * Child: opens its own client, takes the read lock twice (then says
- * "READING") or asks for the write lock (says "WAITING" first: it waits
- * behind the test's reader), then waits to be killed.
+ * "READING") or, told "go", asks for the write lock (says "WAITING" first:
+ * it waits behind the test's reader), then waits to be killed. It is forked
+ * before the test opens clients of its own: a fork beside their threads could
+ * copy a lock one of them held inside the allocator (ASan's has no fork
+ * handler), and the child would hang.
  */
 static int child_main(void *arg, int in, int out) {
     struct child_args *a = arg;
@@ -452,6 +459,7 @@ static int child_main(void *arg, int in, int out) {
     if (rlock_client_open(&cfg, &c) != RLOCK_OK || rlock_get_rw(c, a->name, &rd, &wr) != RLOCK_OK)
         return 2;
     if (a->writer) {
+        h_line_recv(in, line, sizeof line, 600000); /* "go": the test reads */
         h_line_send(out, "WAITING");
         rlock_lock(wr); /* the test kills us meanwhile */
         return 3;
@@ -463,10 +471,9 @@ static int child_main(void *arg, int in, int out) {
     return 0;
 }
 
-/* Starts the child of args and waits for its first line, which must be `says`. */
-static void start_child(h_child *ch, struct child_args *args, const char *says) {
+/* Waits for the child's next line, which must be `says`. */
+static void child_says(h_child *ch, const char *says) {
     char line[64];
-    h_child_start(ch, child_main, args);
     h_child_recv(ch, line, sizeof line, 10000);
     assert_string_equal(line, says);
 }
@@ -477,12 +484,13 @@ static void start_child(h_child *ch, struct child_args *args, const char *says) 
  */
 static void test_reader_killed(void **state) {
     long long wd = H_MS(1500);
-    two t = two_open("rwe-rkill", 30000, 0);
-    struct child_args args = {t.name, wd, 0};
+    struct child_args args = {h_unique_name("rwe-rkill"), wd, 0};
     h_child ch;
     (void)state;
 
-    start_child(&ch, &args, "READING");
+    h_child_start(&ch, child_main, &args);
+    child_says(&ch, "READING");
+    two t = two_open_as(args.name, 30000, 0);
     h_sleep_ms(wd / 2); /* a renewal */
     h_child_kill(&ch);
     long long start = h_now_ms();
@@ -508,15 +516,17 @@ static const char *writers_key(char *buf, size_t size, const char *name) {
  * theirs, and nothing of the writer's is left.
  */
 static void test_waiting_writer_killed(void **state) {
-    two t = two_open("rwe-wkill", 30000, 1);
-    struct child_args args = {t.name, 30000, 1};
+    struct child_args args = {h_unique_name("rwe-wkill"), 30000, 1};
     h_child ch;
     char buf[256];
-    const char *writers = writers_key(buf, sizeof buf, t.name);
     (void)state;
 
+    h_child_start(&ch, child_main, &args);
+    two t = two_open_as(args.name, 30000, 1);
+    const char *writers = writers_key(buf, sizeof buf, t.name);
     H_ASSERT_RC(rlock_lock(t.ar), RLOCK_OK);
-    start_child(&ch, &args, "WAITING");
+    h_child_send(&ch, "go");
+    child_says(&ch, "WAITING");
     H_WAIT_FOR(h_exists(t.r, writers, strlen(writers)) == 1, 5000);
     h_child_kill(&ch);
     long long start = h_now_ms();
