@@ -49,6 +49,11 @@ static void test_sentinel_names_and_registration(void **state) {
            on_master.unnamed);
     assert_true(on_master.named >= 1);
     assert_int_equal(on_master.unnamed, unnamed_master);
+    /* The failover-event subscriptions are the monitor thread's, made after the open
+     * returned (and retried each second): wait for one before counting. */
+    H_WAIT_FOR(conns_on(hs->sentinel[0], id).named + conns_on(hs->sentinel[1], id).named +
+                       conns_on(hs->sentinel[2], id).named >= 1,
+               5000);
     int named_on_sentinels = 0;
     for (int i = 0; i < 3; i++) {
         /* The once-a-second poll opens a connection to one sentinel in turn: caught between
