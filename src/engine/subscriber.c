@@ -326,7 +326,8 @@ static void wait_and_read(rlock__waiters *ps, subscriber *s, int timeout_ms) {
     for (size_t i = 0; room && i < s->nlinks; i++)
         if (rlock__sub_links(s)[i].ctx != NULL) {
             polled[nfds - 1] = rlock__sub_links(s)[i].node;
-            fds[nfds++] = (struct pollfd){.fd = rlock__sub_links(s)[i].ctx->fd, .events = POLLIN};
+            redisContext *ctx = rlock__sub_links(s)[i].ctx;
+            fds[nfds++] = (struct pollfd){.fd = ctx->fd, .events = rlock__io_events(ctx, POLLIN)};
         }
     /* A waiter leaving its channel wakes us only if we would sleep past its linger. */
     ps->subscriber_wakes_ms = timeout_ms < 0 ? RLOCK__NO_DEADLINE : rlock__now_ms() + timeout_ms;

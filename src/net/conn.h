@@ -93,6 +93,8 @@ int rlock__tls_fill(redisContext *ctx, rlock__tls_conn *c, int wait);
 ssize_t rlock__tls_send(redisContext *ctx, rlock__tls_conn *c, const char *buf, size_t len);
 /* rlock__pool's idle check for a TLS connection: 1 if nothing but TLS housekeeping came. */
 int rlock__tls_still_open(redisContext *ctx, rlock__tls_conn *c);
+/* rlock__io_events for a TLS session: usual, or the other way if its last call wants that. */
+short rlock__tls_events(const rlock__tls_conn *c, short usual);
 
 /* The socket under a TLS session, as its BIO (tls_bio.c) sees it; in the session's memory. */
 typedef struct rlock__tls_socket {

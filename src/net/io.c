@@ -151,7 +151,7 @@ int rlock__io_flush(redisContext *ctx, int64_t deadline_ms) {
             return RLOCK_EIO;
         if (done)
             return RLOCK_OK;
-        if (rlock__io_wait(ctx->fd, POLLOUT, deadline_ms) != RLOCK_OK)
+        if (rlock__io_wait(ctx->fd, rlock__io_events(ctx, POLLOUT), deadline_ms) != RLOCK_OK)
             return RLOCK_EIO;
     }
 }
@@ -181,7 +181,8 @@ int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply) {
             *reply = raw;
             return RLOCK_OK;
         }
-        if (!in_read && rlock__io_wait(ctx->fd, POLLIN, deadline_ms) != RLOCK_OK)
+        if (!in_read &&
+            rlock__io_wait(ctx->fd, rlock__io_events(ctx, POLLIN), deadline_ms) != RLOCK_OK)
             return RLOCK_EIO;
         /* hiredis (REDIS_BLOCK cleared) and tls.c take EAGAIN -- the slice passed -- and EINTR
          * as "later". */
@@ -193,4 +194,9 @@ int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply) {
 
 int rlock__io_fill(redisContext *ctx) {
     return fill(ctx, 0);
+}
+
+short rlock__io_events(const redisContext *ctx, short usual) {
+    const rlock__tls_conn *tls = rlock__tls_of(ctx);
+    return tls == NULL ? usual : rlock__tls_events(tls, usual);
 }

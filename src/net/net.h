@@ -103,6 +103,12 @@ int rlock__io_read(redisContext *ctx, int64_t deadline_ms, redisReply **reply);
  * REDIS_OK / REDIS_ERR (ctx->err, errstr).
  */
 int rlock__io_fill(redisContext *ctx);
+/*
+ * What to poll ctx's socket for before its next read (usual POLLIN) or write
+ * (POLLOUT): usual, unless a TLS session's last read must first write, or its
+ * last write must first read (OpenSSL's WANT_WRITE / WANT_READ).
+ */
+short rlock__io_events(const redisContext *ctx, short usual);
 
 /* ---- tls.c -------------------------------------------------------------------- */
 

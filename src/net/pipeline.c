@@ -268,7 +268,8 @@ static void read_parts(fan_run *run, node_part *parts, int nparts, struct pollfd
                 leave_unread(run, p);
                 continue;
             }
-            fds[waiting] = (struct pollfd){.fd = p->conn->ctx->fd, .events = POLLIN};
+            fds[waiting] = (struct pollfd){.fd = p->conn->ctx->fd,
+                                           .events = rlock__io_events(p->conn->ctx, POLLIN)};
             polled[waiting++] = j;
         }
         if (waiting == 0)

@@ -158,7 +158,9 @@ static int heard_events(rlock__sentinel *r, int timeout_ms) {
     int heard = HEARD_NOTHING;
     for (int i = 0; i < RLOCK__EVENT_SENTINELS; i++)
         pfd[i] = (struct pollfd){.fd = r->events[i] != NULL ? r->events[i]->fd : -1,
-                                 .events = POLLIN};
+                                 .events = r->events[i] != NULL
+                                               ? rlock__io_events(r->events[i], POLLIN)
+                                               : POLLIN};
     if (poll(pfd, RLOCK__EVENT_SENTINELS, timeout_ms) <= 0)
         return HEARD_NOTHING;
     for (int i = 0; i < RLOCK__EVENT_SENTINELS; i++)

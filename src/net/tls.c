@@ -51,6 +51,8 @@ struct rlock__tls_conn {
     SSL *ssl;
     rlock__tls_socket sock;    /* what its BIO reads and writes */
     size_t write_pending;      /* length of an SSL_write to retry as it was (WANT_WRITE) */
+    short read_needs;          /* POLLOUT: the last SSL_read wanted to write first; else 0 */
+    short write_needs;         /* POLLIN: the last SSL_write wanted to read first; else 0 */
     int has_cert;              /* we offered a client certificate */
     char peer_names[256];      /* the server certificate's names, for a mismatch's words */
 };
@@ -417,6 +419,7 @@ static void io_failed(redisContext *ctx, rlock__tls_conn *c, int e, int sys_errn
 static int fill_reader(redisContext *ctx, rlock__tls_conn *c) {
     char buf[16 * 1024];
     int fed = 0;
+    c->read_needs = 0;
     /* Until nothing read from the socket stays in the session (SSL_has_pending: decrypted
      * bytes, or a record's bytes not yet decrypted), so a poll() on the socket misses nothing
      * (the subscriber and the pipelines poll the fd). Read-ahead is on (make_ctx): a reply
@@ -435,8 +438,9 @@ static int fill_reader(redisContext *ctx, rlock__tls_conn *c) {
             continue;
         }
         int e = SSL_get_error(c->ssl, n), err = errno;
-        /* WANT_WRITE (TLS 1.3 has no renegotiation; a key update's answer goes with our next
-         * write) is "later" too: the caller's next poll and read take it up. */
+        /* WANT_WRITE (a key update's answer met a full socket buffer) is "later" too: the
+         * caller polls for POLLOUT then (rlock__tls_events) and reads again. */
+        c->read_needs = e == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
         if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
             return REDIS_OK;
         /* Read-ahead can bring a reply and the server's close (its close_notify, or the
@@ -465,11 +469,14 @@ ssize_t rlock__tls_send(redisContext *ctx, rlock__tls_conn *c, const char *buf, 
         n = INT_MAX;
     ERR_clear_error();
     int r = SSL_write(c->ssl, buf, (int)n);
+    c->write_needs = 0;
     if (r > 0) {
         c->write_pending = 0;
         return r;
     }
     int e = SSL_get_error(c->ssl, r), err = errno;
+    if (e == SSL_ERROR_WANT_READ)
+        c->write_needs = POLLIN; /* the caller polls for that before it writes again */
     if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
         c->write_pending = n;
         errno = EAGAIN;
@@ -485,4 +492,12 @@ int rlock__tls_still_open(redisContext *ctx, rlock__tls_conn *c) {
     /* A session ticket or key update may be waiting: taken in; a reply nobody asked for, an
      * alert or the end of the stream mean the connection is done. */
     return rlock__tls_fill(ctx, c, 0) == REDIS_OK && ctx->reader->len == ctx->reader->pos;
+}
+
+short rlock__tls_events(const rlock__tls_conn *c, short usual) {
+    if (usual == POLLIN && c->read_needs != 0)
+        return c->read_needs;
+    if (usual == POLLOUT && c->write_needs != 0)
+        return c->write_needs;
+    return usual;
 }
