@@ -81,7 +81,7 @@ void rlock__channels_free(rlock__waiters *ws) {
 }
 
 int rlock__channel_lingers(const rlock__channel *ch, int64_t now_ms) {
-    return ch->waiters == 0 && ch->subscribe_sent && now_ms - ch->idle_since_ms < RLOCK__LINGER_MS;
+    return ch->waiters == 0 && ch->subscribe_sent && now_ms < ch->linger_until_ms;
 }
 
 int rlock__channels_have_waiters(const rlock__waiters *ws) {

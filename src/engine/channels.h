@@ -24,7 +24,7 @@ struct rlock__channel {
                                changed): its next SUBSCRIBE is a resubscription */
     rlock__node *node;      /* where its subscription goes (the net's choice); NULL: to pick */
     unsigned epoch;         /* bumped to make sleeping waiters retry at once */
-    int64_t idle_since_ms;  /* when its last waiter left: subscribed, it lingers */
+    int64_t linger_until_ms; /* no waiter, still subscribed: unsubscribed from then on */
     pthread_cond_t ready;   /* joiners wait here for confirmation */
     size_t len;
     char name[];
@@ -34,15 +34,19 @@ struct rlock__channel {
 #define RLOCK__REFUSED_POLL_MS 100
 
 /*
- * How long a subscription outlives its last waiter. A lock waited on again
- * within that time finds its channel subscribed: the next wait sends no
- * SUBSCRIBE (nor connects the subscriber's connection again), and a waiter
- * that got the lock returns without waking the subscriber thread to send
- * UNSUBSCRIBE (~6 us of a hand-off's critical path, docs/design.md section 4).
+ * How long a subscription outlives its last waiter when that waiter leaves
+ * without the lock (timed out, cancelled, failed): the lock is still held
+ * elsewhere and likely waited on again, and the next wait finds its channel
+ * subscribed (no SUBSCRIBE round trip). A last waiter that leaves *with* the
+ * lock ends the subscription at once: lingering, this client would hear its
+ * own unlock's message, a wake-up of the subscriber thread on the hand-off's
+ * critical path (docs/design/04-acquiring.md). The subscriber's connection
+ * lingers as long after its last channel (subscriber.c), so the next wait
+ * needs no new connection (nor TLS handshake).
  */
 #define RLOCK__LINGER_MS 200
 
-/* Whether ch is subscribed for nobody, for less than RLOCK__LINGER_MS yet. */
+/* Whether ch is subscribed for nobody, and still lingers. */
 int rlock__channel_lingers(const rlock__channel *ch, int64_t now_ms);
 
 rlock__channel *rlock__channel_find(rlock__waiters *ws, const char *name, size_t len);

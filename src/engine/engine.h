@@ -398,8 +398,10 @@ int rlock__wait_sleep(rlock__engine *e, rlock__waiter *w, unsigned epoch, int64_
  * while offered), first waits for it to settle. Returns 1 if w was granted a
  * lock it never claimed: the caller must release it. *ahead receives an
  * attempt sent ahead for w that nobody read (cancelled): the caller reads it.
+ * acquired: w leaves with the lock (its channel, if w was its last waiter,
+ * is unsubscribed now; else it lingers, channels.h).
  */
-int rlock__wait_leave(rlock__engine *e, rlock__waiter *w, rlock__conn **ahead);
+int rlock__wait_leave(rlock__engine *e, rlock__waiter *w, int acquired, rlock__conn **ahead);
 /* 1 if waiters of this client wait for lock name on channel (on a confirmed subscription). */
 int rlock__wait_queued(rlock__engine *e, const char *channel, size_t channel_len,
                        const char *name, size_t name_len);

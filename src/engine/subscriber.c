@@ -5,10 +5,13 @@
  * one per node they go to: on a Cluster, one per master that owns a channel
  * waited on (the master of the lock's slot: sharded subscriptions must go
  * there; classic ones hear the message there without a cluster-bus hop).
- * Connections are made lazily, when a thread has to wait, and closed when
- * no channel needs them any more. A subscription outlives its last waiter
- * by RLOCK__LINGER_MS (channels.h): a lock waited on again soon finds it
- * there, and its waiters' leaving costs no wake-up of this thread.
+ * Connections are made lazily, when a thread has to wait, and closed
+ * RLOCK__LINGER_MS after no channel needs them any more. A subscription
+ * whose last waiter left without the lock outlives it by as much
+ * (channels.h): a lock waited on again soon finds it there, and its
+ * waiters' leaving costs no wake-up of this thread. One whose last waiter
+ * left with the lock is dropped at once: this client would only hear its
+ * own unlock.
  *
  * Trouble: when a connection drops, its channels are marked unsubscribed
  * and their waiters retry at once; the thread reconnects with capped,
@@ -57,7 +60,8 @@
  * needs any more.
  */
 static void route_channels(rlock__waiters *ps, subscriber *s) {
-    int may_route = rlock__now_ms() >= s->reroute_after_ms;
+    int64_t now = rlock__now_ms();
+    int may_route = now >= s->reroute_after_ms;
     for (size_t i = 0; i < s->nlinks; i++) /* replies still due keep it too */
         rlock__sub_links(s)[i].needed = (int)rlock__sub_links(s)[i].sent_count;
     for (rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next) {
@@ -71,11 +75,16 @@ static void route_channels(rlock__waiters *ps, subscriber *s) {
         if (l != NULL && (ch->waiters > 0 || ch->subscribe_sent || ch->pending > 0))
             l->needed++;
     }
-    for (size_t i = 0; i < s->nlinks;)
-        if (rlock__sub_links(s)[i].needed == 0)
-            rlock__sub_remove_link(s, &rlock__sub_links(s)[i]);
+    /* A connection lingers as a subscription does (channels.h): the next wait needs none. */
+    for (size_t i = 0; i < s->nlinks;) {
+        sub_link *l = &rlock__sub_links(s)[i];
+        if (l->needed > 0)
+            l->linger_until_ms = now + RLOCK__LINGER_MS;
+        if (l->needed == 0 && (l->ctx == NULL || now >= l->linger_until_ms))
+            rlock__sub_remove_link(s, l);
         else
             i++;
+    }
 }
 
 static int send_command(sub_link *l, const char *verb, const rlock__channel *ch) {
@@ -286,18 +295,22 @@ static void end_lingering(rlock__waiters *ps) {
 
 /*
  * How long poll may sleep: until the next reconnection or re-route is due,
- * or a lingering subscription ends.
+ * or a lingering subscription or connection ends.
  */
 static int poll_timeout(const rlock__waiters *ps, subscriber *s) {
     int64_t now = rlock__now_ms(), until = RLOCK__NO_DEADLINE;
-    for (size_t i = 0; i < s->nlinks; i++)
-        if (rlock__sub_links(s)[i].ctx == NULL && rlock__sub_links(s)[i].next_connect_ms < until)
-            until = rlock__sub_links(s)[i].next_connect_ms;
+    for (size_t i = 0; i < s->nlinks; i++) {
+        const sub_link *l = &rlock__sub_links(s)[i];
+        if (l->ctx == NULL && l->next_connect_ms < until)
+            until = l->next_connect_ms;
+        if (l->ctx != NULL && l->needed == 0 && l->linger_until_ms < until)
+            until = l->linger_until_ms;
+    }
     for (const rlock__channel *ch = ps->channels; ch != NULL; ch = ch->next) {
         if (ch->node == NULL && ch->waiters > 0 && s->reroute_after_ms < until)
             until = s->reroute_after_ms;
-        if (ch->waiters == 0 && ch->subscribe_sent && ch->idle_since_ms + RLOCK__LINGER_MS < until)
-            until = ch->idle_since_ms + RLOCK__LINGER_MS;
+        if (ch->waiters == 0 && ch->subscribe_sent && ch->linger_until_ms < until)
+            until = ch->linger_until_ms;
     }
     if (until == RLOCK__NO_DEADLINE)
         return -1;

@@ -191,7 +191,7 @@ int rlock__wait_sleep(rlock__engine *e, rlock__waiter *w, unsigned epoch, int64_
     return status;
 }
 
-int rlock__wait_leave(rlock__engine *e, rlock__waiter *w, rlock__conn **ahead) {
+int rlock__wait_leave(rlock__engine *e, rlock__waiter *w, int acquired, rlock__conn **ahead) {
     rlock__waiters *ps = &e->waiters;
     rlock__channel *ch = w->channel;
     pthread_mutex_lock(&ps->worker.mutex);
@@ -207,10 +207,11 @@ int rlock__wait_leave(rlock__engine *e, rlock__waiter *w, rlock__conn **ahead) {
     if (w->permit || *ahead != NULL)
         rlock__channel_pass_permit(ch, w);
     if (ch->waiters == 0) {
-        ch->idle_since_ms = rlock__now_ms();
-        /* Its subscription lingers; the subscriber must wake by the end of that to drop it. */
-        if (!ps->worker.stop && (!ch->subscribe_sent ||
-                                 ps->subscriber_wakes_ms > ch->idle_since_ms + RLOCK__LINGER_MS)) {
+        /* Its subscription lingers (RLOCK__LINGER_MS says when); the subscriber must wake
+         * by its end to drop it. */
+        ch->linger_until_ms = rlock__now_ms() + (acquired ? 0 : RLOCK__LINGER_MS);
+        if (!ps->worker.stop &&
+            (!ch->subscribe_sent || ps->subscriber_wakes_ms > ch->linger_until_ms)) {
             ps->dirty = 1;
             rlock__wake_subscriber(ps);
         }

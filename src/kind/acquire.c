@@ -273,6 +273,7 @@ typedef struct waiting {
     long long *token;           /* where the acquisition's token goes (the caller's) */
     int cancelled;              /* set until the retries return: the cleanup runs on cancel */
     int handed_over;            /* got it from a releasing thread of this client */
+    int acquired;               /* the retries returned with the lock */
 } waiting;
 
 /*
@@ -288,7 +289,7 @@ static void stop_waiting(void *arg) {
     rlock__released ignored_release;
     int ignored;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &ignored); /* already so, unless cancelled */
-    int unclaimed = rlock__wait_leave(lock->engine, &w->waiter, &ahead);
+    int unclaimed = rlock__wait_leave(lock->engine, &w->waiter, w->acquired, &ahead);
     if (ahead != NULL) {
         /* Taken, or unknown (a release of a field that is not there changes nothing). */
         int status = lock->kind->read_ahead(lock, ahead, &answer);
@@ -399,6 +400,7 @@ static int wait_and_acquire(const rlock__call *call, rlock *lock, const rlock__o
     pthread_cleanup_push(stop_waiting, &w);
     status = retry_until_acquired(call, &w, queued, deadline_ms);
     w.cancelled = 0;
+    w.acquired = status == RLOCK_OK;
     pthread_cleanup_pop(1);
     pthread_cleanup_pop(0); /* the call is left by our caller on the normal path */
     *handed_over = w.handed_over;

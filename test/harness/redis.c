@@ -177,25 +177,36 @@ long long h_hget_int(redisContext *c, const char *key, const char *field) {
     return n;
 }
 
-long long h_commandstat_calls(redisContext *c, const char *cmd) {
-    redisReply *r = h_cmd(c, "INFO commandstats");
-    char key[128];
+/* The number after key (which starts a line) in INFO section; 0 if absent. */
+static long long info_number(redisContext *c, const char *section, const char *key) {
+    redisReply *r = h_cmd(c, "INFO %s", section);
     const char *p;
-    long long calls = 0;
+    long long n = 0;
 
     if (r->type != REDIS_REPLY_STRING) {
         freeReplyObject(r);
-        H_FAIL("INFO commandstats: unexpected reply");
+        H_FAIL("INFO %s: unexpected reply", section);
     }
-    snprintf(key, sizeof key, "cmdstat_%s:calls=", cmd);
     for (p = r->str; (p = strstr(p, key)) != NULL; p++) {
         if (p == r->str || p[-1] == '\n') {
-            calls = strtoll(p + strlen(key), NULL, 10);
+            n = strtoll(p + strlen(key), NULL, 10);
             break;
         }
     }
     freeReplyObject(r);
-    return calls;
+    return n;
+}
+
+long long h_commandstat_calls(redisContext *c, const char *cmd) {
+    char key[128];
+    snprintf(key, sizeof key, "cmdstat_%s:calls=", cmd);
+    return info_number(c, "commandstats", key);
+}
+
+long long h_info_stat(redisContext *c, const char *field) {
+    char key[128];
+    snprintf(key, sizeof key, "%s:", field);
+    return info_number(c, "stats", key);
 }
 
 /* ---- CLIENT LIST --------------------------------------------------------------- */

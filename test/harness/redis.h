@@ -59,6 +59,8 @@ long long h_hget_int(redisContext *c, const char *key, const char *field);
 int h_server_major(redisContext *c);
 /* calls=N of "cmdstat_<cmd>" in INFO commandstats (0 if absent). */
 long long h_commandstat_calls(redisContext *c, const char *cmd);
+/* A field of INFO stats, e.g. total_connections_received (0 if absent). */
+long long h_info_stat(redisContext *c, const char *field);
 /* Script calls so far (EVALSHA + EVAL). */
 long long h_script_calls(redisContext *c);
 /*
