@@ -101,7 +101,8 @@ sub_link *rlock__sub_add_link(subscriber *s, rlock__node *node) {
     if (rlock__buf_reserve(&s->links, (s->nlinks + 1) * sizeof(sub_link)) != RLOCK_OK)
         return NULL;
     sub_link *l = &rlock__sub_links(s)[s->nlinks++];
-    *l = (sub_link){.node = node, .backoff_ms = BACKOFF_MIN_MS, .next_connect_ms = rlock__now_ms()};
+    *l = (sub_link){.node = node, .backoff_ms = BACKOFF_MIN_MS, .next_connect_ms = rlock__now_ms(),
+                    .linger_until_ms = RLOCK__NO_DEADLINE};
     return l;
 }
 

@@ -30,7 +30,8 @@ typedef struct sub_link {
     int backoff_ms;
     int64_t next_connect_ms;
     int needed; /* channels and replies due use it (counted each pass) */
-    int64_t linger_until_ms; /* connected and needed by none: closed from then on */
+    int64_t linger_until_ms; /* needed by none: closed from then on (RLOCK__NO_DEADLINE
+                                while needed) */
 } sub_link;
 
 /* The subscriber thread's own state; only it touches this. */

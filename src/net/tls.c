@@ -475,8 +475,10 @@ ssize_t rlock__tls_send(redisContext *ctx, rlock__tls_conn *c, const char *buf, 
         return r;
     }
     int e = SSL_get_error(c->ssl, r), err = errno;
+    /* The caller polls for that before it writes again. (What the read takes in is
+     * OpenSSL's to keep: only TLS 1.2 renegotiation gets here, which Redis never asks.) */
     if (e == SSL_ERROR_WANT_READ)
-        c->write_needs = POLLIN; /* the caller polls for that before it writes again */
+        c->write_needs = POLLIN;
     if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
         c->write_pending = n;
         errno = EAGAIN;
