@@ -14,7 +14,8 @@
 #   mtls     --tls-port only, --tls-auth-clients yes (a client certificate required)
 #   smaster, sreplica  a master and its replica, replicating over TLS
 #   sentinel a TLS sentinel (tls-replication yes) watching "mymaster" (main) and
-#            "failmaster" (smaster, for a failover)
+#            "failmaster" (smaster, for a failover, then a killed master: down
+#            after 2 s)
 #   cluster1..3  a TLS cluster (tls-cluster yes) of three masters, and cluster4 a
 #            replica of the second (not with RLOCK_TLS_NO_CLUSTER set)
 # With RLOCK_TLS_MAIN_ONLY set, only main is started (make bench's TLS rows:
@@ -24,7 +25,8 @@
 #   client.key), RLOCK_TLS_PORT, RLOCK_TLS_PLAIN_PORT, RLOCK_TLS_WRONG_PORT,
 #   RLOCK_TLS_EXPIRED_PORT, RLOCK_TLS_MTLS_PORT, RLOCK_TLS_SENTINEL_PORT,
 #   RLOCK_TLS_CLUSTER_PORT (a node of the cluster), RLOCK_TLS_CLUSTER_REPLICA_PORT
-#   (the replica)
+#   (the replica), RLOCK_TLS_FAIL_SERVERS ("PORT:PID PORT:PID": smaster and
+#   sreplica, for a test to kill the one that is master)
 # runs CMD, then stops the servers by pid and removes the directory (also on
 # failure, INT and TERM). Exits with CMD's status.
 set -uo pipefail
@@ -136,14 +138,16 @@ export RLOCK_TLS_MTLS_PORT=$tls_port
 # A second master with a replica (replication over TLS), "failmaster", for a failover.
 start smaster server 0 --tls-replication yes --tls-auth-clients no
 smaster_port=$tls_port
+RLOCK_TLS_FAIL_SERVERS="$tls_port:${servers[-1]}"
 start sreplica server 0 --tls-replication yes --tls-auth-clients no \
     --replicaof 127.0.0.1 "$smaster_port"
+export RLOCK_TLS_FAIL_SERVERS="$RLOCK_TLS_FAIL_SERVERS $tls_port:${servers[-1]}"
 conf=$dir/sentinel.conf
 {
     printf 'sentinel monitor mymaster 127.0.0.1 %s 1\n' "$RLOCK_TLS_PORT"
     printf 'sentinel down-after-milliseconds mymaster 5000\n'
     printf 'sentinel monitor failmaster 127.0.0.1 %s 1\n' "$smaster_port"
-    printf 'sentinel down-after-milliseconds failmaster 5000\n'
+    printf 'sentinel down-after-milliseconds failmaster 2000\n'
 } >"$conf"
 start sentinel server 0 --sentinel --tls-replication yes --tls-auth-clients no
 conf=

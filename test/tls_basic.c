@@ -11,6 +11,7 @@
  * migration split). Through the public header only; redis-cli --tls pokes the servers.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -610,6 +611,46 @@ static void test_sentinel(void **state) {
     expect_refused(url, RLOCK_EIO, "unknown CA", NULL);
 }
 
+/* redis-cli --tls to port with args; its output (raw, one reply element a line) in out. */
+static int cli(int port, const char *args, char *out, size_t size) {
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "redis-cli --tls --cacert %s -p %d %s 2>&1", path("ca.pem"), port,
+             args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t got = fread(out, 1, size - 1, p);
+    out[got] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* cli, expecting "OK". */
+static void cli_ok(int port, const char *args) {
+    char out[512];
+    int st = cli(port, args, out, sizeof(out));
+    if (st != 0 || strncmp(out, "OK", 2) != 0)
+        fprintf(stderr, "redis-cli -p %d %s: %d %s\n", port, args, st, out);
+    assert_int_equal(st, 0);
+    assert_memory_equal(out, "OK", 2);
+}
+
+static long long cli_int(int port, const char *args) {
+    char out[512];
+    assert_int_equal(cli(port, args, out, sizeof(out)), 0);
+    return atoll(out);
+}
+
+/* Waits (20 s at most) until the client has followed a master switch past `switches`. */
+static void wait_switch(rlock_client *c, unsigned long long switches) {
+    rlock_stats st = {.struct_size = sizeof(st)};
+    for (long long until = now_ms() + 20000; now_ms() < until; sleep_ms(100)) {
+        assert_int_equal(rlock_client_stats(c, &st), RLOCK_OK);
+        if (st.master_switches > switches)
+            return;
+    }
+    fail_msg("no master switch within 20 s (%llu)", st.master_switches);
+}
+
 /*
  * A failover over TLS: the sentinel promotes failmaster's replica (SENTINEL
  * FAILOVER); the client follows it (its announced 127.0.0.1 verified by the
@@ -619,8 +660,7 @@ static void test_sentinel_failover(void **state) {
     (void)state;
     rlock_config cfg;
     rlock_client *c = NULL;
-    rlock_stats st = {.struct_size = sizeof(st)};
-    char url[1024], cmd[1024], out[256];
+    char url[1024], out[256];
     int sport = env_port("RLOCK_TLS_SENTINEL_PORT");
     snprintf(url, sizeof(url), "rediss-sentinel://localhost:%d/failmaster?tls_ca=%s", sport,
              path("ca.pem"));
@@ -631,25 +671,82 @@ static void test_sentinel_failover(void **state) {
     assert_int_equal(rlock_client_open(&cfg, &c), RLOCK_OK);
     lock_cycle(c, "tls:failover-before");
     /* the sentinel may not have seen the replica in sync yet: NOGOODSLAVE, asked again */
-    snprintf(cmd, sizeof(cmd), "redis-cli --tls --cacert %s -p %d SENTINEL FAILOVER failmaster",
-             path("ca.pem"), sport);
     int done = 0;
     for (long long until = now_ms() + 20000; !done && now_ms() < until;) {
-        FILE *p = popen(cmd, "r");
-        assert_non_null(p);
-        done = fgets(out, sizeof(out), p) != NULL && strncmp(out, "OK", 2) == 0;
-        pclose(p);
+        done = cli(sport, "SENTINEL FAILOVER failmaster", out, sizeof(out)) == 0 &&
+               strncmp(out, "OK", 2) == 0;
         if (!done)
             sleep_ms(250);
     }
     assert_true(done);
-    for (long long until = now_ms() + 20000; now_ms() < until; sleep_ms(100)) {
-        assert_int_equal(rlock_client_stats(c, &st), RLOCK_OK);
-        if (st.master_switches >= 1)
-            break;
-    }
-    assert_true(st.master_switches >= 1);
+    wait_switch(c, 0);
     lock_cycle(c, "tls:failover-after");
+    rlock_client_close(c);
+}
+
+/*
+ * A master killed under a TLS client: failmaster's master (the promoted
+ * replica, after the test above) gets SIGKILL once the other server, its
+ * replica, has the hold a watchdog lock took there. The sentinel finds it
+ * down (2 s) and promotes that replica; the client follows over TLS, and
+ * its hold -- renewed on the new master -- is still its own and unlocks.
+ */
+static void test_sentinel_killed_master(void **state) {
+    (void)state;
+    rlock_client *c = NULL;
+    rlock_stats st = {.struct_size = sizeof(st)};
+    rlock *l = NULL;
+    char url[1024], out[2048], servers[256];
+    int sport = env_port("RLOCK_TLS_SENTINEL_PORT"), port[2] = {0, 0}, pid[2] = {0, 0};
+    const char *fail_servers = getenv("RLOCK_TLS_FAIL_SERVERS");
+    assert_non_null(fail_servers);
+    snprintf(servers, sizeof(servers), "%s", fail_servers);
+    assert_int_equal(sscanf(servers, "%d:%d %d:%d", &port[0], &pid[0], &port[1], &pid[1]), 4);
+    snprintf(url, sizeof(url), "rediss-sentinel://localhost:%d/failmaster?tls_ca=%s", sport,
+             path("ca.pem"));
+    /* The failover above settled: the master the sentinel names, and its replica (the old
+     * master, reconfigured) in sync with it. */
+    int master = -1;
+    for (long long until = now_ms() + 30000; master < 0 && now_ms() < until; sleep_ms(200)) {
+        assert_int_equal(cli(sport, "SENTINEL get-master-addr-by-name failmaster", out,
+                             sizeof(out)), 0);
+        const char *nl = strchr(out, '\n');
+        int named = nl != NULL ? atoi(nl + 1) : 0;
+        int m = named == port[0] ? 0 : named == port[1] ? 1 : -1;
+        if (m >= 0 && cli(port[1 - m], "INFO replication", out, sizeof(out)) == 0 &&
+            strstr(out, "master_link_status:up") != NULL &&
+            strstr(out, "master_port:") != NULL && atoi(strstr(out, "master_port:") + 12) == named)
+            master = m;
+    }
+    assert_true(master >= 0);
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.watchdog_timeout_ms = 3000;
+    int rc = rlock_client_open(&cfg, &c);
+    if (rc == RLOCK_OK && (rc = rlock_get(c, "tls:killed-master", &l)) == RLOCK_OK)
+        rc = rlock_lock(l);
+    if (rc != RLOCK_OK)
+        print_message("      open, get, lock: %s: %s\n", rlock_strerror(rc), rlock_last_error());
+    assert_int_equal(rc, RLOCK_OK);
+    int replica_has_it = 0;
+    for (long long until = now_ms() + 20000; !replica_has_it && now_ms() < until; sleep_ms(100))
+        replica_has_it = cli_int(port[1 - master], "EXISTS tls:killed-master") == 1;
+    assert_true(replica_has_it);
+    assert_int_equal(rlock_client_stats(c, &st), RLOCK_OK);
+    print_message("      SIGKILL to the master on :%d (pid %d); its replica on :%d has the hold\n",
+                  port[master], pid[master], port[1 - master]);
+    assert_int_equal(kill(pid[master], SIGKILL), 0);
+    long long killed_ms = now_ms();
+    wait_switch(c, st.master_switches);
+    print_message("      the client followed the new master %lld ms after the kill\n",
+                  now_ms() - killed_ms);
+    /* Renewed there (the 3 s lease passes), still its own, then unlocked. */
+    sleep_ms(3500);
+    assert_int_equal(rlock_is_held_by_current_thread(l), 1);
+    assert_int_equal(rlock_unlock(l), RLOCK_OK);
+    lock_cycle(c, "tls:killed-master-after");
+    rlock_free(l);
     rlock_client_close(c);
 }
 
@@ -809,35 +906,6 @@ static void test_handoff_process(void **state) {
 }
 
 /* ---- cluster slot migration over TLS (redis-cli --tls pokes the nodes) ---------- */
-
-/* redis-cli --tls to port with args; its output (raw, one reply element a line) in out. */
-static int cli(int port, const char *args, char *out, size_t size) {
-    char cmd[2048];
-    snprintf(cmd, sizeof(cmd), "redis-cli --tls --cacert %s -p %d %s 2>&1", path("ca.pem"), port,
-             args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t got = fread(out, 1, size - 1, p);
-    out[got] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-/* cli, expecting "OK". */
-static void cli_ok(int port, const char *args) {
-    char out[512];
-    int st = cli(port, args, out, sizeof(out));
-    if (st != 0 || strncmp(out, "OK", 2) != 0)
-        fprintf(stderr, "redis-cli -p %d %s: %d %s\n", port, args, st, out);
-    assert_int_equal(st, 0);
-    assert_memory_equal(out, "OK", 2);
-}
-
-static long long cli_int(int port, const char *args) {
-    char out[512];
-    assert_int_equal(cli(port, args, out, sizeof(out)), 0);
-    return atoll(out);
-}
 
 typedef struct tls_node {
     char id[48];
@@ -1310,6 +1378,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_redlock),
         cmocka_unit_test(test_sentinel),
         cmocka_unit_test(test_sentinel_failover),
+        cmocka_unit_test(test_sentinel_killed_master),
         cmocka_unit_test(test_cluster),
         cmocka_unit_test(test_cluster_migration),
         cmocka_unit_test(test_cluster_migration_split),
