@@ -535,6 +535,16 @@ static void test_fork(void **state) {
     rlock_client_close(c);
 }
 
+/* Runs cmd with popen: its exit status; what it printed (up to size - 1 bytes) in out. */
+static int run_cmd(const char *cmd, char *out, size_t size) {
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t got = fread(out, 1, size - 1, p);
+    out[got] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 /* rlockctl (build/rlockctl, beside build/test/) with a command; its exit status, output in out. */
 static int rlockctl(const char *args, char *out, size_t size) {
     char exe[512], cmd[2048];
@@ -544,12 +554,7 @@ static int rlockctl(const char *args, char *out, size_t size) {
     for (int up = 0; up < 2; up++)
         *strrchr(exe, '/') = '\0';
     snprintf(cmd, sizeof(cmd), "%s/rlockctl %s 2>&1", exe, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t got = fread(out, 1, size - 1, p);
-    out[got] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return run_cmd(cmd, out, size);
 }
 
 /* rlockctl takes the same url and parameters. */
@@ -616,12 +621,7 @@ static int cli(int port, const char *args, char *out, size_t size) {
     char cmd[2048];
     snprintf(cmd, sizeof(cmd), "redis-cli --tls --cacert %s -p %d %s 2>&1", path("ca.pem"), port,
              args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t got = fread(out, 1, size - 1, p);
-    out[got] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return run_cmd(cmd, out, size);
 }
 
 /* cli, expecting "OK". */
