@@ -303,12 +303,11 @@ static h_conns conns_of(redisContext *r, rlock_client *c) {
 }
 
 /*
- * Foreign-locks name, lets the waiter actor wait for it (t, posted) until it
- * sleeps subscribed, and returns the SUBSCRIBE count by then.
+ * Lets the waiter actor wait for name, held by another owner (t, posted),
+ * until it sleeps subscribed; returns the SUBSCRIBE count by then.
  */
 static long long wait_subscribed(redisContext *r, h_actor *waiter, struct h_try *t,
                                  const char *name) {
-    h_foreign_lock(r, name, 30000);
     long long scripts = h_script_calls(r);
     h_actor_post(waiter, h_op_try_lock, t);
     wait_scripts_past(r, scripts); /* its attempt: BUSY; it joins the channel next */
@@ -337,6 +336,7 @@ static void test_subscription_ends_with_the_lock(void **state) {
     (void)state;
 
     t = (struct h_try){l, H_MS(20000), -1};
+    h_foreign_lock(r, name, 30000);
     long long first_subscribes = wait_subscribed(r, waiter, &t, name);
     h_conns waiting = conns_of(r, c);
     assert_int_equal(waiting.named_sub, 1);
@@ -358,6 +358,7 @@ static void test_subscription_ends_with_the_lock(void **state) {
     /* Waiting again soon: SUBSCRIBE again, on the connection that lingered. */
     long long conns_before = h_info_stat(r, "total_connections_received");
     long long since_ms = h_now_ms() - got_ms;
+    h_foreign_lock(r, name, 30000);
     long long subscribes = wait_subscribed(r, waiter, &t, name) - first_subscribes;
     long long new_conns = h_info_stat(r, "total_connections_received") - conns_before;
     print_message("      second wait, %lld ms after the first lock: %lld SUBSCRIBE, %lld new "
@@ -394,11 +395,7 @@ static void test_subscription_ends_with_a_handoff(void **state) {
 
     H_ASSERT_RC((int)h_actor_call(holder, h_op_lock, l), RLOCK_OK);
     t = (struct h_try){l, H_MS(20000), -1};
-    long long scripts = h_script_calls(r);
-    h_actor_post(waiter, h_op_try_lock, &t);
-    wait_scripts_past(r, scripts);
-    H_WAIT_FOR(h_numsub(r, name, strlen(name)) == 1, 2000);
-    h_scripts_quiet(r, 100, 5000);
+    wait_subscribed(r, waiter, &t, name);
     long long publishes = h_commandstat_calls(r, "publish");
     H_ASSERT_RC((int)h_actor_call(holder, h_op_unlock, l), RLOCK_OK);
     H_ASSERT_RC((int)h_actor_wait(waiter, 5000), RLOCK_OK);

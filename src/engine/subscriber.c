@@ -79,11 +79,14 @@ static void route_channels(rlock__waiters *ps, subscriber *s) {
      * UNSUBSCRIBE answered), as a subscription does (channels.h): the next wait needs none. */
     for (size_t i = 0; i < s->nlinks;) {
         sub_link *l = &rlock__sub_links(s)[i];
-        if (l->needed > 0)
+        if (l->needed > 0) {
             l->linger_until_ms = RLOCK__NO_DEADLINE;
-        else if (l->linger_until_ms == RLOCK__NO_DEADLINE)
+            i++;
+            continue;
+        }
+        if (l->linger_until_ms == RLOCK__NO_DEADLINE)
             l->linger_until_ms = now + RLOCK__LINGER_MS;
-        if (l->needed == 0 && (l->ctx == NULL || now >= l->linger_until_ms))
+        if (l->ctx == NULL || now >= l->linger_until_ms)
             rlock__sub_remove_link(s, l);
         else
             i++;

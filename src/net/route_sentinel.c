@@ -156,11 +156,12 @@ static int read_events(rlock__sentinel *r, int i) {
 static int heard_events(rlock__sentinel *r, int timeout_ms) {
     struct pollfd pfd[RLOCK__EVENT_SENTINELS];
     int heard = HEARD_NOTHING;
-    for (int i = 0; i < RLOCK__EVENT_SENTINELS; i++)
-        pfd[i] = (struct pollfd){.fd = r->events[i] != NULL ? r->events[i]->fd : -1,
-                                 .events = r->events[i] != NULL
-                                               ? rlock__io_events(r->events[i], POLLIN)
-                                               : POLLIN};
+    for (int i = 0; i < RLOCK__EVENT_SENTINELS; i++) {
+        pfd[i] = (struct pollfd){.fd = -1};
+        if (r->events[i] != NULL)
+            pfd[i] = (struct pollfd){.fd = r->events[i]->fd,
+                                     .events = rlock__io_events(r->events[i], POLLIN)};
+    }
     if (poll(pfd, RLOCK__EVENT_SENTINELS, timeout_ms) <= 0)
         return HEARD_NOTHING;
     for (int i = 0; i < RLOCK__EVENT_SENTINELS; i++)
